@@ -1,0 +1,70 @@
+"""atc: Automatic Tool Chain.
+
+A model solves a task by writing one Python program that chains many API calls; a sandbox runs
+it; failures are traced back to the tool that caused them and repaired by attributable
+reflection.
+
+    import atc
+    tools = atc.load("openapi.json")                    # a Collection of tool protocols
+    result = atc.run("print(list_books()[0]['title'])", tools=[tools])
+    solution = atc.solve("Who wrote the cheapest book?", tools=[tools])
+    print(solution.answer)
+
+Attributes are imported lazily (PEP 562) so that ``import atc.errors`` from the lower layers
+(``protocols``, ``sandbox``) stays a leaf import, and ``import atc`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY: dict[str, str] = {
+    # protocols
+    "Tool": "protocols.model",
+    "Collection": "protocols.model",
+    "Store": "protocols.store",
+    "load": "protocols.loaders",
+    "load_spec": "protocols.loaders",
+    "search": "protocols.search",
+    "render_compact": "protocols.render",
+    "render_full": "protocols.render",
+    # sandbox
+    "Limits": "sandbox.api",
+    "Toolset": "sandbox.api",
+    "ExecutionResult": "sandbox.api",
+    "ToolCall": "sandbox.api",
+    "ErrorInfo": "sandbox.api",
+    "run": "sandbox.execute",
+    "arun": "sandbox.execute",
+    # solve
+    "solve": "atc.solve",
+    "asolve": "atc.solve",
+    "solve_many": "atc.solve",
+    "Solution": "atc.solve",
+    "Attempt": "atc.solve",
+    # errors
+    "AtcError": "atc.errors",
+    "ConfigError": "atc.errors",
+    "ProtocolError": "atc.errors",
+    "ToolError": "atc.errors",
+    "SandboxError": "atc.errors",
+    "ModelError": "atc.errors",
+}
+
+__all__ = sorted(_LAZY) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'atc' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,105 @@
+"""The ``atc`` command: a thin layer over the library.
+
+Each command group lives in its own module (``tools``, ``run``, ``solve``, ``mock``,
+``sandbox``) exposing ``register(subparsers, parents)``; handlers take the parsed arguments and
+return the exit code. This module owns the conventions of ``shared/interface.md``: exit codes,
+one or two readable lines on stderr, no traceback unless ``--debug``, and with ``--json`` exactly
+one JSON document on stdout, also on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from atc.errors import AtcError, UsageError
+
+__all__ = ["main", "build_parser"]
+
+COMMAND_MODULES = ("tools", "run", "solve", "mock", "sandbox")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so that --json can still print one document."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}", hint=f"see '{self.prog} --help'")
+
+
+def _common_flags(suppress: bool) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    default: Any = argparse.SUPPRESS if suppress else False
+    p.add_argument("--json", action="store_true", default=default, help="print one JSON document on stdout")
+    p.add_argument("--debug", action="store_true", default=default, help="show tracebacks of internal errors")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="atc",
+        description="Automatic Tool Chain: a model writes one program that chains API calls, "
+        "a sandbox runs it, and failures are traced back to the tool at fault.",
+        parents=[_common_flags(suppress=False)],
+    )
+    from atc import __version__
+
+    parser.add_argument("--version", action="version", version=f"atc {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    parents = [_common_flags(suppress=True)]
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"atc.cli.{name}")
+        except ModuleNotFoundError as exc:  # TEMP while command modules are being written
+            if exc.name != f"atc.cli.{name}":
+                raise
+            continue
+        module.register(sub, parents)
+    return parser
+
+
+def _print_json(doc: Any) -> None:
+    sys.stdout.write(json.dumps(doc, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    want_json = "--json" in argv
+    debug = "--debug" in argv
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "handler", None):
+            parser.print_help()
+            return 0 if not argv else 2
+        code: int = args.handler(args)
+        return code
+    except AtcError as exc:
+        if debug:
+            raise
+        if want_json:
+            _print_json({"ok": False, "error": exc.to_dict()})
+        sys.stderr.write(f"atc: error: {exc.message}\n")
+        if exc.hint:
+            sys.stderr.write(f"  {exc.hint}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("atc: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # our bug: say so plainly, keep the traceback behind --debug
+        if debug:
+            raise
+        if want_json:
+            _print_json({"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)}})
+        sys.stderr.write(f"atc: internal error: {type(exc).__name__}: {exc}\n  run again with --debug for the traceback\n")
+        return 1
+
+
+def entry() -> NoReturn:
+    sys.exit(main())

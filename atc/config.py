@@ -1,0 +1,41 @@
+"""Settings, and the one place environment variables are read.
+
+Precedence everywhere: an explicit argument > configuration > environment > default.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["atc_home", "ModelSettings", "model_settings"]
+
+
+def atc_home(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The store directory: ``explicit``, else ``$ATC_HOME``, else ``~/.atc``."""
+    if explicit:
+        return Path(explicit).expanduser()
+    env = os.environ.get("ATC_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".atc"
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """How to reach the model, after the OpenAI client's conventions."""
+
+    model: str | None
+    api_key: str | None
+    base_url: str | None
+    temperature: float = 0.0
+    timeout: float = 120.0
+    max_retries: int = 3
+
+
+def model_settings(model: str | None = None, *, temperature: float | None = None) -> ModelSettings:
+    return ModelSettings(
+        model=model or os.environ.get("ATC_MODEL") or None,
+        api_key=os.environ.get("OPENAI_API_KEY") or None,
+        base_url=os.environ.get("OPENAI_BASE_URL") or None,
+        temperature=0.0 if temperature is None else temperature,
+    )

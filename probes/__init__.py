@@ -1,0 +1,1 @@
+"""Black-box probing of undocumented tools (planned; see the project issues)."""

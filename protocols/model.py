@@ -1,0 +1,244 @@
+"""What a tool is: the protocol of one HTTP operation, and the collection it belongs to.
+
+A ``Tool`` is everything a model needs to call an operation correctly and everything the
+gateway needs to turn a Python call into an HTTP request:
+
+- ``parameters`` is a JSON Schema object keyed by the *Python* names the program uses;
+- ``bindings`` says, for each of those names, where the value goes on the wire (path, query,
+  header, cookie, or body) and under which wire name. They are separate because wire names are
+  often not identifiers (``api-key``, ``page[size]``, ``from``) and because the schema must stay
+  plain JSON Schema for validation.
+
+A ``Collection`` is what one import produces. It carries the category -> tool group -> API
+hierarchy that retrieval uses (ToolBench: category, RapidAPI tool, API; OpenAPI: tag, title,
+operation).
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "Location",
+    "LOCATIONS",
+    "Binding",
+    "SecurityScheme",
+    "Tool",
+    "Collection",
+    "python_identifier",
+    "snake_case",
+]
+
+Location = Literal["path", "query", "header", "cookie", "body"]
+LOCATIONS: tuple[str, ...] = ("path", "query", "header", "cookie", "body")
+
+#: Wire name for a body binding that carries the whole request body (a non-object body).
+WHOLE_BODY = ""
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Where one parameter goes on the wire. ``name`` is the wire name (``""`` with ``body``: the
+    whole body is this parameter's value)."""
+
+    location: str
+    name: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"in": self.location, "name": self.name}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Binding:
+        return cls(location=str(d["in"]), name=str(d["name"]))
+
+
+@dataclass(frozen=True)
+class SecurityScheme:
+    """A credential the gateway adds on the host. ``type`` is ``apiKey`` or ``http``; for apiKey,
+    ``location`` (header/query/cookie) and ``param`` name it; for http, ``scheme`` is bearer or basic."""
+
+    name: str
+    type: str
+    location: str | None = None
+    param: str | None = None
+    scheme: str | None = None
+    description: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SecurityScheme:
+        return cls(**{k: d.get(k) for k in ("name", "type", "location", "param", "scheme")},
+                   description=d.get("description") or "")
+
+
+def _empty_params() -> dict[str, Any]:
+    return {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+
+
+@dataclass
+class Tool:
+    """The protocol of one operation.
+
+    ``examples`` items are ``{"args": {...}, "response": ..., "status": int | None}``.
+    ``status_codes`` maps a status (``"200"``, ``"404"``, ``"default"``) to its description.
+    ``security`` is a list of alternatives, each a list of scheme names that must all be sent.
+    """
+
+    name: str
+    collection: str
+    method: str = "GET"
+    path: str = "/"
+    description: str = ""
+    category: str = ""
+    group: str = ""
+    parameters: dict[str, Any] = field(default_factory=_empty_params)
+    bindings: dict[str, Binding] = field(default_factory=dict)
+    body_media_type: str | None = None
+    response_schema: dict[str, Any] | None = None
+    examples: list[dict[str, Any]] = field(default_factory=list)
+    status_codes: dict[str, str] = field(default_factory=dict)
+    servers: list[str] = field(default_factory=list)
+    security: list[list[str]] = field(default_factory=list)
+    deprecated: bool = False
+
+    @property
+    def required(self) -> list[str]:
+        return list(self.parameters.get("required") or [])
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        props = self.parameters.get("properties") or {}
+        return props if isinstance(props, dict) else {}
+
+    @property
+    def summary(self) -> str:
+        """The first sentence (or line) of the description: the one-line purpose."""
+        text = " ".join(self.description.split())
+        m = re.match(r"(.+?[.!?])(\s|$)", text)
+        return (m.group(1) if m else text)[:200]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form. Also what ``atc tools show --json`` prints (interface.md fields first)."""
+        return {
+            "name": self.name,
+            "collection": self.collection,
+            "category": self.category,
+            "group": self.group,
+            "description": self.description,
+            "parameters": self.parameters,
+            "response_schema": self.response_schema,
+            "examples": self.examples,
+            "method": self.method,
+            "path": self.path,
+            "bindings": {k: b.to_dict() for k, b in self.bindings.items()},
+            "body_media_type": self.body_media_type,
+            "status_codes": self.status_codes,
+            "servers": self.servers,
+            "security": self.security,
+            "deprecated": self.deprecated,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Tool:
+        return cls(
+            name=d["name"],
+            collection=d.get("collection", ""),
+            method=d.get("method", "GET"),
+            path=d.get("path", "/"),
+            description=d.get("description") or "",
+            category=d.get("category") or "",
+            group=d.get("group") or "",
+            parameters=d.get("parameters") or _empty_params(),
+            bindings={k: Binding.from_dict(v) for k, v in (d.get("bindings") or {}).items()},
+            body_media_type=d.get("body_media_type"),
+            response_schema=d.get("response_schema"),
+            examples=list(d.get("examples") or []),
+            status_codes=dict(d.get("status_codes") or {}),
+            servers=list(d.get("servers") or []),
+            security=[list(x) for x in (d.get("security") or [])],
+            deprecated=bool(d.get("deprecated", False)),
+        )
+
+
+@dataclass
+class Collection:
+    """One imported API collection. ``source_format`` is ``openapi-3.0``, ``openapi-3.1``,
+    ``swagger-2.0``, ``toolbench`` or ``mcp``."""
+
+    name: str
+    tools: list[Tool] = field(default_factory=list)
+    description: str = ""
+    source: str = ""
+    source_format: str = ""
+    servers: list[str] = field(default_factory=list)
+    security_schemes: dict[str, SecurityScheme] = field(default_factory=dict)
+    version: str = ""
+
+    def tool(self, name: str) -> Tool | None:
+        for t in self.tools:
+            if t.name == name:
+                return t
+        return None
+
+    def hierarchy(self) -> dict[str, dict[str, list[str]]]:
+        """category -> group -> [tool names], the tree AnyTool-style retrieval walks."""
+        tree: dict[str, dict[str, list[str]]] = {}
+        for t in self.tools:
+            tree.setdefault(t.category or "uncategorized", {}).setdefault(t.group or self.name, []).append(t.name)
+        return tree
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "source": self.source,
+            "source_format": self.source_format,
+            "version": self.version,
+            "servers": self.servers,
+            "security_schemes": {k: s.to_dict() for k, s in self.security_schemes.items()},
+            "tools": [t.to_dict() for t in self.tools],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Collection:
+        return cls(
+            name=d["name"],
+            description=d.get("description") or "",
+            source=d.get("source") or "",
+            source_format=d.get("source_format") or "",
+            version=d.get("version") or "",
+            servers=list(d.get("servers") or []),
+            security_schemes={k: SecurityScheme.from_dict(v) for k, v in (d.get("security_schemes") or {}).items()},
+            tools=[Tool.from_dict(t) for t in d.get("tools") or []],
+        )
+
+
+_RESERVED = frozenset(dir(builtins)) | {"ToolError"}
+_CAMEL_1 = re.compile(r"(.)([A-Z][a-z]+)")
+_CAMEL_2 = re.compile(r"([a-z0-9])([A-Z])")
+_NON_WORD = re.compile(r"[^0-9a-zA-Z]+")
+
+
+def snake_case(text: str) -> str:
+    """``getUserByID`` -> ``get_user_by_id``; ``GET_movie-movie_id`` -> ``get_movie_movie_id``."""
+    s = _CAMEL_1.sub(r"\1_\2", text)
+    s = _CAMEL_2.sub(r"\1_\2", s)
+    s = _NON_WORD.sub("_", s).strip("_").lower()
+    return re.sub(r"_+", "_", s)
+
+
+def python_identifier(text: str, *, fallback: str = "tool") -> str:
+    """A valid, non-keyword Python identifier derived from ``text`` (snake_case)."""
+    s = snake_case(text) or fallback
+    if s[0].isdigit():
+        s = f"{fallback}_{s}"
+    # A tool is a global of the program: it must not shadow a builtin the program relies on.
+    if keyword.iskeyword(s) or keyword.issoftkeyword(s) or s in _RESERVED:
+        s = f"{s}_"
+    return s

@@ -1,0 +1,179 @@
+"""The sandbox seam: limits in, an ``ExecutionResult`` out, and the ``Backend`` interface.
+
+The result dataclasses mirror ``atc run --json`` of ``shared/interface.md`` field for field;
+``to_dict()`` is that JSON. Extra, non-contract detail (``col``, ``attribution``,
+``isolation``) is additive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from protocols.model import Collection, Tool
+
+__all__ = ["Limits", "ToolCall", "ErrorInfo", "ExecutionResult", "Toolset", "Backend", "ERROR_TYPES"]
+
+#: The ``error.type`` values that are not Python exception class names.
+ERROR_TYPES = ("Timeout", "MemoryLimit", "CallBudget", "OutputLimit", "SandboxError")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one program run. ``timeout`` is wall clock for the whole program."""
+
+    timeout: float = 60.0
+    memory_mb: int = 512
+    max_calls: int = 100
+    call_timeout: float = 30.0
+    max_response_bytes: int = 5_000_000
+    max_output_bytes: int = 1_000_000
+    max_processes: int = 64
+    max_file_bytes: int = 16_000_000
+    cpu_seconds: int | None = None
+
+
+@dataclass
+class ToolCall:
+    """One call a program made, as the gateway saw it. ``status`` is None when no HTTP request
+    was sent (invalid arguments, budget exhausted). ``response`` is what the API returned (kept
+    for attribution and reflection; not part of the contract JSON unless asked for)."""
+
+    tool: str
+    args: dict[str, Any]
+    method: str
+    path: str
+    status: int | None
+    ok: bool
+    line: int | None
+    duration_ms: float
+    col: int | None = None
+    error: str | None = None
+    response: Any = None
+
+    def to_dict(self, *, with_response: bool = False) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "tool": self.tool,
+            "args": self.args,
+            "method": self.method,
+            "path": self.path,
+            "status": self.status,
+            "ok": self.ok,
+            "line": self.line,
+            "col": self.col,
+            "duration_ms": round(self.duration_ms, 3),
+            "error": self.error,
+        }
+        if with_response:
+            d["response"] = self.response
+        return d
+
+
+@dataclass
+class ErrorInfo:
+    """Why a run failed. ``type`` is the Python exception class name or one of ``ERROR_TYPES``.
+    ``tool`` is the tool the failure is attributed to (None: the program's own logic).
+    ``attribution`` explains the choice and carries the condensed response of that tool:
+    ``{"reason": str, "call_index": int | None, "response_shape": {...} | None, "excerpt": str | None}``."""
+
+    type: str
+    message: str
+    line: int | None = None
+    tool: str | None = None
+    traceback: str = ""
+    col: int | None = None
+    code: str | None = None
+    attribution: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "message": self.message,
+            "line": self.line,
+            "tool": self.tool,
+            "traceback": self.traceback,
+            "col": self.col,
+            "code": self.code,
+            "attribution": self.attribution,
+        }
+
+
+@dataclass
+class ExecutionResult:
+    ok: bool
+    answer: str
+    sandbox: str
+    duration_ms: float
+    error: ErrorInfo | None = None
+    calls: list[ToolCall] = field(default_factory=list)
+    stderr: str = ""
+    isolation: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "answer": self.answer,
+            "sandbox": self.sandbox,
+            "duration_ms": round(self.duration_ms, 3),
+            "error": self.error.to_dict() if self.error else None,
+            "calls": [c.to_dict() for c in self.calls],
+            "stderr": self.stderr,
+            "isolation": self.isolation,
+        }
+
+
+@dataclass
+class Toolset:
+    """The tools in play for one run, and how to reach them.
+
+    ``base_url`` overrides every collection's server. ``credentials`` maps a security scheme
+    name to where its secret is read on the host (``env:VAR``); the value itself is looked up only
+    when a request is built, in the gateway, and never crosses into the sandbox.
+    """
+
+    collections: list[Collection]
+    base_url: str | None = None
+    credentials: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._owner: dict[str, Collection] = {}
+        for c in self.collections:
+            for t in c.tools:
+                if t.name in self._tools and self._owner[t.name].name != c.name:
+                    from atc.errors import ConfigError
+
+                    raise ConfigError(
+                        f"tool name {t.name!r} is in both collections {self._owner[t.name].name!r} and {c.name!r}",
+                        hint="use one of them per run, or re-import one with another --name and rename the tool",
+                    )
+                self._tools[t.name] = t
+                self._owner[t.name] = c
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        return self._tools
+
+    def collection_of(self, tool: str) -> Collection:
+        return self._owner[tool]
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A place to run programs. Implementations: ``LocalBackend``, ``DockerBackend``, and the
+    in-process fake used by tests of upper layers. ``run`` never raises for anything the program
+    does: every outcome of the program is an ``ExecutionResult``. It raises ``SandboxError`` only
+    when the backend itself cannot work (engine gone, image missing)."""
+
+    name: str
+
+    def run(self, program: str, tools: Toolset, limits: Limits) -> ExecutionResult: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Backend: ...
+
+    def __exit__(self, *exc: object) -> None: ...

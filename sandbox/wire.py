@@ -1,0 +1,78 @@
+"""The wire protocol between the in-sandbox runner and the host gateway.
+
+One byte stream (a socketpair for the local backend, a Unix socket mounted into the container
+for Docker) carries frames: a 4-byte big-endian length, then that many bytes of UTF-8 JSON. JSON
+only, in both directions: the host never unpickles anything that comes out of a sandbox.
+
+Runner -> host::
+
+    {"op": "ready", "pid": int, "python": "3.11.2"}                      once, after connecting
+    {"op": "call", "id": int, "tool": str, "args": {...}, "line": int|null, "col": int|null}
+    {"op": "done", "ok": bool, "stdout": str, "stderr": str, "truncated": bool,
+     "error": null | {"type": str, "message": str, "traceback": str,
+                      "frames": [{"name", "lineno", "end_lineno", "col", "end_col"}],   # program frames, outermost first
+                      "tool": str|null, "status": int|null}}                           # set for ToolError
+
+Host -> runner::
+
+    {"op": "start", "program": str, "tools": [str], "max_output_bytes": int}
+    {"op": "result", "id": int, "ok": true, "data": JSON}
+    {"op": "result", "id": int, "ok": false, "error": {"message": str, "status": int|null, "kind": str}}
+
+``kind`` is ``ToolError`` for a failed call or ``CallBudget`` once the budget is spent. The host
+trusts nothing in a runner message: a hostile program can write frames of its own, so every
+field is re-validated and every call goes through the same checks as a stub's.
+
+The runner (``sandbox/runner.py``) is stdlib-only and standalone because it is mounted into
+containers whose Python has nothing else; it carries its own copy of the four-line framing.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from typing import Any
+
+__all__ = ["MAX_FRAME", "FrameError", "encode", "send", "recv"]
+
+#: Largest frame the host accepts (program output is capped well below this).
+MAX_FRAME = 16 * 1024 * 1024
+
+_HEADER = struct.Struct(">I")
+
+
+class FrameError(Exception):
+    """The peer sent something that is not a frame (closed early, oversized, not JSON)."""
+
+
+def encode(msg: dict[str, Any]) -> bytes:
+    body = json.dumps(msg, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
+    return _HEADER.pack(len(body)) + body
+
+
+def send(sock: socket.socket, msg: dict[str, Any]) -> None:
+    sock.sendall(encode(msg))
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise FrameError("channel closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def recv(sock: socket.socket, *, max_frame: int = MAX_FRAME) -> dict[str, Any]:
+    (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
+    if size > max_frame:
+        raise FrameError(f"frame of {size} bytes exceeds the {max_frame}-byte cap")
+    try:
+        msg = json.loads(_recv_exact(sock, size))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FrameError(f"frame is not JSON: {exc}") from exc
+    if not isinstance(msg, dict) or not isinstance(msg.get("op"), str):
+        raise FrameError("frame is not an object with an 'op'")
+    return msg

@@ -1,0 +1,63 @@
+"""Test-wide rules.
+
+- Every test gets an empty ``ATC_HOME`` and no ``ATC_*`` / ``OPENAI_*`` variables from the caller.
+- Tests marked ``docker`` skip when no engine or image is there, except under
+  ``ATC_REQUIRE_DOCKER=1`` (CI), where such a skip is turned into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.apis.library import LibraryAPI
+
+REQUIRE_DOCKER = os.environ.get("ATC_REQUIRE_DOCKER") == "1"
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+BENCH_DATA = SHARED / "bench-data"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for key in list(os.environ):
+        if key.startswith(("ATC_", "OPENAI_")) and key != "ATC_REQUIRE_DOCKER":
+            monkeypatch.delenv(key, raising=False)
+    home = tmp_path / "atc-home"
+    monkeypatch.setenv("ATC_HOME", str(home))
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if REQUIRE_DOCKER and report.skipped and item.get_closest_marker("docker") is not None:
+        report.outcome = "failed"
+        report.longrepr = f"docker test skipped under ATC_REQUIRE_DOCKER=1: {report.longrepr}"
+
+
+@pytest.fixture(scope="session")
+def library_api() -> Iterator[LibraryAPI]:
+    """The library fixture API on 127.0.0.1 (session-wide; tests read ``api.requests`` after ``api.reset()``)."""
+    api = LibraryAPI()
+    api.start()
+    try:
+        yield api
+    finally:
+        api.stop()
+
+
+@pytest.fixture()
+def api(library_api: LibraryAPI) -> LibraryAPI:
+    library_api.reset()
+    return library_api
+
+
+@pytest.fixture(scope="session")
+def bench_data() -> Path:
+    if not BENCH_DATA.exists():
+        pytest.skip(f"public benchmark data not found at {BENCH_DATA}")
+    return BENCH_DATA
