@@ -40,11 +40,11 @@ _LAZY: dict[str, str] = {
     "run": "sandbox.execute",
     "arun": "sandbox.execute",
     # solve
-    "solve": "atc.solve",
-    "asolve": "atc.solve",
-    "solve_many": "atc.solve",
-    "Solution": "atc.solve",
-    "Attempt": "atc.solve",
+    "solve": "atc.solving",
+    "asolve": "atc.solving",
+    "solve_many": "atc.solving",
+    "Solution": "atc.solving",
+    "Attempt": "atc.solving",
     # errors
     "AtcError": "atc.errors",
     "ConfigError": "atc.errors",

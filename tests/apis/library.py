@@ -70,6 +70,9 @@ class LibraryAPI:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes; without TCP_NODELAY every keep-alive
+            # request after the first waits ~40 ms for the client's delayed ACK.
+            disable_nagle_algorithm = True
 
             def log_message(self, *a: Any) -> None:
                 pass

@@ -1,0 +1,84 @@
+"""``atc solve "QUERY" --tools T [RUN OPTIONS] [--model M] [--max-reflections N] [--json]``.
+
+Progress goes to stderr (one line per attempt: what failed, where, which tool was blamed), the
+answer to stdout. Exit 0 when solved, 1 when not, 2 for bad input or missing configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from atc.cli.common import add_run_options, limits_from_args, print_json, toolset_from_args
+from atc.errors import UsageError
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "solve",
+        parents=parents,
+        help="the main job: a model writes a program that chains the tools, the sandbox runs it",
+        description="A model writes one Python program that chains the tools' API calls; the sandbox runs it; "
+        "when it fails, the error is traced to the tool at fault and the model repairs the program.",
+    )
+    p.add_argument("query", metavar="QUERY", help="the task, in natural language")
+    add_run_options(p)
+    p.add_argument("--model", "-m", help="model name (default: $ATC_MODEL)")
+    p.add_argument("--max-reflections", type=int, default=3, metavar="N",
+                   help="repairs after the first attempt (3)")
+    p.add_argument("--top-k", type=int, default=None, metavar="K",
+                   help="tools shown to the model when the collections hold more (20)")
+    p.set_defaults(handler=_handle)
+
+
+def _progress(attempt: Any, number: int) -> None:
+    if attempt.ok:
+        calls = len(attempt.result.calls) if attempt.result else 0
+        sys.stderr.write(f"attempt {number}: ok ({calls} tool calls)\n")
+        return
+    err = attempt.error or {}
+    where = f" at line {err['line']}" if err.get("line") else ""
+    ran = "" if attempt.result is not None or not attempt.program else " (found before running)"
+    blamed = f"; blamed tool: {attempt.blamed_tool}" if attempt.blamed_tool else ""
+    message = " ".join(str(err.get("message") or "").split())[:160]
+    sys.stderr.write(f"attempt {number}: {err.get('type', 'Error')}{where}{ran}: {message}{blamed}\n")
+    sys.stderr.flush()
+
+
+def _handle(args: argparse.Namespace) -> int:
+    from atc.solving import solve
+
+    if args.max_reflections < 0:
+        raise UsageError("--max-reflections must be 0 or more")
+    if args.top_k is not None and args.top_k < 1:
+        raise UsageError("--top-k must be at least 1")
+    if not args.query.strip():
+        raise UsageError("the task is empty", hint='example: atc solve "Which books did Lem write?" --tools spec.json')
+    limits = limits_from_args(args)
+    toolset = toolset_from_args(args)
+    solution = solve(
+        args.query,
+        toolset,
+        model=args.model,
+        max_reflections=args.max_reflections,
+        limits=limits,
+        backend=args.sandbox,
+        top_k=args.top_k,
+        on_attempt=None if args.json else _progress,
+    )
+    if args.json:
+        print_json(solution.to_dict())
+        return 0 if solution.ok else 1
+    if solution.ok:
+        sys.stdout.write(solution.answer if solution.answer.endswith("\n") else solution.answer + "\n")
+        return 0
+    err = solution.error or {}
+    tries = len(solution.attempts)
+    sys.stderr.write(f"atc: not solved after {tries} attempt{'s' if tries != 1 else ''}: "
+                     f"{err.get('type', 'Error')}: {' '.join(str(err.get('message') or '').split())[:300]}\n")
+    if solution.program:
+        sys.stderr.write("  the last program is in the --json output ('program')\n")
+    return 1

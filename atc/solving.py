@@ -1,0 +1,385 @@
+"""The main job: a model writes one program that chains the tools, the sandbox runs it, and
+attributable reflection repairs it (ATC paper, sections 3.2-3.3).
+
+One attempt is one model reply. An attempt fails when the reply holds no program
+(``NoProgram``), the program fails a static check (``SyntaxError``, ``NameError`` or
+``ToolError`` found before running: no sandbox run is spent, the attempt's ``result`` is None),
+the run raises, or the run succeeds but prints nothing (``EmptyAnswer``). After a failure the
+model gets the error and, when a tool is to blame, that tool's full protocol and what it really
+returned (``atc.reflection``), up to ``max_reflections`` times. Every attempt is recorded in
+``Solution.attempts`` in order, including the ones that never reached the sandbox.
+
+Failures that are the model's fault are recorded and fed back; failures that are ours or the
+environment's (no model configured, model server down, sandbox engine gone) are raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from atc import prompts
+from atc.checks import check_program
+from atc.errors import AtcError, UsageError
+from atc.extract import extract_program
+from atc.model import Completion, Message, ModelClient, make_client
+from atc.reflection import ask_model_for_tool, feedback, needs_model_attribution
+from protocols.model import Collection, Tool
+from sandbox.api import Backend, ExecutionResult, Limits, ToolCall, Toolset
+
+__all__ = ["Usage", "Attempt", "Solution", "solve", "asolve", "solve_many", "choose_tools", "DEFAULT_TOP_K"]
+
+#: Tools shown to the model when the collections hold more (the ATC paper gives 20 candidates).
+DEFAULT_TOP_K = 20
+
+ToolsArg = Toolset | Collection | Sequence[Collection] | str | Path
+AttemptHook = Callable[["Attempt", int], None]
+
+
+@dataclass
+class Usage:
+    """Model usage of one solve: HTTP requests the model server saw, and tokens it reported."""
+
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, completion: Completion) -> None:
+        self.llm_calls += completion.requests
+        self.prompt_tokens += completion.prompt_tokens
+        self.completion_tokens += completion.completion_tokens
+
+    def to_dict(self) -> dict[str, int]:
+        return {"llm_calls": self.llm_calls, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens}
+
+
+@dataclass
+class Attempt:
+    """One model reply and what became of it. ``program`` is "" when the reply held none;
+    ``result`` is None when nothing ran (no program, or a static check caught it);
+    ``blamed_tool`` is the tool the failure was attributed to (by the run or by the model)."""
+
+    program: str
+    ok: bool
+    error: dict[str, Any] | None
+    result: ExecutionResult | None = None
+    blamed_tool: str | None = None
+    reply: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "program": self.program,
+            "ok": self.ok,
+            "error": self.error,
+            "blamed_tool": self.blamed_tool,
+            "sandbox": self.result.sandbox if self.result else None,
+            "duration_ms": round(self.result.duration_ms, 3) if self.result else None,
+            "calls": len(self.result.calls) if self.result else 0,
+        }
+        if not self.program:
+            d["reply"] = self.reply[:2000]  # what the model said instead of a program
+        return d
+
+
+@dataclass
+class Solution:
+    """The outcome of ``solve``; ``to_dict()`` is ``atc solve --json``. ``answer``, ``calls`` and
+    ``error`` are the last attempt's; ``sandbox`` names the backend of the last run (None when
+    no program ever ran); ``duration_ms`` is the whole solve, model time included."""
+
+    ok: bool
+    answer: str
+    program: str
+    attempts: list[Attempt] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    tools: list[str] = field(default_factory=list)
+    sandbox: str | None = None
+    duration_ms: float = 0.0
+    error: dict[str, Any] | None = None
+    query: str = ""
+    model: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "answer": self.answer,
+            "sandbox": self.sandbox,
+            "duration_ms": round(self.duration_ms, 3),
+            "error": self.error,
+            "calls": [c.to_dict() for c in self.calls],
+            "program": self.program,
+            "attempts": [a.to_dict() for a in self.attempts],
+            "usage": self.usage.to_dict(),
+            "tools": self.tools,
+            "query": self.query,
+            "model": self.model,
+        }
+
+    @classmethod
+    def failed(cls, query: str, exc: BaseException, *, duration_ms: float = 0.0) -> Solution:
+        """A task that could not be attempted at all (used by ``solve_many`` to keep a batch going)."""
+        error: dict[str, Any] = (exc.to_dict() if isinstance(exc, AtcError)
+                                 else {"type": type(exc).__name__, "message": str(exc)})
+        error.setdefault("line", None)
+        error.setdefault("tool", None)
+        return cls(ok=False, answer="", program="", error=error, duration_ms=duration_ms, query=query)
+
+
+# -- inputs -----------------------------------------------------------------------------------
+
+
+def _collections(tools: ToolsArg) -> list[Collection]:
+    if isinstance(tools, Collection):
+        return [tools]
+    if isinstance(tools, (str, Path)):
+        tools = [tools]  # type: ignore[list-item]
+    out: list[Collection] = []
+    for item in tools:  # type: ignore[union-attr]
+        if isinstance(item, Collection):
+            out.append(item)
+        elif isinstance(item, (str, Path)):
+            out.append(_load(item))
+        else:
+            raise UsageError(f"tools must be Collections, spec paths or collection names, not {type(item).__name__}")
+    if not out:
+        raise UsageError("no tools given", hint="pass a Collection, a spec path or an imported collection name")
+    return out
+
+
+def _load(item: str | Path) -> Collection:
+    path = Path(item).expanduser()
+    if path.exists():
+        from protocols.loaders import load_spec
+
+        return load_spec(path)
+    from atc.config import atc_home
+    from protocols.store import Store
+
+    return Store(atc_home()).get(str(item))
+
+
+def _toolset(tools: ToolsArg, base_url: str | None, credentials: dict[str, str] | None) -> Toolset:
+    if isinstance(tools, Toolset):
+        if base_url is None and not credentials:
+            return tools
+        return Toolset(tools.collections, base_url=base_url or tools.base_url,
+                       credentials={**tools.credentials, **(credentials or {})})
+    return Toolset(_collections(tools), base_url=base_url, credentials=dict(credentials or {}))
+
+
+def choose_tools(query: str, toolset: Toolset, top_k: int | None = None) -> list[Tool]:
+    """The tools shown to the model: all of them, or the ``top_k`` (default 20) most relevant
+    to the query by BM25 when there are more (the first ``top_k`` if nothing matches)."""
+    everything = list(toolset.tools.values())
+    k = top_k or DEFAULT_TOP_K
+    if len(everything) <= k:
+        return everything
+    from protocols.search import search
+
+    hits = [h.tool for h in search(query, everything, k=k)]
+    return hits or everything[:k]
+
+
+# -- one attempt ------------------------------------------------------------------------------
+
+
+def _backend(backend: str | Backend | None, limits: Limits) -> Backend:
+    """The backend instance to run on, warmed up while the model is still writing (a local
+    backend spawns its runner processes ahead of time when it can)."""
+    if backend is None or isinstance(backend, str):
+        from sandbox.execute import get_backend
+
+        backend = get_backend(backend)
+    warm_up = getattr(backend, "warm_up", None)
+    prewarm = getattr(backend, "prewarm", None)
+    if callable(warm_up):  # local: spawns runners in the background
+        warm_up(limits)
+    elif callable(prewarm):  # docker: starts containers in the background (timeout 0: do not wait)
+        prewarm(limits, timeout=0)
+    return backend
+
+
+def _run(program: str, toolset: Toolset, limits: Limits, backend: Backend) -> ExecutionResult:
+    from sandbox.execute import run
+
+    return run(program, toolset, limits, backend=backend)
+
+
+def _simple_error(kind: str, message: str) -> dict[str, Any]:
+    return {"type": kind, "message": message, "line": None, "tool": None, "traceback": "",
+            "col": None, "code": None, "attribution": None}
+
+
+def _attempt(reply: str, toolset: Toolset, limits: Limits, backend: Backend) -> Attempt:
+    program = extract_program(reply, toolset.names())
+    if program is None:
+        return Attempt("", False, _simple_error("NoProgram", "the reply contained no Python program"), reply=reply)
+    static = check_program(program, toolset.tools)
+    if static is not None:
+        return Attempt(program, False, static, blamed_tool=static.get("tool"), reply=reply)
+    result = _run(program, toolset, limits, backend)
+    if not result.ok:
+        error = result.error.to_dict() if result.error else _simple_error("SandboxError", "the run failed")
+        return Attempt(program, False, error, result, blamed_tool=error.get("tool"), reply=reply)
+    if not result.answer.strip():
+        return Attempt(program, False, _simple_error("EmptyAnswer", "the program printed nothing"), result, reply=reply)
+    return Attempt(program, True, None, result, reply=reply)
+
+
+def _blame(
+    attempt: Attempt, query: str, client: ModelClient, toolset: Toolset, shown: list[Tool], usage: Usage
+) -> tuple[Tool | None, str | None]:
+    """The tool to show in full with the feedback (see ``atc.reflection`` for the order)."""
+    error = attempt.error or {}
+    named = error.get("tool")
+    if isinstance(named, str) and named in toolset.tools:
+        return toolset.tools[named], (error.get("attribution") or {}).get("reason")
+    if not needs_model_attribution(attempt.program, error, toolset.names()):
+        return None, None
+    in_program = [t for t in toolset.tools.values() if re.search(rf"\b{re.escape(t.name)}\s*\(", attempt.program)]
+    picked, completion = ask_model_for_tool(client, query, attempt.program, error, in_program or shown)
+    usage.add(completion)
+    if picked is None or picked not in toolset.tools:
+        return None, None
+    return toolset.tools[picked], "named by the model (the run did not attribute the error to a tool)"
+
+
+def _assistant_turn(attempt: Attempt) -> Message:
+    """What the model "said", as kept in the conversation: the program it wrote (so that reasoning
+    and prose do not pile up across reflections), or its reply when it wrote none."""
+    if attempt.program:
+        return {"role": "assistant", "content": f"```python\n{attempt.program.rstrip()}\n```"}
+    return {"role": "assistant", "content": attempt.reply[-4000:] or "(empty reply)"}
+
+
+# -- the loop ---------------------------------------------------------------------------------
+
+
+def solve(
+    query: str,
+    tools: ToolsArg,
+    *,
+    model: str | None = None,
+    client: ModelClient | None = None,
+    max_reflections: int = 3,
+    limits: Limits | None = None,
+    backend: str | Backend | None = None,
+    base_url: str | None = None,
+    credentials: dict[str, str] | None = None,
+    top_k: int | None = None,
+    on_attempt: AttemptHook | None = None,
+) -> Solution:
+    """Solve ``query`` with ``tools`` (a Collection, a list of them, a Toolset, a spec path or
+    an imported collection name). ``base_url`` and ``credentials`` are the tools' (``--base-url``,
+    ``--credential``); the model comes from ``client``, else ``model`` and the environment.
+    ``on_attempt(attempt, number)`` is called after each attempt (for progress output)."""
+    started = time.perf_counter()
+    if not query or not query.strip():
+        raise UsageError("the task is empty", hint='example: atc solve "Which books did Stanislaw Lem write?" --tools spec.json')
+    if max_reflections < 0:
+        raise UsageError("--max-reflections must be 0 or more")
+    toolset = _toolset(tools, base_url, credentials)
+    shown = choose_tools(query, toolset, top_k)
+    if client is None:
+        client = make_client(model)
+    limits = limits or Limits()
+    runner = _backend(backend, limits)
+
+    from protocols.render import render_compact
+
+    messages: list[Message] = [
+        {"role": "system", "content": prompts.render("system")},
+        {"role": "user", "content": prompts.render("generate", tools=render_compact(shown).strip(), task=query.strip())},
+    ]
+    usage = Usage()
+    attempts: list[Attempt] = []
+    sandbox_name: str | None = None
+    for number in range(1, max_reflections + 2):
+        completion = client.complete(messages)
+        usage.add(completion)
+        attempt = _attempt(completion.text, toolset, limits, runner)
+        attempts.append(attempt)
+        if attempt.result is not None:
+            sandbox_name = attempt.result.sandbox
+        last = number == max_reflections + 1
+        if attempt.ok or last:
+            if on_attempt:
+                on_attempt(attempt, number)
+            break
+        blamed, reason = _blame(attempt, query, client, toolset, shown, usage)
+        attempt.blamed_tool = blamed.name if blamed else None
+        if on_attempt:
+            on_attempt(attempt, number)
+        messages.append(_assistant_turn(attempt))
+        messages.append({"role": "user", "content": feedback(number, attempt.program, attempt.error or {},
+                                                             blamed=blamed, reason=reason, result=attempt.result)})
+
+    final = attempts[-1]
+    return Solution(
+        ok=final.ok,
+        answer=final.result.answer if final.result else "",
+        program=final.program,
+        attempts=attempts,
+        calls=list(final.result.calls) if final.result else [],
+        usage=usage,
+        tools=[t.name for t in shown],
+        sandbox=sandbox_name,
+        duration_ms=(time.perf_counter() - started) * 1000,
+        error=final.error,
+        query=query,
+        model=getattr(client, "model", None),
+    )
+
+
+async def asolve(
+    query: str,
+    tools: ToolsArg,
+    *,
+    model: str | None = None,
+    client: ModelClient | None = None,
+    max_reflections: int = 3,
+    limits: Limits | None = None,
+    backend: str | Backend | None = None,
+    base_url: str | None = None,
+    credentials: dict[str, str] | None = None,
+    top_k: int | None = None,
+    on_attempt: AttemptHook | None = None,
+) -> Solution:
+    """``solve`` without blocking the event loop (it runs in a worker thread, so many tasks can
+    be awaited together; see ``solve_many`` for a bounded batch)."""
+    return await asyncio.to_thread(
+        solve, query, tools, model=model, client=client, max_reflections=max_reflections, limits=limits,
+        backend=backend, base_url=base_url, credentials=credentials, top_k=top_k, on_attempt=on_attempt,
+    )
+
+
+def solve_many(queries: Sequence[str], tools: ToolsArg, *, concurrency: int = 8, **kw: Any) -> list[Solution]:
+    """Solve many tasks at once, at most ``concurrency`` at a time (so at most that many
+    sandboxes run together); results come back in the order of ``queries``. A task that raises
+    becomes a ``Solution`` with ``ok`` False and the error, never sinking the batch. Missing model
+    configuration is raised at once, since no task could run."""
+    if concurrency < 1:
+        raise UsageError("concurrency must be at least 1")
+    if kw.get("client") is None:
+        kw["client"] = make_client(kw.pop("model", None))
+    toolset = _toolset(tools, kw.pop("base_url", None), kw.pop("credentials", None))
+
+    def one(query: str) -> Solution:
+        started = time.perf_counter()
+        try:
+            return solve(query, toolset, **kw)
+        except Exception as exc:
+            return Solution.failed(query, exc, duration_ms=(time.perf_counter() - started) * 1000)
+
+    if not queries:
+        return []
+    with ThreadPoolExecutor(max_workers=min(concurrency, len(queries)), thread_name_prefix="atc-solve") as pool:
+        return list(pool.map(one, queries))

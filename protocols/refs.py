@@ -1,0 +1,201 @@
+"""Local ``$ref`` resolution for OpenAPI / Swagger / JSON Schema documents.
+
+Two kinds of ``$ref`` need different answers:
+
+- a chain of references (``A -> B -> A``) that never reaches a real node is a broken document:
+  :meth:`Resolver.follow` raises a ``ProtocolError``;
+- a recursive *schema* (a tree node whose ``children`` are tree nodes) is fine: :meth:`Resolver.schema`
+  expands it once and cuts the second visit to ``{"type": "object", "description": "(recursive: Name)"}``.
+
+External references (other files, URLs) are never fetched: they raise a ``ProtocolError`` naming
+the pointer where they occur. Deep documents are cut at ``MAX_DEPTH`` so no input can reach
+Python's recursion limit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote
+
+from atc.errors import ProtocolError
+
+__all__ = ["Resolver", "escape", "merge_all_of", "unshare", "MAX_DEPTH"]
+
+#: Nesting beyond this depth is replaced by a marker; keeps hostile input away from RecursionError.
+MAX_DEPTH = 48
+#: Nodes one expanded schema may have before the rest is cut.
+MAX_NODES = 50_000
+
+#: Keywords whose values are maps of name -> schema.
+_SCHEMA_MAPS = ("properties", "patternProperties", "definitions", "$defs", "dependentSchemas")
+#: Keywords whose values are lists of schemas.
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+#: Keywords whose values are one schema (``items`` may also be a list in old drafts).
+_SCHEMA_ONE = ("items", "additionalProperties", "not", "contains", "propertyNames", "if", "then", "else",
+               "additionalItems", "unevaluatedProperties", "unevaluatedItems")
+
+
+def escape(token: str) -> str:
+    """One JSON-pointer reference token (RFC 6901): ``~`` -> ``~0``, ``/`` -> ``~1``."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+class Resolver:
+    """Resolves the local references of one document. ``source`` labels errors."""
+
+    def __init__(self, doc: Any, source: str) -> None:
+        self.doc = doc
+        self.source = source
+        self._cache: dict[str, Any] = {}
+        self._budget = MAX_NODES
+
+    def error(self, message: str, pointer: str) -> ProtocolError:
+        return ProtocolError(message, source=self.source, pointer=pointer)
+
+    def lookup(self, ref: str, at: str) -> Any:
+        """The node a single ``$ref`` string names (no further following). ``at`` is where it occurs."""
+        if not isinstance(ref, str):
+            raise self.error("$ref must be a string", at)
+        if not ref.startswith("#"):
+            raise self.error(f"external $ref {ref!r} is not supported (only local '#/...' references)", at)
+        frag = ref[1:]
+        if frag and not frag.startswith("/"):
+            raise self.error(f"$ref {ref!r} is not a JSON pointer", at)
+        node = self.doc
+        for raw in frag.split("/")[1:] if frag else []:
+            token = _unescape(unquote(raw))  # a fragment may be percent-encoded ({ -> %7B)
+            if isinstance(node, dict) and token in node:
+                node = node[token]
+            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                node = node[int(token)]
+            else:
+                raise self.error(f"$ref {ref!r} points to nothing", at)
+        return node
+
+    def follow(self, node: Any, at: str) -> tuple[Any, str]:
+        """Follow ``$ref`` until a node that is not a reference; returns it and its pointer.
+
+        A chain that comes back to itself is an error, not a recursive schema."""
+        seen: list[str] = []
+        pointer = at
+        while isinstance(node, dict) and "$ref" in node:
+            ref = node["$ref"]
+            if isinstance(ref, str) and ref in seen:
+                chain = " -> ".join(seen + [ref])
+                raise self.error(f"cyclic $ref chain {chain}", at)
+            node = self.lookup(ref, pointer)
+            seen.append(ref)
+            pointer = ref[1:]
+        return node, pointer
+
+    def schema(self, node: Any, at: str) -> Any:
+        """A deep copy of a schema with every local reference expanded and ``allOf`` merged.
+
+        Recursive references are expanded once, then cut to a marker object. A node budget
+        bounds the work on documents whose references fan out combinatorially."""
+        self._budget = MAX_NODES
+        return self._schema(node, at, (), 0)
+
+    def _schema(self, node: Any, at: str, stack: tuple[str, ...], depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            return {"description": "(nesting too deep: cut)"}
+        self._budget -= 1
+        if self._budget < 0:
+            return {"description": "(schema too large: cut)"}
+        if isinstance(node, list):
+            return [self._schema(v, f"{at}/{i}", stack, depth + 1) for i, v in enumerate(node)]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            ref = node["$ref"]
+            if isinstance(ref, str) and ref in stack:
+                name = ref.rsplit("/", 1)[-1]
+                return {"type": "object", "description": f"(recursive: {name})"}
+            if isinstance(ref, str) and ref in self._cache:
+                return self._cache[ref]
+            target, pointer = self.follow(node, at)
+            # Every ref of the chain is now on the stack, so a schema that refers back is cut.
+            chain = stack + (ref,) if isinstance(ref, str) else stack
+            resolved = self._schema(target, pointer, chain, depth + 1)
+            if isinstance(ref, str) and not _has_cut(resolved):
+                self._cache[ref] = resolved
+            extra = {k: v for k, v in node.items() if k != "$ref"}
+            if extra and isinstance(resolved, dict):
+                # OpenAPI 3.1 allows siblings next to $ref (description, nullable...): they win.
+                resolved = {**resolved, **{k: self._schema(v, f"{at}/{escape(k)}", stack, depth + 1)
+                                           for k, v in extra.items()}}
+            return resolved
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            sub = f"{at}/{escape(str(key))}"
+            if key in _SCHEMA_MAPS and isinstance(value, dict):
+                out[key] = {k: self._schema(v, f"{sub}/{escape(str(k))}", stack, depth + 2) for k, v in value.items()}
+            elif key in _SCHEMA_LISTS and isinstance(value, list):
+                out[key] = [self._schema(v, f"{sub}/{i}", stack, depth + 2) for i, v in enumerate(value)]
+            elif key in _SCHEMA_ONE:
+                out[key] = self._schema(value, sub, stack, depth + 1)
+            elif key in ("example", "examples", "default", "enum", "const"):
+                out[key] = value  # data, not schema: a "$ref" key inside an example is just data
+            else:
+                out[key] = self._schema(value, sub, stack, depth + 1)
+        if isinstance(out.get("allOf"), list):
+            out = merge_all_of(out)
+        return out
+
+
+def _has_cut(schema: Any, depth: int = 0) -> bool:
+    """Whether a resolved schema contains a recursion cut (then it depends on where it was expanded)."""
+    if depth > MAX_DEPTH + 4:
+        return True
+    if isinstance(schema, dict):
+        d = schema.get("description")
+        if isinstance(d, str) and d.startswith(("(recursive: ", "(nesting too deep", "(schema too large")):
+            return True
+        return any(_has_cut(v, depth + 1) for v in schema.values())
+    if isinstance(schema, list):
+        return any(_has_cut(v, depth + 1) for v in schema)
+    return False
+
+
+def merge_all_of(schema: dict[str, Any]) -> dict[str, Any]:
+    """Merge the (already resolved) ``allOf`` members into one schema.
+
+    Properties are united (later members win per property), ``required`` lists are united, other
+    keywords keep the first value seen; the schema's own keywords win over its members'."""
+    members = [m for m in schema.get("allOf") or [] if isinstance(m, dict)]
+    own = {k: v for k, v in schema.items() if k != "allOf"}
+    merged: dict[str, Any] = {}
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    for index, part in enumerate(members + [own]):
+        if isinstance(part.get("allOf"), list):
+            part = merge_all_of(part)
+        is_own = index == len(members)
+        for key, value in part.items():
+            if key == "properties" and isinstance(value, dict):
+                props.update(value)
+            elif key == "required" and isinstance(value, list):
+                required.extend(r for r in value if isinstance(r, str) and r not in required)
+            elif is_own or key not in merged:
+                merged[key] = value
+    if props:
+        merged["properties"] = props
+        merged.setdefault("type", "object")
+    if required:
+        merged["required"] = required
+    return merged
+
+
+def unshare(node: Any) -> Any:
+    """A copy of the dict/list structure. The resolver shares expanded subtrees between the places
+    that reference them; each tool gets its own copy so that editing one tool's schema (a prober
+    filling in a response) cannot change another's."""
+    if isinstance(node, dict):
+        return {k: unshare(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [unshare(v) for v in node]
+    return node

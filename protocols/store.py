@@ -1,0 +1,286 @@
+"""The tool store in ``ATC_HOME``: imported collections, found again by name.
+
+Layout (designed so that ``atc tools show TOOL`` reads one small record, whatever the store size)::
+
+    ATC_HOME/collections/index.json         collection infos + tool name -> [collection, file, offset, length]
+    ATC_HOME/collections/<name>.<id>.jsonl  line 1: the collection without tools; then one tool per line
+    ATC_HOME/collections/<name>.<id>.search.json   [[tool name, BM25 tokens, path, needs ids], ...]
+    ATC_HOME/collections/.lock              flock'ed around every change
+
+Every file is written to a temporary file in the same directory, fsynced, then ``os.replace``d,
+so a reader sees the old state or the new one, never half of either. Data files carry a fresh id
+per import, and the index is the only thing that points at them, so two processes importing at
+once (each holding the lock in turn) cannot mix their writes. Re-importing a name replaces it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import fcntl
+import json
+import os
+import re
+import secrets
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from atc.errors import NotFound, UsageError
+from protocols.model import Collection, Tool
+from protocols.search import BM25Index, DocInfo, SearchHit, document_text, tokenize
+
+__all__ = ["Store", "CollectionInfo"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_INDEX_VERSION = 1
+
+
+@dataclass
+class CollectionInfo:
+    """One line of ``atc tools list``."""
+
+    name: str
+    tools: int
+    source: str
+    source_format: str
+    imported_at: str
+    description: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "tools": self.tools, "source": self.source, "source_format": self.source_format,
+                "imported_at": self.imported_at, "description": self.description}
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
+
+
+class Store:
+    """Imported collections under ``home`` (the CLI passes ``atc.config.atc_home()``)."""
+
+    def __init__(self, home: Path | str) -> None:
+        self.home = Path(home).expanduser()
+        self.dir = self.home / "collections"
+        self._index_cache: tuple[float, dict[str, Any]] | None = None
+        self._search_cache: tuple[float, BM25Index] | None = None
+
+    # -- index ---------------------------------------------------------------------------------
+
+    def _index(self) -> dict[str, Any]:
+        path = self.dir / "index.json"
+        try:
+            mtime = path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return {"version": _INDEX_VERSION, "collections": {}, "tools": {}}
+        if self._index_cache and self._index_cache[0] == mtime:
+            return self._index_cache[1]
+        try:
+            index: dict[str, Any] = json.loads(path.read_bytes())
+        except (OSError, ValueError) as exc:
+            from atc.errors import ConfigError
+
+            raise ConfigError(f"the tool store index {path} is unreadable: {exc}",
+                              hint="remove it and import the collections again") from exc
+        self._index_cache = (mtime, index)
+        return index
+
+    @contextmanager
+    def _locked(self) -> Iterator[dict[str, Any]]:
+        """Hold the store lock; yields the current index (re-read under the lock)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / ".lock", "a+b") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                self._index_cache = None
+                yield self._index()
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+    def _write_index(self, index: dict[str, Any]) -> None:
+        _atomic_write(self.dir / "index.json", _dumps(index))
+        self._index_cache = None
+
+    # -- changes -------------------------------------------------------------------------------
+
+    def add(self, collection: Collection) -> None:
+        """Store a collection; an existing one with the same name is replaced."""
+        name = collection.name
+        if not _NAME.match(name or ""):
+            raise UsageError(f"invalid collection name {name!r}",
+                             hint="use letters, digits, '_', '-' or '.', starting with a letter or digit")
+        file_id = secrets.token_hex(4)
+        data_name = f"{name}.{file_id}.jsonl"
+        meta = collection.to_dict()
+        meta.pop("tools")
+        chunks = [_dumps(meta) + b"\n"]
+        offset = len(chunks[0])
+        entries: list[tuple[str, int, int]] = []
+        texts: list[list[Any]] = []
+        for tool in collection.tools:
+            line = _dumps(tool.to_dict())
+            entries.append((tool.name, offset, len(line)))
+            chunks.append(line + b"\n")
+            offset += len(line) + 1
+            doc_info = DocInfo.of(tool)
+            texts.append([tool.name, " ".join(tokenize(document_text(tool))), doc_info.path, doc_info.needs_ids])
+        self.dir.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self.dir / data_name, b"".join(chunks))
+        _atomic_write(self.dir / f"{name}.{file_id}.search.json", _dumps(texts))
+        info = CollectionInfo(name=name, tools=len(collection.tools), source=collection.source,
+                              source_format=collection.source_format,
+                              imported_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                              description=collection.description[:300])
+        with self._locked() as index:
+            old = index["collections"].get(name)
+            self._drop_tools(index, name)
+            index["collections"][name] = {**info.to_dict(), "file": data_name}
+            tools = index["tools"]
+            for tool_name, off, length in entries:
+                tools.setdefault(tool_name, []).append([name, data_name, off, length])
+            self._write_index(index)
+        if old:
+            self._unlink_files(old["file"])
+
+    def remove(self, name: str) -> None:
+        """Remove a collection (NotFound when there is none of that name)."""
+        with self._locked() as index:
+            old = index["collections"].pop(name, None)
+            if old is None:
+                raise NotFound(f"no collection named {name!r} in the store", hint="see 'atc tools list'")
+            self._drop_tools(index, name)
+            self._write_index(index)
+        self._unlink_files(old["file"])
+
+    @staticmethod
+    def _drop_tools(index: dict[str, Any], name: str) -> None:
+        tools = index["tools"]
+        for tool_name in [t for t, refs in tools.items() if any(r[0] == name for r in refs)]:
+            kept = [r for r in tools[tool_name] if r[0] != name]
+            if kept:
+                tools[tool_name] = kept
+            else:
+                del tools[tool_name]
+
+    def _unlink_files(self, data_name: str) -> None:
+        for path in (self.dir / data_name, self.dir / (data_name[: -len(".jsonl")] + ".search.json")):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def list(self) -> list[CollectionInfo]:
+        """Every collection, by name."""
+        out = []
+        for name, d in sorted(self._index()["collections"].items()):
+            out.append(CollectionInfo(name=name, tools=d["tools"], source=d["source"],
+                                      source_format=d["source_format"], imported_at=d["imported_at"],
+                                      description=d.get("description", "")))
+        return out
+
+    def names(self) -> builtins.list[str]:
+        return sorted(self._index()["collections"])
+
+    def has(self, name: str) -> bool:
+        return name in self._index()["collections"]
+
+    def get(self, name: str) -> Collection:
+        """The whole collection (NotFound when missing)."""
+        for _ in range(2):  # a concurrent re-import may delete the file between index and read
+            entry = self._index()["collections"].get(name)
+            if entry is None:
+                raise NotFound(f"no collection named {name!r} in the store",
+                               hint="see 'atc tools list', or import it with 'atc tools import SPEC'")
+            try:
+                with open(self.dir / entry["file"], "rb") as f:
+                    meta = json.loads(f.readline())
+                    meta["tools"] = [json.loads(line) for line in f if line.strip()]
+                return Collection.from_dict(meta)
+            except FileNotFoundError:
+                self._index_cache = None
+        raise NotFound(f"collection {name!r} changed while it was being read; try again")
+
+    def _read_tool(self, ref: builtins.list[Any]) -> Tool:
+        _, data_name, offset, length = ref
+        with open(self.dir / data_name, "rb") as f:
+            f.seek(offset)
+            return Tool.from_dict(json.loads(f.read(length)))
+
+    def find_tools(self, name: str) -> builtins.list[Tool]:
+        """Every stored tool with this name (one per collection that has it). ``coll.tool`` or
+        ``coll/tool`` selects one collection's tool."""
+        index = self._index()
+        refs = index["tools"].get(name)
+        if refs is None:
+            for sep in (".", "/", ":"):
+                if sep in name:
+                    coll, _, tool = name.rpartition(sep)
+                    refs = [r for r in index["tools"].get(tool, []) if r[0] == coll]
+                    if refs:
+                        break
+        out = []
+        for ref in refs or []:
+            try:
+                out.append(self._read_tool(ref))
+            except FileNotFoundError:
+                self._index_cache = None
+        return out
+
+    def get_tool(self, name: str) -> Tool:
+        """One tool by name; when several collections have it, the most recently imported wins
+        (qualify it as ``collection.tool`` to choose)."""
+        found = self.find_tools(name)
+        if not found:
+            raise NotFound(f"no tool named {name!r} in the store", hint="see 'atc tools search \"...\"'")
+        return found[-1]
+
+    def search(self, query: str, k: int = 5) -> builtins.list[SearchHit]:
+        """BM25 over every stored tool; only the hits' protocols are read from disk."""
+        index = self._index()
+        try:
+            stamp = (self.dir / "index.json").stat().st_mtime_ns
+        except FileNotFoundError:
+            return []
+        if self._search_cache is None or self._search_cache[0] != stamp:
+            keys: list[tuple[str, str]] = []
+            texts: list[str] = []
+            infos: list[DocInfo] = []
+            for cname, entry in sorted(index["collections"].items()):
+                search_file = self.dir / (entry["file"][: -len(".jsonl")] + ".search.json")
+                try:
+                    pairs = json.loads(search_file.read_bytes())
+                except FileNotFoundError:
+                    continue
+                for tool_name, text, path, needs_ids in pairs:
+                    keys.append((cname, tool_name))
+                    texts.append(text)
+                    infos.append(DocInfo(scope=cname, path=path, needs_ids=needs_ids))
+            self._search_cache = (stamp, BM25Index(keys, texts, infos, pretokenized=True))
+        hits = []
+        for (cname, tool_name), score in self._search_cache[1].top(query, k):
+            for ref in index["tools"].get(tool_name, []):
+                if ref[0] == cname:
+                    hits.append(SearchHit(tool=self._read_tool(ref), score=score))
+                    break
+        return hits

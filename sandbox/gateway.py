@@ -1,0 +1,368 @@
+"""The host-side tool gateway: one program's tool calls become validated HTTP requests.
+
+A program in the sandbox never talks to an API. Its tool functions are stubs that send
+``{"tool", "args"}`` over the channel, and the session hands them to ``Gateway.call``, which
+
+1. checks the call budget (``Limits.max_calls``; past it every call answers ``CallBudget``),
+2. validates the arguments against the tool's JSON Schema *before* any request (unknown argument,
+   missing required, wrong type -> a ``ToolError`` naming the tool and the parameter; validators
+   are compiled once per schema and cached),
+3. builds the request: path parameters percent-encoded so that ``/`` and ``..`` never change the
+   path, header/query/cookie values refused when they carry CR, LF or NUL, credentials added
+   from the host environment only (``Toolset.credentials``: scheme -> ``env:VAR``),
+4. sends it on one shared ``httpx.Client`` with a per-call timeout, streams the response and
+   stops reading at ``Limits.max_response_bytes``,
+5. records a ``ToolCall`` (tool, args, method, path *template*, status, line, column, duration,
+   error, response) and returns JSON data, or an error whose message names the tool, the HTTP
+   status and the API's own error text (``get_book: HTTP 404: book not found``).
+
+Nothing from the sandbox is trusted: ``call`` takes plain values that came out of a JSON frame
+and re-validates all of them, so a forged frame gets exactly the checks a stub call gets.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import httpx
+import jsonschema
+
+from atc.errors import ToolError
+from protocols.model import Collection, Tool
+from sandbox.api import Limits, ToolCall, Toolset
+
+__all__ = ["Gateway", "CallOutcome", "validator_for", "shared_client"]
+
+_BAD_CHARS = ("\r", "\n", "\x00")
+_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
+_VALIDATORS_LOCK = threading.Lock()
+_CLIENT: httpx.Client | None = None
+_CLIENT_LOCK = threading.Lock()
+
+
+def validator_for(schema: dict[str, Any]) -> Any:
+    """The compiled jsonschema validator of a parameters schema, built once per schema object.
+
+    Keyed by identity (a Tool keeps its schema dict alive, and the entry holds it too, so the id
+    cannot be reused while cached)."""
+    key = id(schema)
+    hit = _VALIDATORS.get(key)
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    validator = cls(schema)
+    with _VALIDATORS_LOCK:
+        if len(_VALIDATORS) > 4096:
+            _VALIDATORS.clear()
+        _VALIDATORS[key] = (schema, validator)
+    return validator
+
+
+def shared_client() -> httpx.Client:
+    """The process-wide HTTP client of gateways that were not given one (connection reuse)."""
+    global _CLIENT
+    with _CLIENT_LOCK:
+        if _CLIENT is None:
+            _CLIENT = httpx.Client(follow_redirects=False, trust_env=False,
+                                   limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
+        return _CLIENT
+
+
+@dataclass
+class CallOutcome:
+    """What the runner gets back for one call: ``data`` when ``ok``, else ``error`` =
+    ``{"message", "status", "kind"}`` with kind ``ToolError`` or ``CallBudget``."""
+
+    ok: bool
+    data: Any = None
+    error: dict[str, Any] | None = None
+
+    def frame(self, call_id: int) -> dict[str, Any]:
+        if self.ok:
+            return {"op": "result", "id": call_id, "ok": True, "data": self.data}
+        return {"op": "result", "id": call_id, "ok": False, "error": self.error}
+
+
+def _api_error_text(body: Any) -> str:
+    """The API's own words for an error response, short."""
+    if isinstance(body, dict):
+        for key in ("error", "message", "detail", "error_message", "msg", "title"):
+            value = body.get(key)
+            if isinstance(value, str) and value.strip():
+                return value.strip()[:300]
+            if isinstance(value, dict):
+                inner = value.get("message")
+                if isinstance(inner, str) and inner.strip():
+                    return inner.strip()[:300]
+    if body is None or body == "":
+        return "(empty body)"
+    text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text[:300] + ("..." if len(text) > 300 else "")
+
+
+def _wire_str(value: Any) -> str:
+    """A parameter value as it appears in a path, query, header or cookie."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return "" if value is None else str(value)
+
+
+def _encode_segment(value: str) -> str:
+    """Percent-encode one path segment so that it stays one segment: ``/`` is encoded and a
+    segment made only of dots (``.``/``..``) is encoded too, because clients and servers remove
+    literal dot segments."""
+    encoded = quote(value, safe="")
+    if encoded.strip(".") == "":
+        encoded = encoded.replace(".", "%2E")
+    return encoded
+
+
+class Gateway:
+    """Serves the tool calls of ONE program run and records them in ``calls``.
+
+    ``client`` is shared between gateways for connection reuse (default: ``shared_client()``);
+    ``environ`` is where credentials are read (default: ``os.environ`` of the host);
+    ``deadline`` (a ``time.monotonic()`` value) caps each call's timeout by the program's end.
+    Thread-safe: calls from several program threads are served one by one in arrival order.
+    """
+
+    def __init__(
+        self,
+        toolset: Toolset,
+        limits: Limits | None = None,
+        *,
+        client: httpx.Client | None = None,
+        environ: Mapping[str, str] | None = None,
+        deadline: float | None = None,
+    ) -> None:
+        self.toolset = toolset
+        self.limits = limits or Limits()
+        self.client = client or shared_client()
+        self.environ = os.environ if environ is None else environ
+        self.deadline = deadline
+        self.calls: list[ToolCall] = []
+        self.budget_exceeded = False
+        self._attempts = 0
+        self._lock = threading.Lock()
+
+    # -- the one entry point ------------------------------------------------------------------
+
+    def call(self, tool: Any, args: Any, *, line: Any = None, col: Any = None) -> CallOutcome:
+        """Serve one call (never raises for anything the program sent)."""
+        line = line if isinstance(line, int) and not isinstance(line, bool) else None
+        col = col if isinstance(col, int) and not isinstance(col, bool) else None
+        name = tool if isinstance(tool, str) else repr(tool)[:80]
+        started = time.perf_counter()
+        spec = self.toolset.tools.get(name) if isinstance(tool, str) else None
+        record = ToolCall(tool=name, args=args if isinstance(args, dict) else {"_": args},
+                          method=spec.method.upper() if spec else "", path=spec.path if spec else "",
+                          status=None, ok=False, line=line, duration_ms=0.0, col=col)
+        with self._lock:
+            self._attempts += 1
+            over = self._attempts > self.limits.max_calls
+            if over:
+                self.budget_exceeded = True
+        try:
+            if over:
+                message = (f"{name}: call budget exhausted: the program may make at most "
+                           f"{self.limits.max_calls} tool calls")
+                record.error = message
+                return CallOutcome(False, error={"message": message, "status": None, "kind": "CallBudget"})
+            if spec is None:
+                raise ToolError(f"{name}: no such tool", tool=name)
+            if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
+                raise ToolError(f"{name}: arguments must be keyword arguments", tool=name)
+            self._validate(spec, args)
+            status, body = self._send(spec, args)
+            record.status, record.response = status, body
+            if status >= 400:
+                raise ToolError(f"{name}: HTTP {status}: {_api_error_text(body)}", tool=name, status=status)
+            record.ok = True
+            return CallOutcome(True, data=body)
+        except ToolError as exc:
+            record.error = exc.message
+            record.status = record.status if record.status is not None else exc.status
+            return CallOutcome(False, error={"message": exc.message, "status": exc.status, "kind": "ToolError"})
+        finally:
+            record.duration_ms = (time.perf_counter() - started) * 1000
+            with self._lock:
+                self.calls.append(record)
+
+    # -- validation ---------------------------------------------------------------------------
+
+    def _validate(self, tool: Tool, args: dict[str, Any]) -> None:
+        props = tool.properties
+        allowed = sorted(props)
+        for key in args:
+            if props and key not in props or not props and tool.parameters.get("additionalProperties") is False:
+                expected = ", ".join(allowed) if allowed else "no arguments"
+                raise ToolError(f"{tool.name}: unknown argument {key!r} (expected: {expected})",
+                                tool=tool.name, parameter=key)
+        for key in tool.required:
+            if key not in args:
+                raise ToolError(f"{tool.name}: missing required argument {key!r}", tool=tool.name, parameter=key)
+        validator = validator_for(tool.parameters)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(args))
+        if error is not None:
+            param = str(error.absolute_path[0]) if error.absolute_path else None
+            where = f"argument {param!r}: " if param else ""
+            raise ToolError(f"{tool.name}: {where}{error.message}", tool=tool.name, parameter=param)
+
+    # -- the request --------------------------------------------------------------------------
+
+    def _base_url(self, tool: Tool) -> str:
+        collection = self.toolset.collection_of(tool.name)
+        candidates = [self.toolset.base_url] if self.toolset.base_url else (tool.servers or collection.servers)
+        base = next((s for s in candidates if s), None)
+        if not base:
+            raise ToolError(f"{tool.name}: the spec names no server URL", tool=tool.name,
+                            hint="pass --base-url URL")
+        parts = urlsplit(base)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ToolError(f"{tool.name}: server URL {base!r} is not an absolute http(s) URL", tool=tool.name,
+                            hint="pass --base-url URL")
+        return base.rstrip("/")
+
+    def _check_text(self, tool: Tool, param: str, value: str) -> str:
+        if any(c in value for c in _BAD_CHARS):
+            raise ToolError(f"{tool.name}: argument {param!r} must not contain CR, LF or NUL characters",
+                            tool=tool.name, parameter=param)
+        return value
+
+    def _build(self, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
+        path = tool.path
+        query: list[tuple[str, str]] = []
+        headers: dict[str, str] = {}
+        cookies: list[str] = []
+        body: Any = None
+        has_body = False
+        for key, value in args.items():
+            binding = tool.bindings.get(key)
+            location = binding.location if binding else ("body" if tool.body_media_type else "query")
+            wire = binding.name if binding else key
+            if location == "path":
+                text = _wire_str(value)
+                if text == "":
+                    raise ToolError(f"{tool.name}: path argument {key!r} must not be empty",
+                                    tool=tool.name, parameter=key)
+                path = path.replace("{" + wire + "}", _encode_segment(text))
+            elif location == "query":
+                for item in value if isinstance(value, list) else [value]:
+                    query.append((wire, self._check_text(tool, key, _wire_str(item))))
+            elif location == "header":
+                headers[wire] = self._check_text(tool, key, _wire_str(value))
+            elif location == "cookie":
+                text = self._check_text(tool, key, _wire_str(value))
+                if ";" in text:
+                    raise ToolError(f"{tool.name}: cookie argument {key!r} must not contain ';'",
+                                    tool=tool.name, parameter=key)
+                cookies.append(f"{wire}={text}")
+            else:
+                has_body = True
+                if wire == "":
+                    body = value
+                else:
+                    body = body if isinstance(body, dict) else {}
+                    body[wire] = value
+        self._add_credentials(tool, headers, query, cookies)
+        if cookies:
+            headers["Cookie"] = "; ".join(cookies)
+        request: dict[str, Any] = {"method": tool.method.upper(), "url": self._base_url(tool) + path,
+                                   "params": query, "headers": headers}
+        if has_body:
+            media = tool.body_media_type or "application/json"
+            if "form" in media and isinstance(body, dict):
+                request["data"] = {k: _wire_str(v) for k, v in body.items()}
+            elif media.startswith("text/") and isinstance(body, str):
+                request["content"] = body.encode()
+                headers["Content-Type"] = media
+            else:
+                request["json"] = body
+        return request
+
+    def _secret(self, tool: Tool, scheme: str) -> str:
+        source = self.toolset.credentials[scheme]
+        var = source[4:] if source.startswith("env:") else source
+        value = self.environ.get(var)
+        if value is None:
+            raise ToolError(f"{tool.name}: credential {scheme!r}: environment variable {var} is not set",
+                            tool=tool.name, hint=f"export {var}=... on the host")
+        return value
+
+    def _add_credentials(self, tool: Tool, headers: dict[str, str], query: list[tuple[str, str]],
+                         cookies: list[str]) -> None:
+        collection: Collection = self.toolset.collection_of(tool.name)
+        given = self.toolset.credentials
+        alternatives = tool.security or [[s for s in collection.security_schemes if s in given]]
+        chosen = next((alt for alt in alternatives if alt and all(s in given for s in alt)), None)
+        for scheme_name in chosen or []:
+            scheme = collection.security_schemes.get(scheme_name)
+            if scheme is None:
+                continue
+            secret = self._check_text(tool, scheme_name, self._secret(tool, scheme_name))
+            if scheme.type == "apiKey" and scheme.param:
+                if scheme.location == "query":
+                    query.append((scheme.param, secret))
+                elif scheme.location == "cookie":
+                    cookies.append(f"{scheme.param}={secret}")
+                else:
+                    headers[scheme.param] = secret
+            elif scheme.type == "http" and (scheme.scheme or "").lower() == "basic":
+                token = secret if ":" not in secret else base64.b64encode(secret.encode()).decode()
+                headers["Authorization"] = f"Basic {token}"
+            elif scheme.type == "http" and scheme.scheme and scheme.scheme.lower() != "bearer":
+                headers["Authorization"] = f"{scheme.scheme} {secret}"
+            else:
+                headers["Authorization"] = f"Bearer {secret}"
+
+    def _timeout(self) -> float:
+        timeout = self.limits.call_timeout
+        if self.deadline is not None:
+            timeout = min(timeout, max(0.05, self.deadline - time.monotonic()))
+        return timeout
+
+    def _send(self, tool: Tool, args: dict[str, Any]) -> tuple[int, Any]:
+        request = self._build(tool, args)
+        timeout = self._timeout()
+        cap = self.limits.max_response_bytes
+        try:
+            with self.client.stream(**request, timeout=timeout) as response:
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > cap:
+                        raise ToolError(f"{tool.name}: response larger than the {cap}-byte cap",
+                                        tool=tool.name, status=response.status_code)
+                    chunks.append(chunk)
+                raw = b"".join(chunks)
+                content_type = response.headers.get("content-type", "")
+                status = response.status_code
+        except httpx.TimeoutException as exc:
+            raise ToolError(f"{tool.name}: no response within {timeout:.1f} s", tool=tool.name) from exc
+        except httpx.HTTPError as exc:
+            raise ToolError(f"{tool.name}: request failed: {type(exc).__name__}: {exc}", tool=tool.name) from exc
+        return status, _decode(raw, content_type)
+
+
+def _decode(raw: bytes, content_type: str) -> Any:
+    """JSON data when the body is JSON (declared or not), else text; ``None`` for no body."""
+    if not raw.strip():
+        return None
+    if "json" in content_type or raw.lstrip()[:1] in (b"{", b"["):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            pass
+    return raw.decode("utf-8", errors="replace")

@@ -1,0 +1,242 @@
+"""The process jail of the local backend: namespaces, a fresh root, a drop of privileges, rlimits.
+
+STDLIB ONLY (it runs under a bare ``python3 -I -S`` with no environment). The local backend
+starts::
+
+    python3 -I -S jail.py --fd N --runner RUNNER.py --uid U --memory-mb M --cpu S --nproc P
+                          --fsize B --tmpfs-mb T [--no-namespaces]
+
+and reads ONE JSON line from the jail's stdout: ``{"pid": int, "isolation": [...]}`` -- ``pid`` is
+the host pid of the process that runs the program (the backend kills it directly, besides the
+process group) and ``isolation`` lists what is in force. Then the runner speaks on fd N.
+
+Where the OS allows it (root, or unprivileged user namespaces), the jail
+
+1. unshares mount, network and PID namespaces and forks: the child is PID 1 of a new PID
+   namespace (when it dies the kernel kills everything the program started) in a network
+   namespace with no interface up (no network, not even the host's loopback services);
+2. builds a new root on a size-capped tmpfs holding only read-only binds of ``/usr``, ``/lib*``,
+   ``/bin``, ``/sbin`` (and the interpreter's prefix when it lives elsewhere), a fresh ``/proc``,
+   ``/dev/{null,zero,random,urandom}``, a writable ``/tmp`` and ``/work`` -- no ``/etc``, ``/home``,
+   ``/root``, ``/tmp`` of the host or ``ATC_HOME`` -- and chroots into it;
+3. as root, drops to the unprivileged ``--uid`` (a distinct uid per sandbox so that
+   RLIMIT_NPROC counts this sandbox's processes only), sets no-new-privileges and a parent-death
+   signal, then rlimits (address space, CPU, processes, file size, open files, no core dumps);
+4. executes the runner's code in this same interpreter (one interpreter start per sandbox).
+
+Without namespaces it only applies the uid drop (when root) and the rlimits, in ``--workdir``.
+"""
+
+import ctypes
+import json
+import os
+import resource
+import signal
+import sys
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+SYSTEM_DIRS = ("usr", "lib", "lib64", "lib32", "libx32", "bin", "sbin")
+DEVICES = ("null", "zero", "random", "urandom")
+NEW_ROOT = "/mnt" if os.path.isdir("/mnt") else "/tmp"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result, what):
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def mount(source, target, fstype, flags, data=None):
+    _check(_libc.mount(source and source.encode(), target.encode(), fstype and fstype.encode(),
+                       ctypes.c_ulong(flags), data and data.encode()), f"mount {target}")
+
+
+def bind_readonly(source, target):
+    if os.path.isdir(source):
+        os.makedirs(target, exist_ok=True)
+    else:
+        open(target, "a").close()
+    mount(source, target, None, MS_BIND | MS_REC)
+    mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID)
+
+
+def parse(argv):
+    opts = {"no-namespaces": False}
+    i = 0
+    while i < len(argv):
+        key = argv[i][2:]
+        if key == "no-namespaces":
+            opts[key] = True
+            i += 1
+        else:
+            opts[key] = argv[i + 1]
+            i += 2
+    return opts
+
+
+def unshare_namespaces(isolation):
+    """Enter new mount/net/pid namespaces (a user namespace first when not root)."""
+    flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID
+    if os.geteuid() != 0:
+        uid, gid = os.geteuid(), os.getegid()
+        _check(_libc.unshare(flags | CLONE_NEWUSER), "unshare")
+        with open("/proc/self/setgroups", "w") as f:
+            f.write("deny")
+        with open("/proc/self/uid_map", "w") as f:
+            f.write(f"0 {uid} 1")
+        with open("/proc/self/gid_map", "w") as f:
+            f.write(f"0 {gid} 1")
+        isolation.append("userns")
+    else:
+        _check(_libc.unshare(flags), "unshare")
+    isolation.extend(["netns", "pidns"])
+
+
+def build_root(opts, isolation, python_prefixes):
+    """The new root filesystem (see the module docstring); ends chrooted in it, cwd /work."""
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    root = NEW_ROOT
+    mount("atc-sandbox", root, "tmpfs", MS_NOSUID | MS_NODEV, "size={}m,mode=755".format(opts["tmpfs-mb"]))
+    for name in SYSTEM_DIRS:
+        host = "/" + name
+        if os.path.islink(host):
+            os.symlink(os.readlink(host), root + host)
+        elif os.path.isdir(host):
+            bind_readonly(host, root + host)
+    for prefix in python_prefixes:
+        if not any(prefix == "/" + d or prefix.startswith("/" + d + "/") for d in SYSTEM_DIRS):
+            bind_readonly(prefix, root + prefix)
+    os.makedirs(root + "/proc")
+    mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    os.makedirs(root + "/dev")
+    for dev in DEVICES:
+        if os.path.exists("/dev/" + dev):
+            open(root + "/dev/" + dev, "a").close()
+            mount("/dev/" + dev, root + "/dev/" + dev, None, MS_BIND)
+    uid = int(opts["uid"])
+    for d, mode in (("/tmp", 0o1777), ("/work", 0o700)):
+        os.makedirs(root + d)
+        os.chmod(root + d, mode)
+        if os.geteuid() == 0:
+            os.chown(root + d, uid, uid)
+    os.chroot(root)
+    os.chdir("/work")
+    isolation.append("mountns")
+
+
+def drop_privileges(opts, isolation):
+    if os.geteuid() == 0:
+        uid = int(opts["uid"])
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+        isolation.append(f"uid:{uid}")
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    isolation.append("no-new-privileges")
+
+
+def set_limits(opts, isolation):
+    mb = int(opts["memory-mb"])
+    limits = [
+        (resource.RLIMIT_AS, mb * 1024 * 1024),
+        (resource.RLIMIT_CPU, int(opts["cpu"])),
+        (resource.RLIMIT_NPROC, int(opts["nproc"])),
+        (resource.RLIMIT_FSIZE, int(opts["fsize"])),
+        (resource.RLIMIT_NOFILE, 256),
+        (resource.RLIMIT_CORE, 0),
+    ]
+    for which, value in limits:
+        resource.setrlimit(which, (value, value))
+    isolation.append("rlimits")
+
+
+def run_runner(source, fd):
+    sys.argv = ["runner.py", "--fd", str(fd)]
+    namespace = {"__name__": "__main__", "__file__": "/atc/runner.py", "__builtins__": __builtins__}
+    exec(compile(source, "/atc/runner.py", "exec"), namespace)
+
+
+def quiet_stdio():
+    devnull = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def main(argv):
+    opts = parse(argv)
+    fd = int(opts["fd"])
+    with open(opts["runner"]) as f:
+        runner_source = f.read()
+    prefixes = sorted({os.path.realpath(sys.base_prefix), os.path.dirname(os.path.realpath(sys.executable))})
+    report = os.fdopen(os.dup(1), "w")
+    isolation = []
+    namespaces = False
+    if not opts["no-namespaces"]:
+        try:
+            unshare_namespaces(isolation)
+            namespaces = True
+        except OSError:
+            isolation = []
+    if not namespaces:
+        os.chdir(opts["workdir"])
+        try:
+            drop_privileges(opts, isolation)
+            set_limits(opts, isolation)
+        except OSError as exc:
+            report.write(json.dumps({"pid": os.getpid(), "error": str(exc)}) + "\n")
+            return 1
+        report.write(json.dumps({"pid": os.getpid(), "isolation": isolation}) + "\n")
+        report.close()
+        quiet_stdio()
+        run_runner(runner_source, fd)
+        return 0
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read_end)
+        try:
+            build_root(opts, isolation, prefixes)
+            drop_privileges(opts, isolation)
+            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            set_limits(opts, isolation)
+            os.write(write_end, json.dumps({"isolation": isolation}).encode())
+        except BaseException as exc:
+            os.write(write_end, json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
+            os._exit(1)
+        os.close(write_end)
+        report.close()
+        quiet_stdio()
+        run_runner(runner_source, fd)
+        os._exit(0)
+    os.close(write_end)
+    os.close(fd)
+    chunks = []
+    while True:
+        chunk = os.read(read_end, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    try:
+        info = json.loads(b"".join(chunks) or b"{}")
+    except ValueError:
+        info = {"error": "the jail child reported garbage"}
+    info["pid"] = child
+    report.write(json.dumps(info) + "\n")
+    report.close()
+    quiet_stdio()
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+
+
+if __name__ == "__main__":
+    # os._exit: the jail has nothing to flush, and interpreter shutdown would only add latency.
+    os._exit(main(sys.argv[1:]))

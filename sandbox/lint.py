@@ -1,0 +1,103 @@
+"""A guard in front of the sandbox: refuse programs that reach for Python's internals.
+
+This is a lint, not the boundary (the boundary is the process jail or the container). It catches
+the classic escapes from restricted Python early and with a clear message and line:
+attribute access to dunder names (``().__class__.__subclasses__()``), frame and code
+inspection attributes (``gi_frame``, ``tb_frame``, ``f_back``, ``f_globals``...),
+``getattr(x, "__...")`` with a literal name, and ``str.format`` field traversal
+(``"{0.__class__}".format(x)``). RestrictedPython's compiler does the attribute checks; the
+program is then run as NORMAL Python, so its semantics stay plain.
+
+Only the RestrictedPython complaints about attributes and dunder names are kept: the ones about
+``_private`` or dunder variable names (``def __str__``) and ``exec`` are about RestrictedPython's
+own runtime and would reject ordinary programs.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["LintIssue", "lint", "INSPECTION_NAMES", "SAFE_DUNDER_ATTRIBUTES"]
+
+#: Attributes that lead from an object to frames, code or globals.
+INSPECTION_NAMES = frozenset({
+    "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code",
+    "tb_frame", "tb_next", "tb_lasti", "f_back", "f_globals", "f_locals", "f_builtins", "f_code",
+    "f_trace", "co_code", "co_consts", "func_globals", "mro",
+})
+_GETATTR_LIKE = frozenset({"getattr", "setattr", "delattr", "hasattr"})
+_FORMAT_TRAVERSAL = re.compile(r"\{[^{}]*?[.\[](__|" + "|".join(sorted(INSPECTION_NAMES)) + r")")
+_RP_LINE = re.compile(r"^Line (\d+): (.*)$")
+#: Names whose only use is reaching behind the program's globals. Other dunder names are fine:
+#: ``def __str__(self)``, ``if __name__ == "__main__"``.
+_DENIED_DUNDER_NAMES = frozenset({"__builtins__", "__loader__", "__spec__"})
+#: Dunder attributes that ordinary programs use (``type(e).__name__``, ``super().__init__``) and
+#: that lead nowhere: they are names and strings, or a method of the program's own class.
+SAFE_DUNDER_ATTRIBUTES = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__init__",
+                                    "__dict__", "__len__", "__iter__", "__next__", "__enter__", "__exit__"})
+
+
+@dataclass(frozen=True)
+class LintIssue:
+    """Why a program was refused, and where (1-based line, None when unknown)."""
+
+    message: str
+    line: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"message": self.message, "line": self.line}
+
+
+def _restricted_python(program: str) -> LintIssue | None:
+    try:
+        from RestrictedPython import compile_restricted_exec  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - a declared dependency; the AST checks still run
+        return None
+    try:
+        result = compile_restricted_exec(program, filename="<program>")
+    except Exception:  # RestrictedPython itself choking is not the program's fault
+        return None
+    for text in result.errors or ():
+        m = _RP_LINE.match(text)
+        line, detail = (int(m.group(1)), m.group(2)) if m else (None, text)
+        name = detail.split('"')[1] if '"' in detail else ""
+        if "restricted name" in detail or ("invalid attribute name" in detail and name.startswith("__")
+                                          and name not in SAFE_DUNDER_ATTRIBUTES):
+            return LintIssue(detail, line)
+        if "invalid variable name" in detail and name in _DENIED_DUNDER_NAMES:
+            return LintIssue(detail, line)
+    return None
+
+
+def _forbidden(attr: str) -> bool:
+    return attr in INSPECTION_NAMES or (attr.startswith("__") and attr not in SAFE_DUNDER_ATTRIBUTES)
+
+
+def _ast_checks(tree: ast.AST) -> LintIssue | None:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _forbidden(node.attr):
+            return LintIssue(f'"{node.attr}" is an attribute programs may not access', node.lineno)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _GETATTR_LIKE
+                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)):
+            attr = node.args[1].value
+            if _forbidden(attr):
+                return LintIssue(f'{node.func.id}(..., "{attr}") reaches for an attribute programs may not access',
+                                 node.lineno)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _FORMAT_TRAVERSAL.search(node.value):
+            return LintIssue("format strings may not traverse to private or frame attributes",
+                             getattr(node, "lineno", None))
+    return None
+
+
+def lint(program: str) -> LintIssue | None:
+    """The first reason to refuse ``program``, or None. Syntax errors are NOT reported here (the
+    runner reports them like Python does)."""
+    try:
+        tree = ast.parse(program, filename="<program>")
+    except (SyntaxError, ValueError):
+        return None
+    return _ast_checks(tree) or _restricted_python(program)

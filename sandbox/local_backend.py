@@ -1,0 +1,393 @@
+"""The local backend: each program in a fresh, jailed subprocess of this machine.
+
+A run takes one WARM runner from a small pool (spawned in the background and blocked on
+``start``; used once, never reused), serves it with the shared session loop
+(``sandbox.session.serve``), then makes sure the runner and everything it started are gone:
+the runner is PID 1 of its own PID namespace (when it dies the kernel kills the rest), and the
+backend also kills its host pid and its process group.
+
+What confines the program is ``sandbox/jail.py`` (namespaces, a fresh read-only root, an
+unprivileged uid, rlimits) started with an isolated interpreter (``-I -S``) and an EMPTY
+environment; ``sandbox/lint.py`` refuses the classic restricted-Python escapes first, as an extra
+guard. The result's ``isolation`` lists what was really in force.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from atc.errors import SandboxError
+from sandbox.api import ErrorInfo, ExecutionResult, Limits, Toolset
+from sandbox.gateway import Gateway, shared_client
+from sandbox.lint import lint
+from sandbox.session import SessionOutcome, build_result, serve, wait_ready
+
+__all__ = ["LocalBackend", "runner_path", "jail_path", "sandbox_python", "uid_block"]
+
+_HERE = Path(__file__).resolve().parent
+_UID_BASE = 200_000
+_SPAWN_TIMEOUT = 15.0
+_LIVE: weakref.WeakSet[LocalBackend] = weakref.WeakSet()
+_python_cache: list[str] = []
+
+
+def uid_block() -> range:
+    """The uids this process gives its sandboxes: each run gets the next one, so RLIMIT_NPROC
+    counts that run's processes only (a block per host pid keeps concurrent atc processes apart)."""
+    first = _UID_BASE + (os.getpid() % 1000) * 100
+    return range(first, first + 100)
+
+
+def runner_path() -> Path:
+    """The runner file (stdlib-only; also what the Docker backend mounts into containers)."""
+    return _HERE / "runner.py"
+
+
+def jail_path() -> Path:
+    return _HERE / "jail.py"
+
+
+def sandbox_python() -> str:
+    """The interpreter programs run on: the system's ``/usr/bin/python3`` when it is 3.11+ (the
+    same Debian Python the container image has, and it lives under ``/usr`` which the jail binds
+    in), else this interpreter."""
+    if not _python_cache:
+        choice = sys.executable
+        system = "/usr/bin/python3"
+        if os.path.exists(system):
+            try:
+                out = subprocess.run([system, "-I", "-S", "-c", "import sys; print(sys.version_info >= (3, 11))"],
+                                     capture_output=True, text=True, timeout=10, env={})
+                if out.stdout.strip() == "True":
+                    choice = system
+            except (OSError, subprocess.SubprocessError):
+                pass
+        _python_cache.append(choice)
+    return _python_cache[0]
+
+
+@dataclass
+class _Worker:
+    """One jailed runner: the jail process, our end of its channel, the program's host pid."""
+
+    proc: subprocess.Popen[bytes]
+    sock: socket.socket
+    pid: int
+    isolation: list[str]
+    workdir: str
+    closed: bool = field(default=False)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, *, finished: bool) -> int | None:
+        """End the runner and everything it started. A runner that sent ``done`` is exiting
+        anyway: it is killed and left to ``reap`` (the caller may do that in the background).
+        Otherwise it is killed and reaped now, and its exit status is returned."""
+        if self.closed:
+            return self.proc.returncode
+        self.closed = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        self.kill()
+        if finished:
+            return None
+        return self.reap()
+
+    def reap(self) -> int | None:
+        """Wait for the jail to exit and remove the work directory."""
+        try:
+            status: int | None = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            status = None
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        return status
+
+    def kill(self) -> None:
+        # The program's pid first, while the jail (its parent, which reaps it) is still alive, so
+        # the pid cannot have been reused; then the whole process group.
+        if self.proc.poll() is None and self.pid != self.proc.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _pool_key(limits: Limits) -> tuple[int, int, int, int]:
+    """The limits fixed when a runner is spawned (the rest travel in ``start``)."""
+    cpu = limits.cpu_seconds or int(limits.timeout) + 2
+    return (limits.memory_mb, limits.max_processes, limits.max_file_bytes, cpu)
+
+
+class LocalBackend:
+    """``sandbox.api.Backend`` running programs in jailed local subprocesses.
+
+    ``pool_size`` warm runners are kept per set of spawn-time limits (0: always cold).
+    ``namespaces``: None tries them and falls back to rlimits only; False never tries.
+    """
+
+    name = "local"
+
+    def __init__(self, *, pool_size: int = 2, namespaces: bool | None = None, python: str | None = None,
+                 client: httpx.Client | None = None) -> None:
+        self.pool_size = max(0, pool_size)
+        self.namespaces = namespaces
+        self.python = python or sandbox_python()
+        self.client = client or shared_client()
+        self._lock = threading.Lock()
+        self._warm: dict[tuple[int, int, int, int], list[_Worker]] = {}
+        self._refilling: set[tuple[int, int, int, int]] = set()
+        self._closed = False
+        self._uid_counter = 0
+        self._reapers: set[threading.Thread] = set()
+        _LIVE.add(self)
+
+    # -- spawning -----------------------------------------------------------------------------
+
+    def _next_uid(self) -> int:
+        with self._lock:
+            self._uid_counter += 1
+            return uid_block()[self._uid_counter % len(uid_block())]
+
+    def _spawn(self, limits: Limits) -> _Worker:
+        uid = self._next_uid()
+        workdir = tempfile.mkdtemp(prefix="atc-run-")
+        if os.geteuid() == 0:
+            os.chown(workdir, uid, uid)
+        host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        memory_mb, nproc, fsize, cpu = _pool_key(limits)
+        argv = [self.python, "-I", "-S", str(jail_path()), "--fd", str(child_end.fileno()),
+                "--runner", str(runner_path()), "--uid", str(uid), "--memory-mb", str(memory_mb),
+                "--cpu", str(cpu), "--nproc", str(nproc), "--fsize", str(fsize),
+                "--tmpfs-mb", str(max(16, min(256, fsize * 4 // (1 << 20)))), "--workdir", workdir]
+        if self.namespaces is False:
+            argv.append("--no-namespaces")
+        try:
+            proc = subprocess.Popen(argv, env={}, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, pass_fds=(child_end.fileno(),),
+                                    start_new_session=True)
+        except OSError as exc:
+            host_end.close()
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise SandboxError(f"cannot start the local sandbox ({self.python}): {exc}") from exc
+        finally:
+            child_end.close()
+        worker = _Worker(proc=proc, sock=host_end, pid=proc.pid, isolation=[], workdir=workdir)
+        try:
+            info = self._read_report(proc)
+            if "error" in info:
+                raise SandboxError(f"the local sandbox could not be set up: {info['error']}")
+            worker.pid = int(info.get("pid") or proc.pid)
+            worker.isolation = [str(x) for x in info.get("isolation") or []]
+            wait_ready(host_end, _SPAWN_TIMEOUT)
+        except BaseException as exc:
+            worker.stop(finished=False)
+            if isinstance(exc, SandboxError):
+                raise
+            raise SandboxError(f"the local sandbox did not start: {exc}") from exc
+        return worker
+
+    @staticmethod
+    def _read_report(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        buf = b""
+        deadline = time.monotonic() + _SPAWN_TIMEOUT
+        while b"\n" not in buf:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise SandboxError("the local sandbox did not report within "
+                                   f"{_SPAWN_TIMEOUT:g} s")
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise SandboxError("the local sandbox exited during setup")
+            buf += chunk
+        info = json.loads(buf.split(b"\n", 1)[0])
+        return info if isinstance(info, dict) else {"error": "bad report"}
+
+    # -- the pool -----------------------------------------------------------------------------
+
+    def _take(self, limits: Limits) -> _Worker:
+        key = _pool_key(limits)
+        worker = None
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the local backend is closed")
+            warm = self._warm.setdefault(key, [])
+            while warm and worker is None:
+                candidate = warm.pop(0)
+                if candidate.alive():
+                    worker = candidate
+                else:
+                    candidate.stop(finished=False)
+            self._evict_locked(keep=key)
+        if self.pool_size:
+            self._refill(key, limits)
+        return worker or self._spawn(limits)
+
+    def _evict_locked(self, keep: tuple[int, int, int, int]) -> None:
+        """Keep warm runners for the three most recently used limit sets only."""
+        while len(self._warm) > 3:
+            oldest = next(k for k in self._warm if k != keep)
+            for w in self._warm.pop(oldest):
+                threading.Thread(target=w.stop, kwargs={"finished": False}, daemon=True).start()
+        self._warm[keep] = self._warm.pop(keep)
+
+    def _refill(self, key: tuple[int, int, int, int], limits: Limits) -> None:
+        with self._lock:
+            if key in self._refilling or self._closed:
+                return
+            self._refilling.add(key)
+
+        def fill() -> None:
+            try:
+                while True:
+                    with self._lock:
+                        if self._closed or len(self._warm.get(key, [])) >= self.pool_size:
+                            return
+                    try:
+                        worker = self._spawn(limits)
+                    except SandboxError:
+                        return
+                    with self._lock:
+                        if self._closed or key not in self._warm:
+                            closing = True
+                        else:
+                            closing = False
+                            self._warm[key].append(worker)
+                    if closing:
+                        worker.stop(finished=False)
+                        return
+            finally:
+                with self._lock:
+                    self._refilling.discard(key)
+
+        threading.Thread(target=fill, name="atc-local-pool", daemon=True).start()
+
+    def warm_up(self, limits: Limits | None = None) -> None:
+        """Start filling the pool for ``limits`` now (e.g. while a model is still writing)."""
+        limits = limits or Limits()
+        with self._lock:
+            self._warm.setdefault(_pool_key(limits), [])
+        if self.pool_size:
+            self._refill(_pool_key(limits), limits)
+
+    def prewarm(self, limits: Limits | None = None, *, timeout: float = 30.0) -> int:
+        """Fill the pool for ``limits`` and wait until it is full (or ``timeout``); return how many
+        runners are warm."""
+        limits = limits or Limits()
+        key = _pool_key(limits)
+        self.warm_up(limits)
+        deadline = time.monotonic() + timeout
+        count = 0
+        while time.monotonic() < deadline:
+            with self._lock:
+                count = len(self._warm.get(key, []))
+            if count >= self.pool_size:
+                return count
+            time.sleep(0.005)
+        return count
+
+    # -- running ------------------------------------------------------------------------------
+
+    def run(self, program: str, tools: Toolset, limits: Limits | None = None) -> ExecutionResult:
+        """Run ``program`` against ``tools``; every outcome of the program is a result."""
+        limits = limits or Limits()
+        started = time.perf_counter()
+        issue = lint(program)
+        if issue is not None:
+            lines = program.splitlines()
+            code = lines[issue.line - 1].strip() if issue.line and 0 < issue.line <= len(lines) else None
+            error = ErrorInfo(type="SandboxError", message=f"program refused by the sandbox lint: {issue.message}",
+                              line=issue.line, code=code,
+                              attribution={"tool": None, "reason": "the program itself reached for Python internals",
+                                           "call_index": None, "response_shape": None, "excerpt": None,
+                                           "candidates": []})
+            return ExecutionResult(ok=False, answer="", sandbox=self.name,
+                                   duration_ms=(time.perf_counter() - started) * 1000, error=error,
+                                   isolation=["restrictedpython-lint"])
+        worker = self._take(limits)
+        deadline = time.monotonic() + limits.timeout
+        gateway = Gateway(tools, limits, client=self.client, deadline=deadline)
+        outcome = SessionOutcome()
+        try:
+            outcome = serve(worker.sock, program, tools, limits, gateway, deadline=deadline)
+        finally:
+            finished = outcome.done is not None
+            status = worker.stop(finished=finished)
+            if finished:
+                self._reap_later(worker)
+        if outcome.done is None and outcome.failure == "SandboxError" and status is not None:
+            if status == 128 + signal.SIGXCPU:
+                outcome.failure, outcome.detail = "Timeout", "the program used up its CPU time limit"
+            elif status == 128 + signal.SIGKILL or status == -signal.SIGKILL:
+                outcome.detail = f"{outcome.detail}; the sandbox was killed"
+        isolation = ["pgroup", *worker.isolation, "restrictedpython-lint", "empty-env"]
+        return build_result(program, outcome, sandbox=self.name, isolation=isolation, started=started, tools=tools)
+
+    def _reap_later(self, worker: _Worker) -> None:
+        """Reap a finished runner off the caller's path (its exit and the namespace teardown cost
+        10-30 ms); ``close`` waits for these."""
+
+        def reap() -> None:
+            worker.reap()
+            with self._lock:
+                self._reapers.discard(thread)
+
+        thread = threading.Thread(target=reap, name="atc-local-reaper", daemon=True)
+        with self._lock:
+            self._reapers.add(thread)
+        thread.start()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop refilling and end every warm runner (no process is left behind)."""
+        with self._lock:
+            self._closed = True
+            workers = [w for ws in self._warm.values() for w in ws]
+            self._warm.clear()
+        for w in workers:
+            w.stop(finished=False)
+        with self._lock:
+            reapers = list(self._reapers)
+        for t in reapers:
+            t.join(timeout=15)
+
+    def __enter__(self) -> LocalBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@atexit.register
+def _close_all() -> None:
+    for backend in list(_LIVE):
+        backend.close()

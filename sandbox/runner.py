@@ -1,0 +1,372 @@
+"""The in-sandbox runner: runs ONE program whose tool functions are calls to the host.
+
+STDLIB ONLY and standalone: it is mounted read-only into containers (``/atc/runner.py``, run by
+Debian's python3) and executed by the local jail, so it imports nothing from atc.
+
+Usage::
+
+    python3 -I -S runner.py --fd N              # an inherited socket (local backend)
+    python3 -I -S runner.py --connect PATH      # connect to a Unix socket the host listens on
+
+Protocol (the same as ``sandbox/wire.py``; the framing is copied here on purpose): every frame
+is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON. The runner sends
+``ready`` as soon as it is connected, then blocks on ``start`` -- this is what lets backends keep
+*warm* runners -- compiles the program as ``<program>``, defines each tool name as a global stub
+and ``ToolError``, runs it with stdout/stderr captured in capped buffers, sends one ``done`` frame
+and exits.
+
+A stub takes keyword arguments only, sends ``{"op": "call", "id", "tool", "args", "line",
+"col"}`` with the calling program line and column (``co_positions`` of the caller's current
+instruction; columns are 0-based UTF-8 byte offsets, as in ``ast``), blocks for the ``result``
+and returns its ``data`` or raises ``ToolError``. Once the host says the call budget is spent it
+raises ``CallBudget``, a BaseException the program cannot usefully catch (the host keeps the
+verdict anyway).
+"""
+
+import builtins
+import io
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+import traceback
+
+PROGRAM = "<program>"
+_HEADER = struct.Struct(">I")
+_MAX_FRAME = 64 * 1024 * 1024
+_FRAME_HEAD = 25
+_FRAME_TAIL = 40
+# Bound now: a program that rebinds json.dumps or socket methods must not break the channel.
+_dumps, _loads, _pack, _unpack = json.dumps, json.loads, _HEADER.pack, _HEADER.unpack
+
+
+# -- framing (a copy of sandbox/wire.py) --------------------------------------------------------
+
+def send(sock, msg):
+    body = _dumps(msg, ensure_ascii=False, separators=(",", ":"), default=repr).encode("utf-8", "replace")
+    sock.sendall(_pack(len(body)) + body)
+
+
+def _recv_exact(sock, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise EOFError("channel closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def recv(sock):
+    (size,) = _unpack(_recv_exact(sock, _HEADER.size))
+    if size > _MAX_FRAME:
+        raise EOFError("oversized frame")
+    return _loads(_recv_exact(sock, size))
+
+
+# -- what the program sees ----------------------------------------------------------------------
+
+class ToolError(Exception):
+    """A tool call failed (invalid arguments, HTTP error). ``tool`` and ``status`` say which/how."""
+
+    def __init__(self, message, tool=None, status=None):
+        super().__init__(message)
+        self.tool = tool
+        self.status = status
+
+
+class CallBudget(BaseException):
+    """The program made more tool calls than allowed; not an Exception so ``except Exception``
+    does not swallow it."""
+
+
+class OutputLimit(BaseException):
+    """The program printed more than the output cap."""
+
+
+class CappedText(io.TextIOBase):
+    """A text stream that keeps at most ``cap`` bytes (shared with its sibling stream) and then
+    stops the program by raising ``OutputLimit`` on every further write."""
+
+    def __init__(self, budget, name):
+        super().__init__()
+        self._budget = budget
+        self._parts = []
+        self._name = name
+
+    @property
+    def encoding(self):
+        return "utf-8"
+
+    @property
+    def name(self):
+        return self._name
+
+    def writable(self):
+        return True
+
+    def isatty(self):
+        return False
+
+    def write(self, s):
+        if not isinstance(s, str):
+            raise TypeError(f"write() argument must be str, not {type(s).__name__}")
+        budget = self._budget
+        if budget["over"]:
+            raise OutputLimit(f"output limit of {budget['cap']} bytes exceeded")
+        size = len(s.encode("utf-8", "replace"))
+        if budget["used"] + size > budget["cap"]:
+            room = budget["cap"] - budget["used"]
+            self._parts.append(s.encode("utf-8", "replace")[:max(room, 0)].decode("utf-8", "ignore"))
+            budget["used"] = budget["cap"]
+            budget["over"] = True
+            raise OutputLimit(f"output limit of {budget['cap']} bytes exceeded")
+        budget["used"] += size
+        self._parts.append(s)
+        return len(s)
+
+    def getvalue(self):
+        return "".join(self._parts)
+
+
+class Channel:
+    """The runner's end of the host channel; calls from several threads are serialised."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.lock = threading.Lock()
+        self.next_id = 0
+
+    def call(self, tool, args, line, col):
+        with self.lock:
+            self.next_id += 1
+            call_id = self.next_id
+            send(self.sock, {"op": "call", "id": call_id, "tool": tool, "args": args, "line": line, "col": col})
+            reply = recv(self.sock)
+        if not isinstance(reply, dict) or reply.get("id") != call_id:
+            raise CallBudget("the host channel is out of step")
+        if reply.get("ok"):
+            return reply.get("data")
+        error = reply.get("error") or {}
+        message = str(error.get("message") or f"{tool}: call failed")
+        if error.get("kind") == "CallBudget":
+            raise CallBudget(message)
+        raise ToolError(message, tool=tool, status=error.get("status"))
+
+
+def _position(frame):
+    """(line, col) of the instruction a frame is executing, via co_positions (3.11+)."""
+    try:
+        positions = list(frame.f_code.co_positions())
+        line, _end, col, _end_col = positions[frame.f_lasti // 2]
+        return (line if line is not None else frame.f_lineno), col
+    except (AttributeError, IndexError, ValueError):
+        return frame.f_lineno, None
+
+
+def _caller_position():
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename != PROGRAM:
+        frame = frame.f_back
+    return _position(frame) if frame is not None else (None, None)
+
+
+def make_stub(channel, name):
+    """The global function ``name`` of the program: keyword arguments only, JSON values only."""
+
+    def stub(*args, **kwargs):
+        if args:
+            raise TypeError(f"{name}() takes keyword arguments only, e.g. {name}(name=value); "
+                            f"got {len(args)} positional")
+        try:
+            _dumps(kwargs, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name}(): argument values must be JSON data (str, int, float, bool, None, "
+                            f"list, dict): {exc}") from None
+        line, col = _caller_position()
+        return channel.call(name, kwargs, line, col)
+
+    stub.__name__ = stub.__qualname__ = name
+    stub.__doc__ = f"Tool {name}: call with keyword arguments; returns the parsed JSON response."
+    return stub
+
+
+# -- errors as the host wants them --------------------------------------------------------------
+
+def _program_entries(tb):
+    entries = []
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename == PROGRAM:
+            try:
+                pos = list(code.co_positions())[tb.tb_lasti // 2]
+            except (IndexError, ValueError):
+                pos = (tb.tb_lineno, tb.tb_lineno, None, None)
+            line = pos[0] if pos[0] is not None else tb.tb_lineno
+            entries.append({"name": code.co_name, "lineno": line, "end_lineno": pos[1] or line,
+                            "col": pos[2], "end_col": pos[3]})
+        tb = tb.tb_next
+    if len(entries) > _FRAME_HEAD + _FRAME_TAIL:
+        entries = entries[:_FRAME_HEAD] + entries[-_FRAME_TAIL:]
+    return entries
+
+
+def _format_traceback(frames, exc, lines, omitted):
+    out = ["Traceback (most recent call last):\n"]
+    for i, f in enumerate(frames):
+        if omitted and i == _FRAME_HEAD:
+            out.append(f"  [... {omitted} more frames ...]\n")
+        out.append(f'  File "{PROGRAM}", line {f["lineno"]}, in {f["name"]}\n')
+        lineno = f["lineno"]
+        if lineno and 0 < lineno <= len(lines):
+            text = lines[lineno - 1]
+            stripped = text.lstrip()
+            out.append(f"    {stripped.rstrip()}\n")
+            col, end = f.get("col"), f.get("end_col")
+            if col is not None and end is not None and f.get("end_lineno") == lineno:
+                raw = text.encode("utf-8")
+                indent = len(raw) - len(stripped.encode("utf-8"))
+                width = len(raw[col:end].decode("utf-8", "replace"))
+                lead = len(raw[indent:col].decode("utf-8", "replace"))
+                if width and width < len(stripped.rstrip()):
+                    out.append("    " + " " * lead + "^" * width + "\n")
+    out.extend(_exception_only(exc))
+    return "".join(out)
+
+
+def _safe_text(exc):
+    """The exception's message; a program's exception whose __str__ fails still gets one."""
+    try:
+        if isinstance(exc, KeyError) and len(exc.args) == 1:
+            return repr(exc.args[0])
+        return str(exc)
+    except BaseException:
+        return f"<{type(exc).__name__}: unprintable message>"
+
+
+def _exception_only(exc):
+    try:
+        return traceback.format_exception_only(type(exc), exc)
+    except BaseException:
+        return [f"{type(exc).__name__}: {_safe_text(exc)}\n"]
+
+
+def describe(exc, lines):
+    """The ``done.error`` dict of an exception raised by the program."""
+    if isinstance(exc, SyntaxError) and exc.filename == PROGRAM:
+        col = (exc.offset - 1) if exc.offset else None
+        end_col = (exc.end_offset - 1) if exc.end_offset else None
+        frames = [{"name": "<module>", "lineno": exc.lineno, "end_lineno": exc.end_lineno or exc.lineno,
+                   "col": col, "end_col": end_col}]
+        text = "".join(_exception_only(exc))
+        return {"type": type(exc).__name__, "message": str(exc.msg), "traceback": text,
+                "frames": frames, "tool": None, "status": None}
+    all_frames = []
+    tb = exc.__traceback__
+    count = 0
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == PROGRAM:
+            count += 1
+        tb = tb.tb_next
+    frames = _program_entries(exc.__traceback__)
+    all_frames = frames
+    omitted = max(0, count - len(frames))
+    message = _safe_text(exc)
+    error = {"type": type(exc).__name__, "message": message,
+             "traceback": _format_traceback(all_frames, exc, lines, omitted)[-20000:],
+             "frames": all_frames, "tool": None, "status": None}
+    if isinstance(exc, ToolError):
+        error["tool"] = exc.tool
+        error["status"] = exc.status if isinstance(exc.status, int) else None
+    return error
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+def run_program(channel, start):
+    """Run the program of a ``start`` frame; return the ``done`` frame."""
+    program = start.get("program") or ""
+    lines = program.splitlines()
+    cap = int(start.get("max_output_bytes") or 1_000_000)
+    budget = {"cap": cap, "used": 0, "over": False}
+    out, err = CappedText(budget, "<stdout>"), CappedText(budget, "<stderr>")
+    namespace = {"__name__": "__main__", "__builtins__": builtins, "ToolError": ToolError}
+    for name in start.get("tools") or []:
+        if isinstance(name, str) and name.isidentifier():
+            namespace[name] = make_stub(channel, name)
+    error = None
+    sys.stdout, sys.stderr, sys.stdin = out, err, io.StringIO("")
+    try:
+        code = compile(program, PROGRAM, "exec", dont_inherit=True)
+        exec(code, namespace)
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            error = describe(exc, lines)
+            error["message"] = f"sys.exit({exc.code!r})"
+    except OutputLimit as exc:
+        error = describe(exc, lines)
+    except BaseException as exc:  # everything the program raises is reported, nothing escapes
+        error = describe(exc, lines)
+    finally:
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    if budget["over"]:
+        error = error if error and error["type"] == "OutputLimit" else {
+            "type": "OutputLimit", "message": f"output limit of {cap} bytes exceeded", "traceback": "",
+            "frames": (error or {}).get("frames", []), "tool": None, "status": None}
+    return {"op": "done", "ok": error is None, "stdout": out.getvalue(), "stderr": err.getvalue(),
+            "truncated": budget["over"], "error": error}
+
+
+def connect(path, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(path)
+            return sock
+        except OSError:
+            sock.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def main(argv):
+    if len(argv) != 2 or argv[0] not in ("--fd", "--connect"):
+        sys.stderr.write("usage: runner.py --fd N | --connect PATH\n")
+        return 2
+    sock = socket.socket(fileno=int(argv[1])) if argv[0] == "--fd" else connect(argv[1])
+    sock.settimeout(None)
+    send(sock, {"op": "ready", "pid": os.getpid(), "python": sys.version.split()[0]})
+    try:
+        start = recv(sock)
+    except (EOFError, OSError, ValueError):
+        return 0
+    if not isinstance(start, dict) or start.get("op") != "start":
+        return 3
+    done = run_program(Channel(sock), start)
+    try:
+        send(sock, done)
+    except (TypeError, ValueError):
+        done["stdout"] = done["stdout"].encode("utf-8", "replace").decode("utf-8")
+        send(sock, {"op": "done", "ok": False, "stdout": "", "stderr": "", "truncated": False,
+                    "error": {"type": "SandboxError", "message": "the result could not be encoded",
+                              "traceback": "", "frames": [], "tool": None, "status": None}})
+    return 0
+
+
+if __name__ == "__main__":
+    # os._exit: threads the program left running and atexit hooks it registered must not keep
+    # the sandbox alive or run after the result was sent.
+    code = 1
+    try:
+        code = main(sys.argv[1:])
+    finally:
+        try:
+            sys.stdout.flush()
+        except BaseException:
+            pass
+        os._exit(code)

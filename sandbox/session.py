@@ -1,0 +1,254 @@
+"""One program run over a runner channel, shared by every backend.
+
+A backend gets a connected runner (a socketpair end for the local backend, a socket accepted
+from a container for Docker), reads its ``ready`` frame (``wait_ready``), and then::
+
+    gateway = Gateway(toolset, limits, deadline=deadline)
+    outcome = serve(sock, program, toolset, limits, gateway, deadline=deadline)
+    # ... stop/reap the runner; refine outcome.failure from how it died (e.g. "MemoryLimit") ...
+    result = build_result(program, outcome, sandbox="local", isolation=[...], started=started,
+                          tools=toolset)
+
+``serve`` sends ``start``, answers every ``call`` frame through the gateway, and returns when the
+runner sends ``done``, closes the channel, or the ``deadline`` (a ``time.monotonic()`` value)
+passes. It never raises for anything the runner does; the backend must kill the runner
+afterwards whatever the outcome (a finished runner exits by itself).
+
+``build_result`` turns the outcome into the contract ``ExecutionResult``: answer and stderr from
+``done``, the error (type, message, line, column, source line, traceback), the attributed tool and
+the explanation from ``sandbox.attribution.attribute``. ``started`` is a ``time.perf_counter()``
+value taken when the run began.
+
+Frames are described in ``sandbox/wire.py``; nothing a runner sends is trusted: frames are
+type-checked here and every call is re-validated by the gateway.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox import wire
+from sandbox.api import ErrorInfo, ExecutionResult, Limits, ToolCall, Toolset
+from sandbox.gateway import Gateway
+
+__all__ = ["SessionOutcome", "serve", "build_result", "wait_ready", "FAILURES"]
+
+#: Values of ``SessionOutcome.failure``: the host stopped or lost the program.
+FAILURES = ("Timeout", "CallBudget", "OutputLimit", "MemoryLimit", "SandboxError")
+
+_MESSAGES = {
+    "Timeout": "the program did not finish within {timeout:g} s",
+    "CallBudget": "the program made more than {max_calls} tool calls",
+    "OutputLimit": "the program printed more than {max_output_bytes} bytes",
+    "MemoryLimit": "the program used more than {memory_mb} MB of memory",
+}
+
+
+@dataclass
+class SessionOutcome:
+    """What happened during one run. ``done`` is the runner's (sanitised) done frame, None when it
+    never came; ``failure`` is set when the host stopped the program or lost it (see FAILURES);
+    ``detail`` says why in words."""
+
+    done: dict[str, Any] | None = None
+    calls: list[ToolCall] = field(default_factory=list)
+    failure: str | None = None
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"done": self.done, "calls": [c.to_dict() for c in self.calls],
+                "failure": self.failure, "detail": self.detail}
+
+
+def wait_ready(sock: socket.socket, timeout: float) -> dict[str, Any]:
+    """Block until the runner's ``ready`` frame (raises ``wire.FrameError``/``OSError`` on EOF,
+    garbage or timeout)."""
+    sock.settimeout(timeout)
+    msg = wire.recv(sock)
+    if msg.get("op") != "ready":
+        raise wire.FrameError(f"expected a 'ready' frame, got {msg.get('op')!r}")
+    return msg
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any, cap: int) -> str:
+    text = value if isinstance(value, str) else ("" if value is None else str(value))
+    return text[:cap]
+
+
+def _sanitize_done(msg: dict[str, Any], limits: Limits) -> dict[str, Any]:
+    """The done frame with every field of the documented type (a program could forge it)."""
+    cap = max(limits.max_output_bytes, 1)
+    done: dict[str, Any] = {
+        "ok": msg.get("ok") is True,
+        "stdout": _str(msg.get("stdout"), cap),
+        "stderr": _str(msg.get("stderr"), cap),
+        "truncated": msg.get("truncated") is True,
+        "error": None,
+    }
+    error = msg.get("error")
+    if isinstance(error, dict):
+        frames = []
+        for f in error.get("frames") or []:
+            if isinstance(f, dict):
+                frames.append({"name": _str(f.get("name"), 200),
+                               **{k: _int_or_none(f.get(k)) for k in ("lineno", "end_lineno", "col", "end_col")}})
+        done["error"] = {
+            "type": _str(error.get("type"), 200) or "Exception",
+            "message": _str(error.get("message"), 4000),
+            "traceback": _str(error.get("traceback"), 20000),
+            "frames": frames[-200:],
+            "tool": _str(error.get("tool"), 200) or None,
+            "status": _int_or_none(error.get("status")),
+        }
+        done["ok"] = False
+    elif not done["ok"]:
+        done["error"] = {"type": "SandboxError", "message": "the runner reported failure without an error",
+                         "traceback": "", "frames": [], "tool": None, "status": None}
+    return done
+
+
+def serve(
+    sock: socket.socket,
+    program: str,
+    toolset: Toolset,
+    limits: Limits,
+    gateway: Gateway,
+    *,
+    deadline: float,
+) -> SessionOutcome:
+    """Run ``program`` on a ready runner: send ``start``, serve calls until done/EOF/deadline."""
+    outcome = SessionOutcome()
+    outcome.calls = gateway.calls
+    try:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        wire.send(sock, {"op": "start", "program": program, "tools": toolset.names(),
+                         "max_output_bytes": limits.max_output_bytes})
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            sock.settimeout(remaining)
+            msg = wire.recv(sock, max_frame=max(wire.MAX_FRAME, 2 * limits.max_output_bytes + 65536))
+            op = msg.get("op")
+            if op == "call":
+                call_id = _int_or_none(msg.get("id"))
+                result = gateway.call(msg.get("tool"), msg.get("args"), line=msg.get("line"), col=msg.get("col"))
+                if gateway.budget_exceeded and outcome.failure is None:
+                    outcome.failure = "CallBudget"
+                    outcome.detail = _MESSAGES["CallBudget"].format(max_calls=limits.max_calls)
+                sock.settimeout(max(0.01, deadline - time.monotonic()))
+                wire.send(sock, result.frame(call_id if call_id is not None else -1))
+            elif op == "done":
+                outcome.done = _sanitize_done(msg, limits)
+                return outcome
+            elif op == "ready":
+                continue
+            else:
+                outcome.failure = outcome.failure or "SandboxError"
+                outcome.detail = outcome.detail or f"the runner sent an unknown frame {str(op)[:40]!r}"
+                return outcome
+    except TimeoutError:
+        outcome.failure = "Timeout"
+        outcome.detail = _MESSAGES["Timeout"].format(timeout=limits.timeout)
+    except (wire.FrameError, OSError, ValueError) as exc:
+        if outcome.failure is None:
+            outcome.failure = "SandboxError"
+            outcome.detail = f"the runner stopped without a result ({exc})"
+    return outcome
+
+
+def _source_line(program: str, line: int | None) -> str | None:
+    if line is None:
+        return None
+    lines = program.splitlines()
+    return lines[line - 1].strip() if 0 < line <= len(lines) else None
+
+
+def _attribute(program: str, error: dict[str, Any], calls: list[ToolCall], names: set[str]) -> dict[str, Any]:
+    """The attribution of a failure as a dict; falls back to "a ToolError belongs to its tool"
+    when the attribution module is missing or fails (it is not allowed to break a result)."""
+    try:
+        from sandbox.attribution import attribute
+    except ImportError:
+        attribute = None  # type: ignore[assignment]
+    if attribute is not None:
+        try:
+            return dict(attribute(program, error, calls, names).to_dict())
+        except Exception as exc:  # attribution is advisory; the result must still be returned
+            fallback_reason = f"attribution failed: {type(exc).__name__}: {exc}"
+        else:  # pragma: no cover
+            fallback_reason = ""
+    else:
+        fallback_reason = "attribution is not available"
+    tool = error.get("tool") if error.get("type") == "ToolError" else None
+    index = None
+    if tool:
+        index = max((i for i, c in enumerate(calls) if c.tool == tool and not c.ok), default=None)
+    return {"tool": tool, "reason": f"a ToolError belongs to its tool ({fallback_reason})" if tool else fallback_reason,
+            "call_index": index, "response_shape": None, "excerpt": None, "candidates": []}
+
+
+def build_result(
+    program: str,
+    outcome: SessionOutcome,
+    *,
+    sandbox: str,
+    isolation: list[str],
+    started: float,
+    tools: Toolset,
+) -> ExecutionResult:
+    """The contract result of a run (see the module docstring)."""
+    if outcome.done is None and outcome.failure is None:
+        outcome.failure, outcome.detail = "SandboxError", "the runner stopped without a result"
+    done = outcome.done or {}
+    error_dict: dict[str, Any] | None = done.get("error") if not outcome.failure else None
+    if outcome.failure:
+        runner_error = done.get("error") or {}
+        message = outcome.detail or outcome.failure
+        error_dict = {"type": outcome.failure, "message": message,
+                      "traceback": runner_error.get("traceback", ""), "frames": runner_error.get("frames", []),
+                      "tool": None, "status": None}
+        if outcome.failure == "CallBudget" and not error_dict["frames"]:
+            first = next((c for c in outcome.calls if c.error and "budget" in c.error), None)
+            if first is not None and first.line is not None:
+                error_dict["frames"] = [{"name": "<module>", "lineno": first.line, "end_lineno": first.line,
+                                         "col": first.col, "end_col": None}]
+    error: ErrorInfo | None = None
+    if error_dict is not None:
+        etype = "MemoryLimit" if error_dict["type"] == "MemoryError" else error_dict["type"]
+        message = error_dict.get("message") or ""
+        if etype == "MemoryLimit" and error_dict["type"] == "MemoryError":
+            message = "the program ran out of memory (MemoryError at the memory limit)" + (
+                f": {message}" if message else "")
+        error_dict = dict(error_dict, type=etype, message=message or f"{etype} (no message)")
+        frames = error_dict.get("frames") or []
+        innermost = frames[-1] if frames else {}
+        line = innermost.get("lineno")
+        attribution = _attribute(program, error_dict, outcome.calls, set(tools.names()))
+        error = ErrorInfo(
+            type=etype,
+            message=error_dict.get("message") or "",
+            line=line,
+            tool=attribution.get("tool"),
+            traceback=error_dict.get("traceback") or "",
+            col=innermost.get("col"),
+            code=_source_line(program, line),
+            attribution=attribution,
+        )
+    return ExecutionResult(
+        ok=error is None and bool(done.get("ok")),
+        answer=done.get("stdout", ""),
+        sandbox=sandbox,
+        duration_ms=(time.perf_counter() - started) * 1000,
+        error=error,
+        calls=list(outcome.calls),
+        stderr=done.get("stderr", ""),
+        isolation=list(isolation),
+    )

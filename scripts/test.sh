@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole test suite, from a bare machine: the Python environment, then (as root on Debian) the
+# Docker engine and the offline sandbox image, then pytest. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+if [ "$(id -u)" = 0 ] && [ "${ATC_SKIP_DOCKER_SETUP:-0}" != 1 ]; then
+  bash scripts/setup-docker.sh
+fi
+exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

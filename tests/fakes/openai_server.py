@@ -1,0 +1,139 @@
+"""A scripted OpenAI-compatible chat server on 127.0.0.1, driven through the real ``openai`` client.
+
+``POST /v1/chat/completions`` answers from a queue of scripted replies: a string (the assistant's
+text), a ``Reply`` (an HTTP status with an error body, e.g. 429 or 500), or a callable taking the
+request body and returning either (for routing many concurrent tasks by a marker in their text).
+A ``router`` may be set instead of a queue. Every request body is recorded (``requests``), and
+every answer carries ``usage`` (tokens estimated as characters / 4), so tests can check what the
+model was asked and what atc counted.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["Reply", "ScriptedOpenAI"]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A scripted HTTP answer other than a normal completion (``status`` >= 400 gives an error body)."""
+
+    status: int = 200
+    text: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Script = str | Reply | Callable[[dict[str, Any]], "str | Reply"]
+
+
+def _tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+class ScriptedOpenAI:
+    """The server. Use as a context manager; ``base_url`` ends in ``/v1`` as clients expect."""
+
+    def __init__(self, replies: list[Script] | None = None, *, router: Callable[[dict[str, Any]], str | Reply] | None = None) -> None:
+        self.queue: deque[Script] = deque(replies or [])
+        self.router = router
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    # -- scripting -------------------------------------------------------------------------
+
+    def push(self, *replies: Script) -> None:
+        with self._lock:
+            self.queue.extend(replies)
+
+    def request_text(self, index: int) -> str:
+        """All message contents of the ``index``-th request, joined: what the model was shown."""
+        return "\n".join(str(m.get("content", "")) for m in self.requests[index]["messages"])
+
+    def _next(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            self.requests.append(body)
+            item: Script | None = self.queue.popleft() if self.queue else None
+        if item is None and self.router is not None:
+            item = self.router
+        if item is None:
+            return Reply(400, "the scripted server has no reply left")
+        if callable(item) and not isinstance(item, (str, Reply)):
+            item = item(body)
+        return item if isinstance(item, Reply) else Reply(200, item)
+
+    # -- serving ---------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None, "server not started"
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def start(self) -> ScriptedOpenAI:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a: Any) -> None:
+                pass
+
+            def _send(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    return self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    return self._send(400, {"error": {"message": "body is not JSON", "type": "invalid_request"}})
+                reply = server._next(body)
+                if reply.status >= 400:
+                    return self._send(reply.status, {"error": {"message": reply.text or f"scripted {reply.status}",
+                                                               "type": "scripted", "code": reply.status}},
+                                      reply.headers)
+                prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+                self._send(200, {
+                    "id": f"chatcmpl-{len(server.requests)}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", "scripted"),
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": reply.text}}],
+                    "usage": {"prompt_tokens": _tokens(prompt), "completion_tokens": _tokens(reply.text),
+                              "total_tokens": _tokens(prompt) + _tokens(reply.text)},
+                }, reply.headers)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def __enter__(self) -> ScriptedOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,308 @@
+"""Hostile programs, run on every backend, judged by what the HOST observes.
+
+Every program must end with a JSON-able result and a clear ``error.type`` (or succeed harmlessly),
+the test process must survive, no secret (a file in ATC_HOME and in the host's /tmp, a host
+environment variable, a ``--credential`` value) may appear anywhere in the result, a canary TCP
+listener on 127.0.0.1 must see no connection, no host file may be written, the library API must
+see no request that no tool call made, and (local backend) no sandbox process may be left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+from typing import Any
+
+import pytest
+
+from protocols import load_spec
+from sandbox.api import Backend, ExecutionResult, Limits, Toolset
+from sandbox.local_backend import LocalBackend, uid_block
+from tests.apis.library import SECRET, LibraryAPI
+
+FILE_SECRET = "file-secret-5d1e0b"
+TMP_SECRET = "tmp-secret-a93f"
+ENV_SECRET = "host-env-secret-91c2"
+ANY_FAILURE = None  # marker: any error type is acceptable, but the run must not be ok
+
+
+@dataclass(frozen=True)
+class Hostile:
+    """A hostile program. ``$secret_file``, ``$tmp_file``, ``$host_file``, ``$canary``, ``$api``,
+    ``$host_pid`` are substituted. ``types`` are the acceptable ``error.type`` values (``"ok"``
+    when a successful run is fine too); ``max_requests`` bounds what the API may see."""
+
+    name: str
+    program: str
+    types: tuple[str, ...]
+    max_requests: int = 0
+    answer_excludes: tuple[str, ...] = ()
+    answer_includes: str | None = None
+
+
+FORGE = '''
+import socket, struct, json
+def frame(sock, msg):
+    body = json.dumps(msg).encode()
+    sock.sendall(struct.pack(">I", len(body)) + body)
+def read(sock):
+    n = struct.unpack(">I", sock.recv(4))[0]
+    data = b""
+    while len(data) < n:
+        data += sock.recv(n - len(data))
+    return json.loads(data)
+chan = None
+for fd in range(3, 64):
+    try:
+        s = socket.socket(fileno=fd)
+    except OSError:
+        continue
+    if s.family == socket.AF_UNIX:
+        chan = s
+        break
+'''
+
+PROGRAMS = [
+    # -- host files and environment
+    Hostile("read_secret_in_atc_home", "print(open('$secret_file').read())",
+            ("FileNotFoundError", "PermissionError")),
+    Hostile("read_secret_in_host_tmp", "print(open('$tmp_file').read())", ("FileNotFoundError", "PermissionError")),
+    Hostile("walk_host_dirs_for_secrets", """
+import os
+found = []
+for top in ('/tmp', '/root', '/home', '/work', '$atc_home'):
+    for root, dirs, files in os.walk(top):
+        for f in files:
+            try:
+                found.append(open(os.path.join(root, f), errors='replace').read(200))
+            except Exception:
+                pass
+print(len(found), found[:50])
+""", ("ok",)),
+    Hostile("environ", "import os\nprint(dict(os.environ))", ("ok",)),
+    Hostile("proc_environ_of_all", """
+import os
+out = []
+for pid in os.listdir('/proc'):
+    if pid.isdigit():
+        for what in ('environ', 'cmdline'):
+            try:
+                out.append(open('/proc/%s/%s' % (pid, what), 'rb').read().decode('utf-8', 'replace'))
+            except Exception as e:
+                out.append(type(e).__name__)
+print(out)
+""", ("ok",)),
+    Hostile("signal_host_process", "import os, signal\nos.kill($host_pid, signal.SIGTERM)\nprint('sent')",
+            ("ProcessLookupError", "PermissionError")),
+    Hostile("kill_parent", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint('alive')",
+            ("ok", "SandboxError", "ProcessLookupError", "PermissionError")),
+    Hostile("kill_everything", "import os, signal\nos.kill(-1, signal.SIGKILL)\nprint('alive')",
+            ("ok", "SandboxError", "ProcessLookupError", "PermissionError")),
+    Hostile("write_host_file", "open('$host_file', 'w').write('pwned')\nprint('wrote')",
+            ("FileNotFoundError", "PermissionError", "OSError")),
+    Hostile("shell_writes_host_file", """
+import subprocess
+r = subprocess.run(['/bin/sh', '-c', 'echo pwned > $host_file; cat $secret_file; env'], capture_output=True, text=True)
+print(r.returncode, r.stdout, r.stderr)
+""", ("ok", "FileNotFoundError", "PermissionError", "OSError")),
+    Hostile("ctypes_libc", """
+import ctypes
+libc = ctypes.CDLL(None)
+libc.system(b'echo pwned > $host_file')
+print(libc.kill($host_pid, 15))
+""", ("ok", "OSError", "MemoryLimit")),
+    # -- network
+    Hostile("socket_to_canary", "import socket\nsocket.create_connection(('127.0.0.1', $canary), timeout=2)",
+            ("ConnectionRefusedError", "OSError", "TimeoutError", "PermissionError")),
+    Hostile("http_to_canary", "import urllib.request\nurllib.request.urlopen('http://127.0.0.1:$canary/', timeout=2)",
+            ("URLError", "OSError", "ConnectionRefusedError", "TimeoutError")),
+    Hostile("http_to_the_api_directly",
+            "import urllib.request\nprint(urllib.request.urlopen('$api/stats', timeout=2).read())",
+            ("URLError", "OSError", "ConnectionRefusedError", "TimeoutError")),
+    # -- restricted-python escapes
+    Hostile("subclasses", "print(().__class__.__bases__[0].__subclasses__())", ("SandboxError",)),
+    Hostile("generator_frame", "def g():\n    yield 1\nx = g()\nprint(x.gi_frame.f_back.f_globals)",
+            ("SandboxError",)),
+    Hostile("traceback_frame", "try:\n    1/0\nexcept Exception as e:\n    print(e.__traceback__.tb_frame.f_globals)",
+            ("SandboxError",)),
+    Hostile("format_traversal", "print('{0.__class__.__mro__}'.format(1))", ("SandboxError",)),
+    Hostile("getattr_dunder", "print(getattr(get_stats, '__globals__'))", ("SandboxError",)),
+    # -- resources
+    Hostile("fork_bomb", "import os\nwhile True:\n    os.fork()",
+            ("Timeout", "BlockingIOError", "SandboxError", "OSError", "MemoryLimit")),
+    Hostile("thread_bomb", "import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, args=(60,)).start()",
+            ("RuntimeError", "MemoryLimit", "Timeout", "SandboxError")),
+    Hostile("huge_allocation", "x = bytearray(10**11)\nprint(len(x))", ("MemoryLimit",)),
+    Hostile("growing_memory", "l = []\nwhile True:\n    l.append(' ' * 10**6)", ("MemoryLimit", "SandboxError")),
+    Hostile("disk_fill", "with open('fill.bin', 'wb') as f:\n    while True:\n        f.write(b'0' * 10**6)",
+            ("OSError", "PermissionError")),
+    Hostile("disk_fill_tmp", "with open('/tmp/fill.bin', 'wb') as f:\n    while True:\n        f.write(b'0' * 10**6)",
+            ("OSError", "PermissionError")),
+    Hostile("infinite_loop", "while True:\n    pass", ("Timeout",)),
+    Hostile("long_sleep", "import time\ntime.sleep(1000)", ("Timeout",)),
+    Hostile("stdout_flood", "while True:\n    print('x' * 1000)", ("OutputLimit",)),
+    Hostile("stderr_flood_caught", "import sys\nwhile True:\n    try:\n        sys.stderr.write('y' * 1000)\n"
+            "    except BaseException:\n        pass", ("OutputLimit", "Timeout")),
+    Hostile("raw_fd_writes", "import os\nfor i in range(20000):\n    os.write(1, b'z' * 500)\nprint('done')",
+            ("ok",), answer_excludes=("zzz",), answer_includes="done"),
+    Hostile("deep_recursion", "def f(n):\n    return f(n + 1)\nf(0)", ("RecursionError",)),
+    Hostile("c_stack_overflow", "import sys\nsys.setrecursionlimit(10**7)\ndef f(n):\n    return f(n + 1)\nf(0)",
+            ("RecursionError", "SandboxError", "MemoryLimit", "SystemError", "Timeout")),
+    Hostile("hard_exit", "import os\nprint('bye')\nos._exit(0)", ("SandboxError",)),
+    Hostile("detached_sleeper", "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(1000)\n"
+            "print('parent done')", ("ok",)),
+    # -- tool arguments and the channel
+    Hostile("path_traversal_argument", "print(get_author(author_id='../stats'))", ("ToolError",)),
+    Hostile("crlf_in_query", "print(search_authors(name='x\\r\\nX-Evil: 1'))", ("ToolError",)),
+    Hostile("call_budget", "for i in range(100):\n    get_stats()", ("CallBudget",), max_requests=5),
+    Hostile("call_budget_swallowed", "for i in range(20):\n    try:\n        get_stats()\n"
+            "    except BaseException:\n        pass\nprint('survived')", ("CallBudget",), max_requests=5),
+    Hostile("forged_call_frames", FORGE + """
+frame(chan, {"op": "call", "id": 1, "tool": "get_author", "args": {"author_id": "../stats"}})
+print(read(chan))
+frame(chan, {"op": "call", "id": 2, "tool": "delete_everything", "args": {}})
+print(read(chan))
+frame(chan, {"op": "call", "id": 3, "tool": "get_book", "args": {"book_id": 10, "x": "y"}})
+print(read(chan))
+""", ("ok", "ToolError")),
+    Hostile("forged_garbage_frame", FORGE + "chan.sendall(b'\\xff\\xff\\xff\\xffgarbage')\nimport time\ntime.sleep(30)",
+            ("SandboxError",)),
+]
+
+
+class Canary:
+    """A TCP listener on 127.0.0.1 that records every connection it accepts."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections: list[Any] = []
+        self._stop = False
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop:
+            try:
+                conn, addr = self.sock.accept()
+            except OSError:
+                continue
+            self.connections.append(addr)
+            conn.close()
+
+    def close(self) -> None:
+        self._stop = True
+        self._thread.join(2)
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def local_backend() -> Iterator[LocalBackend]:
+    with LocalBackend(pool_size=2) as backend:
+        yield backend
+
+
+@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    if request.param == "local":
+        yield request.getfixturevalue("local_backend")
+        return
+    try:
+        from sandbox.docker_backend import docker_available
+    except ImportError:
+        pytest.skip("sandbox.docker_backend is not importable")
+    if not docker_available():
+        pytest.skip("no Docker engine or no sandbox image (atc sandbox build)")
+    yield request.getfixturevalue("docker_backend_instance")
+
+
+@pytest.fixture(scope="module")
+def docker_backend_instance() -> Iterator[Backend]:
+    from sandbox.docker_backend import DockerBackend
+
+    with DockerBackend() as backend:
+        yield backend
+
+
+def _sandbox_processes() -> list[int]:
+    """Host pids of processes running as a sandbox uid of THIS test process (the local backend
+    gives each run its own uid from a block derived from the host pid)."""
+    block = uid_block()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                uid = os.stat(f"/proc/{entry}").st_uid
+            except OSError:
+                continue
+            if uid in block:
+                pids.append(int(entry))
+    return pids
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", PROGRAMS, ids=[p.name for p in PROGRAMS])
+def test_hostile_program(case: Hostile, backend: Backend, api: LibraryAPI, tmp_path: Path,
+                         monkeypatch: pytest.MonkeyPatch) -> None:
+    home = Path(os.environ["ATC_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    secret_file = home / "secret.txt"
+    secret_file.write_text(FILE_SECRET)
+    tmp_file = tmp_path / "host-secret.txt"
+    tmp_file.write_text(TMP_SECRET)
+    os.chmod(tmp_file, 0o644)
+    for parent in (tmp_path, *tmp_path.parents):
+        if str(parent) in ("/", "/tmp"):
+            break
+        os.chmod(parent, 0o755)
+    host_file = tmp_path / "pwned.txt"
+    monkeypatch.setenv("HOSTILE_HOST_SECRET", ENV_SECRET)
+    monkeypatch.setenv("LIB_KEY", SECRET)
+    canary = Canary()
+    program = Template(case.program).safe_substitute(
+        secret_file=secret_file, tmp_file=tmp_file, host_file=host_file, canary=canary.port, api=api.url,
+        host_pid=os.getpid(), atc_home=home)
+    tools = Toolset([load_spec(api.write_spec(tmp_path / "library.json"))], credentials={"api_key": "env:LIB_KEY"})
+    limits = Limits(timeout=4, memory_mb=256, max_calls=5, max_output_bytes=200_000, max_processes=32,
+                    max_file_bytes=8_000_000)
+    try:
+        started = time.monotonic()
+        result = backend.run(program, tools, limits)
+        elapsed = time.monotonic() - started
+    finally:
+        canary.close()
+
+    assert isinstance(result, ExecutionResult)
+    doc = json.dumps(result.to_dict())
+    outcome = "ok" if result.ok else (result.error.type if result.error else "no-error")
+    assert outcome in case.types, f"{case.name}: {outcome}: {result.error and result.error.message}\n{doc[:1500]}"
+    if not result.ok:
+        assert result.error is not None and result.error.type and result.error.message
+    assert elapsed < limits.timeout + 10
+    for secret in (FILE_SECRET, TMP_SECRET, ENV_SECRET, SECRET):
+        assert secret not in doc, f"{case.name} leaked {secret!r}"
+    for text in case.answer_excludes:
+        assert text not in result.answer
+    if case.answer_includes:
+        assert case.answer_includes in result.answer
+    assert canary.connections == [], f"{case.name} reached the host's loopback"
+    assert not host_file.exists(), f"{case.name} wrote a host file"
+    sent = [c for c in result.calls if c.status is not None]
+    assert len(api.requests) == len(sent) <= case.max_requests
+    for request in api.requests:
+        assert ".." not in request.path and "X-Evil" not in request.headers
+    if isinstance(backend, LocalBackend):
+        deadline = time.monotonic() + 5
+        while len(_sandbox_processes()) > 2 * backend.pool_size * 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(_sandbox_processes()) <= 2 * backend.pool_size * 3, "sandbox processes were left behind"
