@@ -28,7 +28,7 @@ _LAZY: dict[str, str] = {
     "Store": "protocols.store",
     "load": "protocols.loaders",
     "load_spec": "protocols.loaders",
-    "search": "protocols.search",
+    "search": "protocols.bm25",
     "render_compact": "protocols.render",
     "render_full": "protocols.render",
     # sandbox

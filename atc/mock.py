@@ -48,6 +48,10 @@ __all__ = ["MockApp", "MockServer", "MockResponse", "MockRequest", "LOCAL_HOSTS"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 #: Query parameters that set how many items the endpoint's main list holds (bounded by MAX_ITEMS).
 LIMIT_PARAMS = ("limit", "per_page", "page_size", "pagesize", "size", "max_results", "maxresults", "count", "n")
+#: Request bodies above this size are refused (413).
+MAX_BODY_BYTES = 10_000_000
+#: How many created (POST/PUT/PATCH) objects the server remembers for their detail endpoints.
+MAX_REMEMBERED = 10_000
 #: Query parameters that shape a list without being a condition on its items.
 _NOT_FILTERS = frozenset("page offset cursor sort sort_by order order_by direction fields include expand "
                          "language lang locale region format api_key apikey key token callback".split())
@@ -294,12 +298,15 @@ class MockApp:
                          default=str, sort_keys=True)
         root_id = args.get(("path", ep.root_param)) if ep.root_param else None
         ctx = RequestContext(tool=tool.name, root_key=f"{tool.name}?{key}", echo=echo, path_ids=path_ids,
-                             items=items, filters=filters, root_entity=ep.root_entity, root_id=root_id, item_entity=ep.item_entity)
+                             items=items, filters=filters, root_entity=ep.root_entity, root_id=root_id,
+                             item_entity=ep.item_entity)
         schema = tool.response_schema if isinstance(tool.response_schema, dict) else self._fallback_schema(ep)
         body = self.faker.response(schema, ctx)
         if isinstance(body, dict) and ep.root_entity and "id" in body:
             remembered = (ep.root_entity, str(body["id"]))
             if tool.method.upper() in ("POST", "PUT", "PATCH"):
+                if len(self._created) >= MAX_REMEMBERED:
+                    self._created.pop(next(iter(self._created)))
                 self._created[remembered] = {k: v for k, v in echo.items() if k in body}
             elif ep.mode == "detail" and remembered in self._created:
                 body.update(self._created[remembered])
@@ -333,10 +340,20 @@ class _Handler(BaseHTTPRequestHandler):
             super().log_message(format, *args)
 
     def _serve(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length > 0 else b""
         mock = self.server.mock
-        resp = mock.app.handle(self.command, self.path, dict(self.headers.items()), body)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0 or length > MAX_BODY_BYTES:
+            resp = _error(413 if length > 0 else 400, "bad_request", "missing, invalid or too large Content-Length")
+            self.close_connection = True
+        else:
+            body = self.rfile.read(length) if length > 0 else b""
+            try:
+                resp = mock.app.handle(self.command, self.path, dict(self.headers.items()), body)
+            except Exception as exc:  # our bug: answer it as such rather than dropping the connection
+                resp = _error(500, "mock_error", f"atc mock failed on this request: {type(exc).__name__}: {exc}")
         target = urlsplit(self.path)
         mock.record(MockRequest(self.command, target.path, parse_qs(target.query), resp.status, resp.tool))
         data = b"" if resp.status == 204 else json.dumps(resp.body, ensure_ascii=False).encode()

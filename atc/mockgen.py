@@ -22,13 +22,11 @@ from atc.mockdata import (
     entity_from_name,
     id_entity,
     id_kind,
-    integer_value,
-    number_value,
     rng,
     schema_type,
     singular,
-    string_value,
 )
+from atc.mockvalues import integer_value, number_value, string_value
 
 __all__ = ["RequestContext", "SchemaFaker", "DEFAULT_ITEMS", "MAX_ITEMS", "MAX_DEPTH"]
 

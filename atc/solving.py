@@ -182,7 +182,7 @@ def choose_tools(query: str, toolset: Toolset, top_k: int | None = None) -> list
     k = top_k or DEFAULT_TOP_K
     if len(everything) <= k:
         return everything
-    from protocols.search import search
+    from protocols.bm25 import search
 
     hits = [h.tool for h in search(query, everything, k=k)]
     return hits or everything[:k]

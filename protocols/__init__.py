@@ -9,8 +9,8 @@ This is the bottom layer: it imports nothing from ``sandbox`` or ``atc`` except 
 Names are imported lazily (PEP 562): ``sandbox`` imports ``protocols.model`` in every process, and
 should not pay for the loaders, the store and the renderer it does not use.
 
-``protocols.search`` is the submodule and, being callable, also the function:
-``search(query, tools, k)`` and ``protocols.search.search(query, tools, k)`` both work.
+BM25 search lives in ``protocols.bm25`` (not ``protocols.search``) so that the module never
+shadows the exported function ``search``.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from protocols.bm25 import SearchHit, search
     from protocols.loaders import Loader, load_data, load_spec, register_loader
     from protocols.model import Binding, Collection, SecurityScheme, Tool
     from protocols.render import render_compact, render_full, response_shape
-    from protocols.search import SearchHit, search
     from protocols.store import CollectionInfo, Store
 
 _LAZY: dict[str, str] = {
@@ -39,7 +39,8 @@ _LAZY: dict[str, str] = {
     "render_compact": "protocols.render",
     "render_full": "protocols.render",
     "response_shape": "protocols.render",
-    "SearchHit": "protocols.search",
+    "SearchHit": "protocols.bm25",
+    "search": "protocols.bm25",
 }
 
 __all__ = [
@@ -62,8 +63,6 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "search":
-        return importlib.import_module("protocols.search")  # the callable module, see above
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'protocols' has no attribute {name!r}")

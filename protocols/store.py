@@ -22,6 +22,7 @@ import os
 import re
 import secrets
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from atc.errors import NotFound, UsageError
+from protocols.bm25 import BM25Index, DocInfo, SearchHit, document_text, tokenize
 from protocols.model import Collection, Tool
-from protocols.search import BM25Index, DocInfo, SearchHit, document_text, tokenize
 
 __all__ = ["Store", "CollectionInfo"]
 
@@ -158,6 +159,7 @@ class Store:
             for tool_name, off, length in entries:
                 tools.setdefault(tool_name, []).append([name, data_name, off, length])
             self._write_index(index)
+            self._sweep(index)
         if old:
             self._unlink_files(old["file"])
 
@@ -170,6 +172,24 @@ class Store:
             self._drop_tools(index, name)
             self._write_index(index)
         self._unlink_files(old["file"])
+
+    def _sweep(self, index: dict[str, Any], min_age: float = 600.0) -> None:
+        """Delete data and temporary files no index entry points at, left by a process that died
+        between writing them and updating the index. Only files older than ``min_age`` seconds: a
+        younger one may belong to an import that is writing right now (before it takes the lock)."""
+        live = {e["file"] for e in index["collections"].values()}
+        live |= {f[: -len(".jsonl")] + ".search.json" for f in live}
+        now = time.time()
+        for path in self.dir.iterdir():
+            if path.name in live or path.name in ("index.json", ".lock"):
+                continue
+            if not (path.name.endswith((".jsonl", ".search.json", ".tmp"))):
+                continue
+            try:
+                if now - path.stat().st_mtime > min_age:
+                    path.unlink()
+            except FileNotFoundError:
+                pass
 
     @staticmethod
     def _drop_tools(index: dict[str, Any], name: str) -> None:

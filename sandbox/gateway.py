@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -134,7 +135,8 @@ class Gateway:
     ``client`` is shared between gateways for connection reuse (default: ``shared_client()``);
     ``environ`` is where credentials are read (default: ``os.environ`` of the host);
     ``deadline`` (a ``time.monotonic()`` value) caps each call's timeout by the program's end.
-    Thread-safe: calls from several program threads are served one by one in arrival order.
+    Thread-safe: the budget counter and the call log are guarded, so calls may be served from
+    several threads (the session serves a runner's calls one by one, in arrival order).
     """
 
     def __init__(
@@ -275,6 +277,10 @@ class Gateway:
                 else:
                     body = body if isinstance(body, dict) else {}
                     body[wire] = value
+        unfilled = re.search(r"\{([^{}/]+)\}", path)
+        if unfilled:
+            raise ToolError(f"{tool.name}: missing path argument {unfilled.group(1)!r}", tool=tool.name,
+                            parameter=unfilled.group(1))
         self._add_credentials(tool, headers, query, cookies)
         if cookies:
             headers["Cookie"] = "; ".join(cookies)

@@ -14,7 +14,8 @@ Where the OS allows it (root, or unprivileged user namespaces), the jail
 
 1. unshares mount, network and PID namespaces and forks: the child is PID 1 of a new PID
    namespace (when it dies the kernel kills everything the program started) in a network
-   namespace with no interface up (no network, not even the host's loopback services);
+   namespace with no interface up (no network, not even the host's loopback services); it forks
+   the program as PID 2 and only reaps;
 2. builds a new root on a size-capped tmpfs holding only read-only binds of ``/usr``, ``/lib*``,
    ``/bin``, ``/sbin`` (and the interpreter's prefix when it lives elsewhere), a fresh ``/proc``,
    ``/dev/{null,zero,random,urandom}``, a writable ``/tmp`` and ``/work`` -- no ``/etc``, ``/home``,
@@ -24,8 +25,12 @@ Where the OS allows it (root, or unprivileged user namespaces), the jail
    signal, then rlimits (address space, CPU, processes, file size, open files, no core dumps);
 4. executes the runner's code in this same interpreter (one interpreter start per sandbox).
 
+``pid`` in the report is the namespace's PID 1: killing it ends the whole run.
+
 Without namespaces it only applies the uid drop (when root) and the rlimits, in ``--workdir``.
 """
+
+from __future__ import annotations
 
 import ctypes
 import json
@@ -33,6 +38,10 @@ import os
 import resource
 import signal
 import sys
+
+TYPE_CHECKING = False  # typing is not imported at run time: every start of a sandbox pays for imports
+if TYPE_CHECKING:
+    from typing import IO, Any, NoReturn
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -48,18 +57,18 @@ NEW_ROOT = "/mnt" if os.path.isdir("/mnt") else "/tmp"
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _check(result, what):
+def _check(result: int, what: str) -> None:
     if result != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def mount(source, target, fstype, flags, data=None):
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     _check(_libc.mount(source and source.encode(), target.encode(), fstype and fstype.encode(),
                        ctypes.c_ulong(flags), data and data.encode()), f"mount {target}")
 
 
-def bind_readonly(source, target):
+def bind_readonly(source: str, target: str) -> None:
     if os.path.isdir(source):
         os.makedirs(target, exist_ok=True)
     else:
@@ -68,8 +77,8 @@ def bind_readonly(source, target):
     mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID)
 
 
-def parse(argv):
-    opts = {"no-namespaces": False}
+def parse(argv: list[str]) -> dict[str, Any]:
+    opts: dict[str, Any] = {"no-namespaces": False}
     i = 0
     while i < len(argv):
         key = argv[i][2:]
@@ -82,7 +91,7 @@ def parse(argv):
     return opts
 
 
-def unshare_namespaces(isolation):
+def unshare_namespaces(isolation: list[str]) -> None:
     """Enter new mount/net/pid namespaces (a user namespace first when not root)."""
     flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID
     if os.geteuid() != 0:
@@ -100,7 +109,12 @@ def unshare_namespaces(isolation):
     isolation.extend(["netns", "pidns"])
 
 
-def build_root(opts, isolation, python_prefixes):
+def in_userns(isolation: list[str]) -> bool:
+    """Root only inside our own user namespace: other uids are not mapped there."""
+    return "userns" in isolation
+
+
+def build_root(opts: dict[str, Any], isolation: list[str], python_prefixes: list[str]) -> None:
     """The new root filesystem (see the module docstring); ends chrooted in it, cwd /work."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     root = NEW_ROOT
@@ -125,15 +139,15 @@ def build_root(opts, isolation, python_prefixes):
     for d, mode in (("/tmp", 0o1777), ("/work", 0o700)):
         os.makedirs(root + d)
         os.chmod(root + d, mode)
-        if os.geteuid() == 0:
+        if not in_userns(isolation):
             os.chown(root + d, uid, uid)
     os.chroot(root)
     os.chdir("/work")
     isolation.append("mountns")
 
 
-def drop_privileges(opts, isolation):
-    if os.geteuid() == 0:
+def drop_privileges(opts: dict[str, Any], isolation: list[str]) -> None:
+    if os.geteuid() == 0 and not in_userns(isolation):
         uid = int(opts["uid"])
         os.setgroups([])
         os.setresgid(uid, uid, uid)
@@ -143,7 +157,7 @@ def drop_privileges(opts, isolation):
     isolation.append("no-new-privileges")
 
 
-def set_limits(opts, isolation):
+def set_limits(opts: dict[str, Any], isolation: list[str]) -> None:
     mb = int(opts["memory-mb"])
     limits = [
         (resource.RLIMIT_AS, mb * 1024 * 1024),
@@ -154,31 +168,65 @@ def set_limits(opts, isolation):
         (resource.RLIMIT_CORE, 0),
     ]
     for which, value in limits:
-        resource.setrlimit(which, (value, value))
+        # CPU: soft < hard, so the limit arrives as SIGXCPU (reported as a timeout), not SIGKILL.
+        resource.setrlimit(which, (value, value + 1 if which == resource.RLIMIT_CPU else value))
     isolation.append("rlimits")
 
 
-def run_runner(source, fd):
+def run_runner(source: str, fd: int) -> None:
     sys.argv = ["runner.py", "--fd", str(fd)]
     namespace = {"__name__": "__main__", "__file__": "/atc/runner.py", "__builtins__": __builtins__}
     exec(compile(source, "/atc/runner.py", "exec"), namespace)
 
 
-def quiet_stdio():
+def quiet_stdio() -> None:
     devnull = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     os.close(devnull)
 
 
-def main(argv):
+def namespace_init(program: int) -> int:
+    """PID 1 of the sandbox: reap every orphan until the program (PID 2) exits, then exit with
+    its status -- and the kernel kills whatever is left in the namespace. The program is not
+    PID 1 itself because PID 1 ignores signals it has no handler for (SIGXCPU, a program's own
+    ``os.kill(os.getpid(), ...)``)."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 1
+        except InterruptedError:
+            continue
+        if pid == program:
+            return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+
+
+def namespace_child(opts: dict[str, Any], isolation: list[str], fd: int, write_end: int, report: IO[str],
+                    runner_source: str) -> NoReturn:
+    """PID 2: limits, report, then the runner (never returns)."""
+    try:
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        set_limits(opts, isolation)
+        os.write(write_end, json.dumps({"isolation": isolation}).encode())
+    except BaseException as exc:
+        os.write(write_end, json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
+        os._exit(1)
+    os.close(write_end)
+    report.close()
+    quiet_stdio()
+    run_runner(runner_source, fd)
+    os._exit(0)
+
+
+def main(argv: list[str]) -> int:
     opts = parse(argv)
     fd = int(opts["fd"])
     with open(opts["runner"]) as f:
         runner_source = f.read()
     prefixes = sorted({os.path.realpath(sys.base_prefix), os.path.dirname(os.path.realpath(sys.executable))})
     report = os.fdopen(os.dup(1), "w")
-    isolation = []
+    isolation: list[str] = []
     namespaces = False
     if not opts["no-namespaces"]:
         try:
@@ -187,6 +235,13 @@ def main(argv):
         except OSError:
             isolation = []
     if not namespaces:
+        if not opts.get("workdir"):
+            # The backend expected namespaces and made no directory: make one (rare; not removed).
+            import tempfile
+
+            opts["workdir"] = tempfile.mkdtemp(prefix="atc-run-")
+            if os.geteuid() == 0:
+                os.chown(opts["workdir"], int(opts["uid"]), int(opts["uid"]))
         os.chdir(opts["workdir"])
         try:
             drop_privileges(opts, isolation)
@@ -207,16 +262,17 @@ def main(argv):
             build_root(opts, isolation, prefixes)
             drop_privileges(opts, isolation)
             _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            set_limits(opts, isolation)
-            os.write(write_end, json.dumps({"isolation": isolation}).encode())
         except BaseException as exc:
             os.write(write_end, json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
             os._exit(1)
+        program = os.fork()
+        if program == 0:
+            namespace_child(opts, isolation, fd, write_end, report, runner_source)
         os.close(write_end)
+        os.close(fd)
         report.close()
         quiet_stdio()
-        run_runner(runner_source, fd)
-        os._exit(0)
+        os._exit(namespace_init(program))
     os.close(write_end)
     os.close(fd)
     chunks = []

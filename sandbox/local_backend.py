@@ -3,8 +3,8 @@
 A run takes one WARM runner from a small pool (spawned in the background and blocked on
 ``start``; used once, never reused), serves it with the shared session loop
 (``sandbox.session.serve``), then makes sure the runner and everything it started are gone:
-the runner is PID 1 of its own PID namespace (when it dies the kernel kills the rest), and the
-backend also kills its host pid and its process group.
+the runner lives in its own PID namespace, whose PID 1 the backend kills (the kernel then kills
+everything else in it), and the jail's process group goes too.
 
 What confines the program is ``sandbox/jail.py`` (namespaces, a fresh read-only root, an
 unprivileged uid, rlimits) started with an isolated interpreter (``-I -S``) and an EMPTY
@@ -46,6 +46,8 @@ _UID_BASE = 200_000
 _SPAWN_TIMEOUT = 15.0
 _LIVE: weakref.WeakSet[LocalBackend] = weakref.WeakSet()
 _python_cache: list[str] = []
+#: Non-empty once a jail with namespaces started in this process (then no host work dirs are made).
+_NAMESPACES_SEEN: list[bool] = []
 
 
 def uid_block() -> range:
@@ -97,10 +99,11 @@ class _Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def stop(self, *, finished: bool) -> int | None:
+    def stop(self, *, finished: bool, grace: float = 0.0) -> int | None:
         """End the runner and everything it started. A runner that sent ``done`` is exiting
         anyway: it is killed and left to ``reap`` (the caller may do that in the background).
-        Otherwise it is killed and reaped now, and its exit status is returned."""
+        Otherwise it is killed -- after ``grace`` seconds to exit by itself, so that how it died
+        (e.g. SIGXCPU) is still visible -- and reaped now, and its exit status is returned."""
         if self.closed:
             return self.proc.returncode
         self.closed = True
@@ -108,35 +111,68 @@ class _Worker:
             self.sock.close()
         except OSError:
             pass
+        deadline = time.monotonic() + grace
+        while grace and not self._exited() and time.monotonic() < deadline:
+            time.sleep(0.002)
         self.kill()
         if finished:
             return None
         return self.reap()
 
     def reap(self) -> int | None:
-        """Wait for the jail to exit and remove the work directory."""
+        """Wait until the jail has exited -- it exits only after reaping the program, and the
+        program is PID 1 of its namespace, so then every process of the run is gone -- kill what
+        is left of the process group while the dead jail still holds the group id, then reap the
+        jail and remove the work directory. Returns the jail's exit status."""
+        deadline = time.monotonic() + 5
+        escalated = False
+        while not self._exited():
+            if time.monotonic() > deadline:
+                if escalated:
+                    break
+                self._killpg()
+                escalated, deadline = True, time.monotonic() + 5
+            time.sleep(0.002)
+        self._killpg()
         try:
-            status: int | None = self.proc.wait(timeout=10)
+            status: int | None = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            self.kill()
             status = None
         if self.proc.stdout:
             self.proc.stdout.close()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
         return status
 
+    def _exited(self) -> bool:
+        """Has the jail exited? (WNOWAIT: a zombie jail keeps its pid and group id reserved, so
+        signalling them cannot hit a recycled process.)"""
+        if self.proc.returncode is not None:
+            return True
+        try:
+            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
+    def _killpg(self) -> None:
+        if self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
     def kill(self) -> None:
-        # The program's pid first, while the jail (its parent, which reaps it) is still alive, so
-        # the pid cannot have been reused; then the whole process group.
-        if self.proc.poll() is None and self.pid != self.proc.pid:
+        """Kill the program. With namespaces that is PID 1 of its namespace (the kernel takes
+        everything it started along), and the jail then reaps it and exits; without, the jail
+        is the program and the whole process group goes."""
+        if self.pid != self.proc.pid and not self._exited():
             try:
                 os.kill(self.pid, signal.SIGKILL)
             except OSError:
                 pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        else:
+            self._killpg()
 
 
 def _pool_key(limits: Limits) -> tuple[int, int, int, int]:
@@ -158,6 +194,7 @@ class LocalBackend:
                  client: httpx.Client | None = None) -> None:
         self.pool_size = max(0, pool_size)
         self.namespaces = namespaces
+        self.namespace_failure: str | None = None
         self.python = python or sandbox_python()
         self.client = client or shared_client()
         self._lock = threading.Lock()
@@ -176,16 +213,33 @@ class LocalBackend:
             return uid_block()[self._uid_counter % len(uid_block())]
 
     def _spawn(self, limits: Limits) -> _Worker:
+        """A new warm runner. When namespaces were only *tried* (``namespaces=None``) and building
+        the jail fails on this machine, fall back to rlimits only, once and for all, and say so
+        in ``namespace_failure``."""
+        try:
+            return self._spawn_once(limits)
+        except SandboxError as exc:
+            if self.namespaces is not None or "could not be set up" not in exc.message:
+                raise
+            self.namespaces = False
+            self.namespace_failure = exc.message
+            return self._spawn_once(limits)
+
+    def _spawn_once(self, limits: Limits) -> _Worker:
         uid = self._next_uid()
-        workdir = tempfile.mkdtemp(prefix="atc-run-")
-        if os.geteuid() == 0:
+        # A host work directory only serves a jail without namespaces (with them, /work is on the
+        # sandbox's own tmpfs); once namespaces have worked here, none is made.
+        workdir = "" if self.namespaces is not False and _NAMESPACES_SEEN else tempfile.mkdtemp(prefix="atc-run-")
+        if workdir and os.geteuid() == 0:
             os.chown(workdir, uid, uid)
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         memory_mb, nproc, fsize, cpu = _pool_key(limits)
         argv = [self.python, "-I", "-S", str(jail_path()), "--fd", str(child_end.fileno()),
                 "--runner", str(runner_path()), "--uid", str(uid), "--memory-mb", str(memory_mb),
                 "--cpu", str(cpu), "--nproc", str(nproc), "--fsize", str(fsize),
-                "--tmpfs-mb", str(max(16, min(256, fsize * 4 // (1 << 20)))), "--workdir", workdir]
+                "--tmpfs-mb", str(max(16, min(256, fsize * 4 // (1 << 20))))]
+        if workdir:
+            argv += ["--workdir", workdir]
         if self.namespaces is False:
             argv.append("--no-namespaces")
         try:
@@ -194,7 +248,8 @@ class LocalBackend:
                                     start_new_session=True)
         except OSError as exc:
             host_end.close()
-            shutil.rmtree(workdir, ignore_errors=True)
+            if workdir:
+                shutil.rmtree(workdir, ignore_errors=True)
             raise SandboxError(f"cannot start the local sandbox ({self.python}): {exc}") from exc
         finally:
             child_end.close()
@@ -205,6 +260,8 @@ class LocalBackend:
                 raise SandboxError(f"the local sandbox could not be set up: {info['error']}")
             worker.pid = int(info.get("pid") or proc.pid)
             worker.isolation = [str(x) for x in info.get("isolation") or []]
+            if "mountns" in worker.isolation and not _NAMESPACES_SEEN:
+                _NAMESPACES_SEEN.append(True)
             wait_ready(host_end, _SPAWN_TIMEOUT)
         except BaseException as exc:
             worker.stop(finished=False)
@@ -340,13 +397,17 @@ class LocalBackend:
             outcome = serve(worker.sock, program, tools, limits, gateway, deadline=deadline)
         finally:
             finished = outcome.done is not None
-            status = worker.stop(finished=finished)
+            # The channel closed without a result: the runner died; let it finish dying.
+            lost = not finished and outcome.failure == "SandboxError"
+            status = worker.stop(finished=finished, grace=0.5 if lost else 0.0)
             if finished:
                 self._reap_later(worker)
         if outcome.done is None and outcome.failure == "SandboxError" and status is not None:
-            if status == 128 + signal.SIGXCPU:
+            # The jail reports a killed program as 128+signal; without namespaces the jail is the
+            # program and Popen reports -signal.
+            if status in (128 + signal.SIGXCPU, -signal.SIGXCPU):
                 outcome.failure, outcome.detail = "Timeout", "the program used up its CPU time limit"
-            elif status == 128 + signal.SIGKILL or status == -signal.SIGKILL:
+            elif status in (128 + signal.SIGKILL, -signal.SIGKILL):
                 outcome.detail = f"{outcome.detail}; the sandbox was killed"
         isolation = ["pgroup", *worker.isolation, "restrictedpython-lint", "empty-env"]
         return build_result(program, outcome, sandbox=self.name, isolation=isolation, started=started, tools=tools)

@@ -23,6 +23,8 @@ raises ``CallBudget``, a BaseException the program cannot usefully catch (the ho
 verdict anyway).
 """
 
+from __future__ import annotations
+
 import builtins
 import io
 import json
@@ -33,6 +35,12 @@ import sys
 import threading
 import time
 import traceback
+
+TYPE_CHECKING = False  # typing is not imported at run time: every start of a sandbox pays for imports
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType, TracebackType
+    from typing import Any
 
 PROGRAM = "<program>"
 _HEADER = struct.Struct(">I")
@@ -45,12 +53,12 @@ _dumps, _loads, _pack, _unpack = json.dumps, json.loads, _HEADER.pack, _HEADER.u
 
 # -- framing (a copy of sandbox/wire.py) --------------------------------------------------------
 
-def send(sock, msg):
+def send(sock: socket.socket, msg: dict[str, Any]) -> None:
     body = _dumps(msg, ensure_ascii=False, separators=(",", ":"), default=repr).encode("utf-8", "replace")
     sock.sendall(_pack(len(body)) + body)
 
 
-def _recv_exact(sock, n):
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
     buf = bytearray()
     while len(buf) < n:
         chunk = sock.recv(min(n - len(buf), 1 << 20))
@@ -60,7 +68,7 @@ def _recv_exact(sock, n):
     return bytes(buf)
 
 
-def recv(sock):
+def recv(sock: socket.socket) -> Any:
     (size,) = _unpack(_recv_exact(sock, _HEADER.size))
     if size > _MAX_FRAME:
         raise EOFError("oversized frame")
@@ -72,7 +80,7 @@ def recv(sock):
 class ToolError(Exception):
     """A tool call failed (invalid arguments, HTTP error). ``tool`` and ``status`` say which/how."""
 
-    def __init__(self, message, tool=None, status=None):
+    def __init__(self, message: str, tool: str | None = None, status: int | None = None) -> None:
         super().__init__(message)
         self.tool = tool
         self.status = status
@@ -91,27 +99,27 @@ class CappedText(io.TextIOBase):
     """A text stream that keeps at most ``cap`` bytes (shared with its sibling stream) and then
     stops the program by raising ``OutputLimit`` on every further write."""
 
-    def __init__(self, budget, name):
+    def __init__(self, budget: dict[str, Any], name: str) -> None:
         super().__init__()
         self._budget = budget
-        self._parts = []
+        self._parts: list[str] = []
         self._name = name
 
     @property
-    def encoding(self):
+    def encoding(self) -> str:  # type: ignore[override]
         return "utf-8"
 
     @property
-    def name(self):
+    def name(self) -> str:
         return self._name
 
-    def writable(self):
+    def writable(self) -> bool:
         return True
 
-    def isatty(self):
+    def isatty(self) -> bool:
         return False
 
-    def write(self, s):
+    def write(self, s: str) -> int:
         if not isinstance(s, str):
             raise TypeError(f"write() argument must be str, not {type(s).__name__}")
         budget = self._budget
@@ -128,19 +136,19 @@ class CappedText(io.TextIOBase):
         self._parts.append(s)
         return len(s)
 
-    def getvalue(self):
+    def getvalue(self) -> str:
         return "".join(self._parts)
 
 
 class Channel:
     """The runner's end of the host channel; calls from several threads are serialised."""
 
-    def __init__(self, sock):
+    def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.lock = threading.Lock()
         self.next_id = 0
 
-    def call(self, tool, args, line, col):
+    def call(self, tool: str, args: dict[str, Any], line: int | None, col: int | None) -> Any:
         with self.lock:
             self.next_id += 1
             call_id = self.next_id
@@ -157,7 +165,7 @@ class Channel:
         raise ToolError(message, tool=tool, status=error.get("status"))
 
 
-def _position(frame):
+def _position(frame: FrameType) -> tuple[int | None, int | None]:
     """(line, col) of the instruction a frame is executing, via co_positions (3.11+)."""
     try:
         positions = list(frame.f_code.co_positions())
@@ -167,17 +175,17 @@ def _position(frame):
         return frame.f_lineno, None
 
 
-def _caller_position():
-    frame = sys._getframe(2)
+def _caller_position() -> tuple[int | None, int | None]:
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None and frame.f_code.co_filename != PROGRAM:
         frame = frame.f_back
     return _position(frame) if frame is not None else (None, None)
 
 
-def make_stub(channel, name):
+def make_stub(channel: Channel, name: str) -> Callable[..., Any]:
     """The global function ``name`` of the program: keyword arguments only, JSON values only."""
 
-    def stub(*args, **kwargs):
+    def stub(*args: Any, **kwargs: Any) -> Any:
         if args:
             raise TypeError(f"{name}() takes keyword arguments only, e.g. {name}(name=value); "
                             f"got {len(args)} positional")
@@ -196,7 +204,7 @@ def make_stub(channel, name):
 
 # -- errors as the host wants them --------------------------------------------------------------
 
-def _program_entries(tb):
+def _program_entries(tb: TracebackType | None) -> list[dict[str, Any]]:
     entries = []
     while tb is not None:
         code = tb.tb_frame.f_code
@@ -214,7 +222,7 @@ def _program_entries(tb):
     return entries
 
 
-def _format_traceback(frames, exc, lines, omitted):
+def _format_traceback(frames: list[dict[str, Any]], exc: BaseException, lines: list[str], omitted: int) -> str:
     out = ["Traceback (most recent call last):\n"]
     for i, f in enumerate(frames):
         if omitted and i == _FRAME_HEAD:
@@ -237,7 +245,7 @@ def _format_traceback(frames, exc, lines, omitted):
     return "".join(out)
 
 
-def _safe_text(exc):
+def _safe_text(exc: BaseException) -> str:
     """The exception's message; a program's exception whose __str__ fails still gets one."""
     try:
         if isinstance(exc, KeyError) and len(exc.args) == 1:
@@ -247,14 +255,14 @@ def _safe_text(exc):
         return f"<{type(exc).__name__}: unprintable message>"
 
 
-def _exception_only(exc):
+def _exception_only(exc: BaseException) -> list[str]:
     try:
         return traceback.format_exception_only(type(exc), exc)
     except BaseException:
         return [f"{type(exc).__name__}: {_safe_text(exc)}\n"]
 
 
-def describe(exc, lines):
+def describe(exc: BaseException, lines: list[str]) -> dict[str, Any]:
     """The ``done.error`` dict of an exception raised by the program."""
     if isinstance(exc, SyntaxError) and exc.filename == PROGRAM:
         col = (exc.offset - 1) if exc.offset else None
@@ -264,20 +272,17 @@ def describe(exc, lines):
         text = "".join(_exception_only(exc))
         return {"type": type(exc).__name__, "message": str(exc.msg), "traceback": text,
                 "frames": frames, "tool": None, "status": None}
-    all_frames = []
     tb = exc.__traceback__
     count = 0
     while tb is not None:
         if tb.tb_frame.f_code.co_filename == PROGRAM:
             count += 1
         tb = tb.tb_next
-    frames = _program_entries(exc.__traceback__)
-    all_frames = frames
-    omitted = max(0, count - len(frames))
-    message = _safe_text(exc)
-    error = {"type": type(exc).__name__, "message": message,
-             "traceback": _format_traceback(all_frames, exc, lines, omitted)[-20000:],
-             "frames": all_frames, "tool": None, "status": None}
+    entries = _program_entries(exc.__traceback__)
+    omitted = max(0, count - len(entries))
+    error: dict[str, Any] = {"type": type(exc).__name__, "message": _safe_text(exc),
+                             "traceback": _format_traceback(entries, exc, lines, omitted)[-20000:],
+                             "frames": entries, "tool": None, "status": None}
     if isinstance(exc, ToolError):
         error["tool"] = exc.tool
         error["status"] = exc.status if isinstance(exc.status, int) else None
@@ -286,7 +291,7 @@ def describe(exc, lines):
 
 # -- the run ------------------------------------------------------------------------------------
 
-def run_program(channel, start):
+def run_program(channel: Channel, start: dict[str, Any]) -> dict[str, Any]:
     """Run the program of a ``start`` frame; return the ``done`` frame."""
     program = start.get("program") or ""
     lines = program.splitlines()
@@ -320,7 +325,7 @@ def run_program(channel, start):
             "truncated": budget["over"], "error": error}
 
 
-def connect(path, timeout=10.0):
+def connect(path: str, timeout: float = 10.0) -> socket.socket:
     deadline = time.monotonic() + timeout
     while True:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -334,7 +339,7 @@ def connect(path, timeout=10.0):
             time.sleep(0.02)
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] not in ("--fd", "--connect"):
         sys.stderr.write("usage: runner.py --fd N | --connect PATH\n")
         return 2

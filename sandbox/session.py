@@ -127,6 +127,12 @@ def serve(
     outcome = SessionOutcome()
     outcome.calls = gateway.calls
     try:
+        program.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        outcome.failure = "SandboxError"
+        outcome.detail = f"the program text is not valid Unicode ({exc.reason} at offset {exc.start})"
+        return outcome
+    try:
         sock.settimeout(max(0.01, deadline - time.monotonic()))
         wire.send(sock, {"op": "start", "program": program, "tools": toolset.names(),
                          "max_output_bytes": limits.max_output_bytes})
@@ -173,26 +179,23 @@ def _source_line(program: str, line: int | None) -> str | None:
 
 def _attribute(program: str, error: dict[str, Any], calls: list[ToolCall], names: set[str]) -> dict[str, Any]:
     """The attribution of a failure as a dict; falls back to "a ToolError belongs to its tool"
-    when the attribution module is missing or fails (it is not allowed to break a result)."""
+    when the attribution module is missing or fails (it is advisory: it must not break a result)."""
     try:
         from sandbox.attribution import attribute
     except ImportError:
-        attribute = None  # type: ignore[assignment]
-    if attribute is not None:
+        reason = "attribution is not available"
+    else:
         try:
             return dict(attribute(program, error, calls, names).to_dict())
-        except Exception as exc:  # attribution is advisory; the result must still be returned
-            fallback_reason = f"attribution failed: {type(exc).__name__}: {exc}"
-        else:  # pragma: no cover
-            fallback_reason = ""
-    else:
-        fallback_reason = "attribution is not available"
+        except Exception as exc:
+            reason = f"attribution failed: {type(exc).__name__}: {exc}"
     tool = error.get("tool") if error.get("type") == "ToolError" else None
     index = None
     if tool:
         index = max((i for i, c in enumerate(calls) if c.tool == tool and not c.ok), default=None)
-    return {"tool": tool, "reason": f"a ToolError belongs to its tool ({fallback_reason})" if tool else fallback_reason,
-            "call_index": index, "response_shape": None, "excerpt": None, "candidates": []}
+        reason = f"a ToolError belongs to its tool ({reason})"
+    return {"tool": tool, "reason": reason, "call_index": index, "response_shape": None, "excerpt": None,
+            "candidates": []}
 
 
 def build_result(
@@ -216,7 +219,7 @@ def build_result(
                       "traceback": runner_error.get("traceback", ""), "frames": runner_error.get("frames", []),
                       "tool": None, "status": None}
         if outcome.failure == "CallBudget" and not error_dict["frames"]:
-            first = next((c for c in outcome.calls if c.error and "budget" in c.error), None)
+            first = next((c for c in outcome.calls if c.error and "call budget exhausted" in c.error), None)
             if first is not None and first.line is not None:
                 error_dict["frames"] = [{"name": "<module>", "lineno": first.line, "end_lineno": first.line,
                                          "col": first.col, "end_col": None}]

@@ -316,3 +316,14 @@ def test_base_url_override_wins(api: LibraryAPI, tmp_path: Path) -> None:
     col.servers = ["http://127.0.0.1:9/nowhere"]
     out = Gateway(Toolset([col], base_url=api.url)).call("get_stats", {})
     assert out.ok and out.data == {"books": 5, "authors": 3}
+
+
+def test_unfilled_path_template_is_refused(echo: Echo) -> None:
+    col = Collection(name="loose", servers=[echo.url], tools=[
+        Tool(name="get_thing", collection="loose", path="/echo/things/{thing_id}",
+             parameters={"type": "object", "properties": {"thing_id": {"type": "string"}}},
+             bindings={"thing_id": Binding("path", "thing_id")})])
+    before = len(echo.seen)
+    out = Gateway(Toolset([col])).call("get_thing", {})
+    assert out.error is not None and out.error["message"] == "get_thing: missing path argument 'thing_id'"
+    assert len(echo.seen) == before

@@ -172,3 +172,9 @@ def test_final_image_on_a_local_base_records_versions(capsys: pytest.CaptureFixt
     finally:
         client.images.remove(name, force=True)
         client.close()
+
+
+def test_sandbox_without_subcommand_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sandbox", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert json.loads(out)["error"]["type"] == "UsageError" and "build or status" in err

@@ -146,6 +146,17 @@ def test_timeout_kills_the_program_and_its_children(backend: LocalBackend, tools
     assert time.monotonic() - started < 5
     assert r.error is not None and r.error.type == "Timeout"
     assert "1 s" in r.error.message
+    # The run's uid owned the program and its three sleeping children: none of them is left.
+    run_uid = int(next(i for i in r.isolation if i.startswith("uid:"))[4:]) if os.geteuid() == 0 else None
+    if run_uid is not None:
+        assert [p for p in os.listdir("/proc") if p.isdigit() and _owner(p) == run_uid] == []
+
+
+def _owner(pid: str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
 
 
 def _alive(pid: int) -> bool:
@@ -213,6 +224,7 @@ def test_concurrent_runs_keep_their_own_call_logs(backend: LocalBackend, tools: 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(program=st.one_of(
     st.text(max_size=200),
+    st.text(st.characters(blacklist_categories=()), max_size=50),
     st.lists(st.sampled_from(["x = get_stats()", "print(x)", "1/0", "for i in range(3):", "    print(i)",
                               "get_book(book_id='a')", "import os", "raise SystemExit", "def f(:", "'''",
                               "print(x['books'])", "get_book(book_id=10)['nope']"]), max_size=6).map("\n".join),
@@ -268,3 +280,137 @@ def test_lint_refuses_escapes_with_their_line(program: str, line: int) -> None:
 
     issue = lint(program)
     assert issue is not None and issue.line == line
+
+
+UNPRIVILEGED_SCRIPT = """
+import json, sys
+sys.path[:0] = {paths!r}
+from sandbox.local_backend import LocalBackend
+from sandbox.api import Toolset, Limits
+with LocalBackend(pool_size=0) as b:
+    r = b.run("import os\\nprint(sorted(os.listdir('/')))", Toolset([]), Limits(timeout=10))
+print(json.dumps(r.to_dict()))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/bin/setpriv").exists(), reason="needs root and setpriv")
+def test_unprivileged_user_gets_a_user_namespace(tmp_path: Path) -> None:
+    """Started by an ordinary user, the jail maps itself into a user namespace and still gets
+    its network, PID and mount namespaces (where the kernel allows unprivileged user namespaces)."""
+    import json
+    import subprocess
+    import sys
+
+    import httpx
+
+    root = Path(__file__).resolve().parents[1]
+    site = Path(httpx.__file__).resolve().parents[1]
+    script = tmp_path / "unprivileged.py"
+    script.write_text(UNPRIVILEGED_SCRIPT.format(paths=[str(root), str(site)]))
+    for p in (tmp_path, *tmp_path.parents):
+        if str(p) in ("/", "/tmp"):
+            break
+        os.chmod(p, 0o755)
+    os.chmod(script, 0o644)
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-I", str(script)],
+                         capture_output=True, text=True, timeout=60, env={}, cwd="/")
+    assert out.returncode == 0, out.stderr[-2000:]
+    doc = json.loads(out.stdout.splitlines()[-1])
+    assert doc["ok"], doc
+    knob = Path("/proc/sys/kernel/unprivileged_userns_clone")
+    if "userns" not in doc["isolation"] and knob.exists() and knob.read_text().strip() == "0":
+        pytest.skip("unprivileged user namespaces are disabled here (the jail fell back to rlimits)")
+    assert {"userns", "netns", "pidns", "mountns"} <= set(doc["isolation"])
+    import ast
+
+    visible = set(ast.literal_eval(doc["answer"]))
+    assert {"usr", "proc", "tmp", "work"} <= visible
+    assert visible <= {"bin", "dev", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp", "usr", "work"}
+
+
+def test_runner_connects_to_a_unix_socket_and_serves_one_session(tools: Toolset, tmp_path: Path) -> None:
+    """The Docker path without Docker: the host listens, ``runner.py --connect`` dials in (it may
+    start first and retry), and ``serve``/``build_result`` do the rest."""
+    import socket
+    import subprocess
+    import sys
+
+    from sandbox.gateway import Gateway
+    from sandbox.session import build_result, serve, wait_ready
+
+    path = str(tmp_path / "runner.sock")
+    proc = subprocess.Popen([sys.executable, "-I", "-S", str(runner_path()), "--connect", path], env={})
+    try:
+        time.sleep(0.1)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(1)
+        listener.settimeout(10)
+        conn, _ = listener.accept()
+        ready = wait_ready(conn, 10)
+        assert ready["op"] == "ready" and ready["python"].startswith("3.")
+        started = time.perf_counter()
+        deadline = time.monotonic() + 10
+        program = "s = get_stats()\nprint(s['books'])\nprint(s['shelves'])\n"
+        outcome = serve(conn, program, tools, LIMITS, Gateway(tools, LIMITS, deadline=deadline), deadline=deadline)
+        result = build_result(program, outcome, sandbox="test", isolation=["none"], started=started, tools=tools)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+    assert outcome.failure is None and outcome.done is not None
+    assert result.answer == "5\n" and result.sandbox == "test" and result.isolation == ["none"]
+    assert result.error is not None and (result.error.type, result.error.line) == ("KeyError", 3)
+    assert result.error.tool == "get_stats" and result.error.code == "print(s['shelves'])"
+    assert [c.tool for c in result.calls] == ["get_stats"]
+
+
+@pytest.mark.parametrize("namespaces", [None, False])
+def test_cpu_limit_is_a_timeout(tools: Toolset, namespaces: bool | None) -> None:
+    with LocalBackend(pool_size=0, namespaces=namespaces) as b:
+        started = time.monotonic()
+        r = b.run("while True:\n    pass\n", tools, Limits(timeout=30, cpu_seconds=1))
+    assert time.monotonic() - started < 15
+    assert r.error is not None and r.error.type == "Timeout" and "CPU time" in r.error.message
+
+
+def test_a_failing_attribution_does_not_break_the_result(backend: LocalBackend, tools: Toolset,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import sandbox.attribution
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(sandbox.attribution, "attribute", broken)
+    r = backend.run("get_book(book_id=1)\n", tools, LIMITS)
+    assert r.error is not None and r.error.type == "ToolError" and r.error.tool == "get_book"
+    assert r.error.attribution is not None and "attribution failed: RuntimeError: boom" in r.error.attribution["reason"]
+    assert r.error.attribution["call_index"] == 0
+
+
+def test_program_text_with_a_lone_surrogate(backend: LocalBackend, tools: Toolset) -> None:
+    r = backend.run("print('a')\n# \ud800\n", tools, LIMITS)
+    assert r.error is not None and r.error.type == "SandboxError" and "not valid Unicode" in r.error.message
+
+
+def test_falls_back_to_rlimits_when_the_jail_cannot_be_built(tools: Toolset, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import sandbox.local_backend as local
+    from sandbox.local_backend import jail_path
+
+    broken = tmp_path / "broken_jail.py"
+    broken.write_text(
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(jail_path().parent)!r})\n"
+        "import jail\n"
+        "def refuse(*args):\n    raise OSError(1, 'mounts are not allowed here (test)')\n"
+        "jail.build_root = refuse\n"
+        "os._exit(jail.main(sys.argv[1:]))\n")
+    os.chmod(tmp_path, 0o755)
+    monkeypatch.setattr(local, "jail_path", lambda: broken)
+    with LocalBackend(pool_size=0) as b:
+        r = b.run("print(6 * 7)", tools, LIMITS)
+        assert b.namespaces is False and b.namespace_failure is not None
+        assert "mounts are not allowed here" in b.namespace_failure
+    assert r.ok and r.answer == "42\n"
+    assert "rlimits" in r.isolation and "netns" not in r.isolation

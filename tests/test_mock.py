@@ -60,11 +60,8 @@ def client(mock: MockServer) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture(scope="module")
-def tmdb() -> Collection:
-    spec = Path(__file__).resolve().parents[2] / "shared" / "bench-data" / "restbench" / "specs" / "tmdb_oas.json"
-    if not spec.exists():
-        pytest.skip(f"RestBench TMDB spec not found at {spec}")
-    return load_spec(spec)
+def tmdb(bench_data: Path) -> Collection:
+    return load_spec(bench_data / "restbench" / "specs" / "tmdb_oas.json")
 
 
 def _valid(tool_schema: dict[str, Any] | None, body: Any) -> list[str]:
@@ -327,6 +324,22 @@ def test_any_request_gets_a_json_answer_never_an_exception(bookshop_app: MockApp
         assert resp.body["error"] and resp.body["message"]
 
 
+def test_http_boundary_answers_even_our_own_bugs_and_bad_framing(bookshop: Collection,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    with MockServer(bookshop) as server:
+        def broken(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(server.app, "handle", broken)
+        resp = httpx.get(server.url + "/shops")
+        assert resp.status_code == 500 and "boom" in resp.json()["message"]
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            sock.sendall(b"POST /orders HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n")
+            assert sock.recv(4096).startswith(b"HTTP/1.1 400")
+
+
 def test_refuses_to_listen_beyond_loopback(bookshop: Collection) -> None:
     for host in ("0.0.0.0", "192.168.1.10", "example.com"):
         with pytest.raises(UsageError):
@@ -428,16 +441,24 @@ def test_cli_refuses_a_public_host() -> None:
 # -- the bundled example program -------------------------------------------------------------------
 
 
-def test_atc_run_of_the_bundled_program_chains_the_tools(mock: MockServer, client: httpx.Client) -> None:
+@pytest.mark.parametrize("sandbox", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_atc_run_of_the_bundled_program_chains_the_tools(mock: MockServer, client: httpx.Client, sandbox: str) -> None:
     if not (ROOT / "atc" / "cli" / "run.py").exists():
         pytest.skip("atc run is not there yet")
+    if sandbox == "docker":
+        try:
+            from sandbox.docker_backend import docker_available
+        except ImportError:
+            pytest.skip("sandbox.docker_backend is not importable")
+        if not docker_available():
+            pytest.skip("no Docker engine or no sandbox image (atc sandbox build)")
     mock.requests.clear()
     r = subprocess.run([str(ATC), "run", str(PROGRAM), "--tools", str(SPEC), "--base-url", mock.url,
-                        "--sandbox", "local", "--json"], capture_output=True, text=True, timeout=120)
+                        "--sandbox", sandbox, "--json"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     seen = [(q.method, q.tool, q.status) for q in mock.requests]
     result = json.loads(r.stdout)
-    assert result["ok"] is True and result["answer"].strip()
+    assert result["ok"] is True and result["answer"].strip() and result["sandbox"] == sandbox
     calls = result["calls"]
     assert [c["tool"] for c in calls] == ["search_books", "get_book", "get_author", "get_book_stock"]
     assert all(c["ok"] and c["status"] == 200 for c in calls)

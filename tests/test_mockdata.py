@@ -1,4 +1,4 @@
-"""The scalar generators and the id spaces of ``atc mock`` (atc/mockdata.py), at their edges.
+"""The scalar generators and the id spaces of ``atc mock`` (atc/mockvalues.py, atc/mockdata.py), at their edges.
 
 Hypothesis draws numeric schemas with any mix of bounds (inclusive, draft-4 boolean and draft-6
 numeric exclusive ones) and ``multipleOf``, and string schemas with lengths, formats and patterns;
@@ -19,7 +19,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from atc.mockdata import IdSpaces, integer_value, number_value, pattern_value, rng, string_value
+from atc.mockdata import IdSpaces, rng
+from atc.mockvalues import integer_value, number_value, pattern_value, string_value
 
 NAMES = ["x", "year", "born", "page", "total", "count", "pages", "rating", "price", "vote_average", "latitude",
          "duration_ms", "season_number", "quantity", "popularity"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from protocols import Collection, Tool, load_data, load_spec, search
-from protocols.search import BM25Index, DocInfo, tokenize
+from protocols.bm25 import BM25Index, DocInfo, tokenize
 from tests.apis.library import library_spec
 
 

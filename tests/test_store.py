@@ -115,3 +115,21 @@ def test_two_processes_importing_at_once(tmp_path: Path) -> None:
         assert len(store.get(name).tools) == 7
     leftovers = [p.name for p in store.dir.iterdir() if p.name.endswith(".tmp")]
     assert leftovers == []
+
+
+def test_files_left_by_a_dead_import_are_swept() -> None:
+    store = Store(atc_home())
+    store.add(_library("first"))
+    store.dir.joinpath("ghost.dead.jsonl").write_text("{}\n")
+    store.dir.joinpath("ghost.dead.search.json").write_text("[]")
+    store.dir.joinpath(".index.json.x.tmp").write_text("")
+    fresh = store.dir / "young.beef.jsonl"
+    fresh.write_text("{}\n")
+    old = 1_000_000_000
+    for name in ("ghost.dead.jsonl", "ghost.dead.search.json", ".index.json.x.tmp"):
+        os.utime(store.dir / name, (old, old))
+    store.add(_library("second"))
+    names = {p.name for p in store.dir.iterdir()}
+    assert not {"ghost.dead.jsonl", "ghost.dead.search.json", ".index.json.x.tmp"} & names
+    assert "young.beef.jsonl" in names  # may belong to an import in progress
+    assert len(store.get("first").tools) == 7 and len(store.get("second").tools) == 7

@@ -39,8 +39,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def _usage(p: argparse.ArgumentParser) -> int:
-    p.print_help(sys.stderr)
-    return 2
+    raise UsageError("atc sandbox: choose a subcommand: build or status", hint="see 'atc sandbox --help'")
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -109,7 +108,7 @@ def _status(args: argparse.Namespace) -> int:
     if info is not None:
         doc["image_present"] = True
         doc["image_info"] = info.to_dict()
-    if image == DEFAULT_IMAGE and docker_available(image, refresh=True):
+    if docker_available(DEFAULT_IMAGE, refresh=True):  # what --sandbox auto looks for
         doc["auto_backend"] = "docker"
     if args.json:
         print_json(doc)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
-import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -197,15 +195,3 @@ def search(query: str, tools: Sequence[Tool], k: int = 5, *, producers: bool = T
     ``producers``, the tools that find the ids those need; see :meth:`BM25Index.top`)."""
     index = BM25Index.from_tools(list(tools))
     return [SearchHit(tool=t, score=s) for t, s in index.top(query, k, producers=producers)]
-
-
-class _CallableModule(types.ModuleType):
-    """``protocols.search`` is both this module and the function: ``from protocols import search;
-    search(q, tools)`` and ``protocols.search.search(q, tools)`` must both work, since the package
-    exports the function under the module's own name."""
-
-    def __call__(self, query: str, tools: Sequence[Tool], k: int = 5, *, producers: bool = True) -> list[SearchHit]:
-        return search(query, tools, k, producers=producers)
-
-
-sys.modules[__name__].__class__ = _CallableModule
