@@ -297,9 +297,15 @@ class Gateway:
                 request["json"] = body
         return request
 
-    def _secret(self, tool: Tool, scheme: str) -> str:
+    def _env_var(self, scheme: str) -> str:
         source = self.toolset.credentials[scheme]
-        var = source[4:] if source.startswith("env:") else source
+        return source[4:] if source.startswith("env:") else source
+
+    def _env_value(self, scheme: str) -> str | None:
+        return self.environ.get(self._env_var(scheme))
+
+    def _secret(self, tool: Tool, scheme: str) -> str:
+        var = self._env_var(scheme)
         value = self.environ.get(var)
         if value is None:
             raise ToolError(f"{tool.name}: credential {scheme!r}: environment variable {var} is not set",
@@ -310,11 +316,16 @@ class Gateway:
                          cookies: list[str]) -> None:
         collection: Collection = self.toolset.collection_of(tool.name)
         given = self.toolset.credentials
+        declared = bool(tool.security)
+        # Many specs (RapidAPI ones above all) declare no security although the API wants a key:
+        # then every credential given for the collection is sent, and one whose variable is unset
+        # is skipped rather than failing a tool that may not need it. A declared requirement is
+        # strict: its secret must be there.
         alternatives = tool.security or [[s for s in collection.security_schemes if s in given]]
         chosen = next((alt for alt in alternatives if alt and all(s in given for s in alt)), None)
         for scheme_name in chosen or []:
             scheme = collection.security_schemes.get(scheme_name)
-            if scheme is None:
+            if scheme is None or (not declared and self._env_value(scheme_name) is None):
                 continue
             secret = self._check_text(tool, scheme_name, self._secret(tool, scheme_name))
             if scheme.type == "apiKey" and scheme.param:

@@ -182,6 +182,10 @@ def test_credentials_come_from_the_host_environment(api: LibraryAPI, tmp_path: P
     assert missing.error is not None and "LIB_KEY is not set" in missing.error["message"]
     no_cred = Gateway(Toolset([library_collection(api, tmp_path)])).call("create_order", {"book_id": 20})
     assert no_cred.error is not None and "HTTP 401: missing or wrong API key" in no_cred.error["message"]
+    # A tool that declares no security does not fail for an unset credential it may not need.
+    stats = Gateway(ts, environ={}).call("get_stats", {})
+    assert stats.ok and stats.data == {"books": 5, "authors": 3}
+    assert "X-API-Key" not in api.requests[-1].headers
 
 
 @pytest.mark.parametrize(

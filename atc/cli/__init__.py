@@ -51,13 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     parents = [_common_flags(suppress=True)]
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"atc.cli.{name}")
-        except ModuleNotFoundError as exc:  # TEMP while command modules are being written
-            if exc.name != f"atc.cli.{name}":
-                raise
-            continue
-        module.register(sub, parents)
+        importlib.import_module(f"atc.cli.{name}").register(sub, parents)
     return parser
 
 
