@@ -110,7 +110,7 @@ def _signature(tool: Tool) -> str:
     parts = [f"{n}: {type_label(props[n])}" for n in required]
     for n in optional:
         default = props[n].get("default") if isinstance(props[n], dict) else None
-        shown = json.dumps(default, ensure_ascii=False) if default is not None else "None"
+        shown = repr(default)  # the signature is Python: True/False/None, not JSON literals
         if len(shown) > 30:
             shown = "..."
         parts.append(f"{n}: {type_label(props[n])} = {shown}")

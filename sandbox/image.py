@@ -86,9 +86,13 @@ class ImageInfo:
 
 
 def _atc_version() -> str:
-    from atc import __version__
+    # From the installed distribution, not ``atc.__version__``: sandbox sits below atc.
+    from importlib.metadata import PackageNotFoundError, version
 
-    return __version__
+    try:
+        return version("atc")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def default_cache_dir() -> Path:

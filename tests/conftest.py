@@ -1,6 +1,7 @@
 """Test-wide rules.
 
 - Every test gets an empty ``ATC_HOME`` and no ``ATC_*`` / ``OPENAI_*`` variables from the caller.
+- Under ``CI`` the Hypothesis tests are derandomized (same examples every run).
 - Tests marked ``docker`` skip when no engine or image is there, except under
   ``ATC_REQUIRE_DOCKER=1`` (CI), where such a skip is turned into a failure.
 """
@@ -12,8 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.apis.library import LibraryAPI
+
+# CI must not be flaky: under CI the property tests draw the same examples on every run (and
+# never fail on a slow machine's timing); locally they keep exploring new ones.
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 REQUIRE_DOCKER = os.environ.get("ATC_REQUIRE_DOCKER") == "1"
 SHARED = Path(__file__).resolve().parents[2] / "shared"

@@ -57,7 +57,13 @@ def numeric_schemas(draw: st.DrawFn, kind: str) -> tuple[dict[str, Any], type[An
     if lo is not None and hi is not None:
         first = math.floor(lo / (step or 1)) + 1 if exclusive else math.ceil(lo / (step or 1))
         last = math.ceil(hi / (step or 1)) - 1 if exclusive else math.floor(hi / (step or 1))
-        assume(first <= last if (step or kind == "integer") else (hi > lo if exclusive else hi >= lo))
+        # A real open interval is satisfiable only if some double lies strictly inside it:
+        # (0, 5e-324) is empty in floating point.
+        inside = math.nextafter(lo, math.inf) < hi if exclusive else hi >= lo
+        # The grid bounds can underflow (5e-324 / 2 == 0.0): check a witness on the grid too.
+        witness = first * (step or 1)
+        in_bounds = (lo < witness < hi) if exclusive else (lo <= witness <= hi)
+        assume(first <= last and in_bounds if (step or kind == "integer") else inside)
     return schema, validator
 
 

@@ -117,3 +117,12 @@ def test_restbench_compact_is_small_and_complete(bench_data: Path) -> None:
     # every rendering of every tool works (no exceptions on real data)
     for t in c.tools:
         assert render_full(t).startswith(t.name + "(")
+
+
+def test_signature_defaults_are_python_literals() -> None:
+    tool = Tool(name="find", collection="c", parameters={
+        "type": "object", "required": ["q"],
+        "properties": {"q": {"type": "string"}, "adult": {"type": "boolean", "default": False},
+                       "sort": {"type": "string", "default": "asc"}, "region": {"type": "string"}}})
+    first = render_compact([tool]).splitlines()[0]
+    assert "find(q: str, adult: bool = False, sort: str = 'asc', region: str = None)" in first
