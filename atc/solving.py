@@ -26,7 +26,7 @@ from typing import Any
 
 from atc import prompts
 from atc.checks import check_program
-from atc.errors import AtcError, UsageError
+from atc.errors import AtcError, ModelError, UsageError
 from atc.extract import extract_program
 from atc.model import Completion, Message, ModelClient, make_client
 from atc.reflection import ask_model_for_tool, feedback, needs_model_attribution
@@ -302,8 +302,15 @@ def solve(
     usage = Usage()
     attempts: list[Attempt] = []
     sandbox_name: str | None = None
+    model_error: ModelError | None = None
     for number in range(1, max_reflections + 2):
-        completion = client.complete(messages)
+        try:
+            completion = client.complete(messages)
+        except ModelError as exc:
+            if not attempts:  # nothing to keep: the caller (the CLI) reports it as it is
+                raise
+            model_error = exc  # keep the attempts made so far instead of losing them
+            break
         usage.add(completion)
         attempt = _attempt(completion.text, toolset, limits, runner)
         attempts.append(attempt)
@@ -314,7 +321,13 @@ def solve(
             if on_attempt:
                 on_attempt(attempt, number)
             break
-        blamed, reason = _blame(attempt, query, client, toolset, shown, usage)
+        try:
+            blamed, reason = _blame(attempt, query, client, toolset, shown, usage)
+        except ModelError as exc:
+            model_error = exc
+            if on_attempt:
+                on_attempt(attempt, number)
+            break
         attempt.blamed_tool = blamed.name if blamed else None
         if on_attempt:
             on_attempt(attempt, number)
@@ -323,8 +336,12 @@ def solve(
                                                              blamed=blamed, reason=reason, result=attempt.result)})
 
     final = attempts[-1]
+    error = final.error
+    if model_error is not None:
+        error = {**model_error.to_dict(), "line": None, "tool": None,
+                 "message": f"the model failed after {len(attempts)} attempt(s): {model_error.message}"}
     return Solution(
-        ok=final.ok,
+        ok=final.ok and model_error is None,
         answer=final.result.answer if final.result else "",
         program=final.program,
         attempts=attempts,
@@ -333,7 +350,7 @@ def solve(
         tools=[t.name for t in shown],
         sandbox=sandbox_name,
         duration_ms=(time.perf_counter() - started) * 1000,
-        error=final.error,
+        error=error,
         query=query,
         model=getattr(client, "model", None),
     )

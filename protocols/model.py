@@ -73,8 +73,8 @@ class SecurityScheme:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SecurityScheme:
-        return cls(**{k: d.get(k) for k in ("name", "type", "location", "param", "scheme")},
-                   description=d.get("description") or "")
+        return cls(name=str(d["name"]), type=str(d["type"]), location=d.get("location"), param=d.get("param"),
+                   scheme=d.get("scheme"), description=d.get("description") or "")
 
 
 def _empty_params() -> dict[str, Any]:

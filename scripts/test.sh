@@ -4,8 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,dev]'
 if [ "$(id -u)" = 0 ] && [ "${ATC_SKIP_DOCKER_SETUP:-0}" != 1 ]; then
   bash scripts/setup-docker.sh
 fi
+# Lint and types first (fast), so that the last line printed is pytest's summary.
+.venv/bin/ruff check --quiet .
+.venv/bin/mypy --strict --no-error-summary atc protocols sandbox probes
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

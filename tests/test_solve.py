@@ -170,6 +170,19 @@ def test_server_down_is_model_error(library: Collection, monkeypatch: pytest.Mon
         solve("How many books?", library, client=down, backend="local")
 
 
+def test_model_failing_mid_solve_keeps_the_attempts(
+    server: ScriptedOpenAI, library: Collection
+) -> None:
+    client = OpenAIModel("scripted-model", base_url=server.base_url, backoff=0.01, max_retries=0)
+    server.push(fence("print(get_author(author_id=999)['name'])"), Reply(500, "model crashed"))
+    sol = solve("Who is author 999?", library, client=client, backend="local", limits=LIMITS)
+    assert not sol.ok and len(sol.attempts) == 1
+    assert sol.attempts[0].error is not None and sol.attempts[0].error["tool"] == "get_author"
+    assert sol.error is not None and sol.error["type"] == "ModelError"
+    assert "after 1 attempt(s)" in sol.error["message"] and "HTTP 500" in sol.error["message"]
+    assert sol.program.startswith("print(get_author") and sol.to_dict()["attempts"][0]["ok"] is False
+
+
 def test_no_model_configured(library: Collection) -> None:
     with pytest.raises(ConfigError) as info:
         solve("How many books?", library, backend="local")

@@ -37,7 +37,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 def _progress(attempt: Any, number: int) -> None:
     if attempt.ok:
         calls = len(attempt.result.calls) if attempt.result else 0
-        sys.stderr.write(f"attempt {number}: ok ({calls} tool calls)\n")
+        sys.stderr.write(f"attempt {number}: ok ({calls} tool call{'' if calls == 1 else 's'})\n")
         return
     err = attempt.error or {}
     where = f" at line {err['line']}" if err.get("line") else ""
