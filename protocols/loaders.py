@@ -146,7 +146,9 @@ def load_spec(path: str | Path, *, name: str | None = None, base_url: str | None
     p = Path(path).expanduser()
     source = str(path)
     if p.is_dir():
-        return _apply_base_url(load_tree(p, source=source, name=name), base_url)
+        tree = _apply_base_url(load_tree(p, source=source, name=name), base_url)
+        tree.source = str(p.resolve())
+        return tree
     try:
         raw = p.read_bytes()
     except FileNotFoundError as exc:
@@ -171,6 +173,9 @@ def load_spec(path: str | Path, *, name: str | None = None, base_url: str | None
         stem = collection_slug(p.stem)
         if stem:
             _rename(collection, stem)
+    # Errors name the path as the user typed it; the stored collection keeps one that still
+    # means something from another directory.
+    collection.source = str(p.resolve())
     return collection
 
 

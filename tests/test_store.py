@@ -133,3 +133,12 @@ def test_files_left_by_a_dead_import_are_swept() -> None:
     assert not {"ghost.dead.jsonl", "ghost.dead.search.json", ".index.json.x.tmp"} & names
     assert "young.beef.jsonl" in names  # may belong to an import in progress
     assert len(store.get("first").tools) == 7 and len(store.get("second").tools) == 7
+
+
+def test_stored_source_is_an_absolute_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from protocols import load_spec
+
+    (tmp_path / "lib.json").write_text(json.dumps(library_spec("http://127.0.0.1:9")))
+    monkeypatch.chdir(tmp_path)
+    collection = load_spec("lib.json")
+    assert collection.source == str(tmp_path.resolve() / "lib.json")
