@@ -373,7 +373,8 @@ class DockerBackend:
                        sockdir: {"bind": SOCKET_DIR, "mode": "ro"}},
                 network_mode="none",
                 read_only=True,
-                tmpfs={"/tmp": f"rw,size={self.tmpfs_mb}m,mode=1777,noexec,nosuid,nodev"},
+                # nr_inodes: empty files cost kernel memory that ``size`` does not count.
+                tmpfs={"/tmp": f"rw,size={self.tmpfs_mb}m,nr_inodes=32768,mode=1777,noexec,nosuid,nodev"},
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
                 pids_limit=key.pids,

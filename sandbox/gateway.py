@@ -23,9 +23,11 @@ and re-validates all of them, so a forged frame gets exactly the checks a stub c
 from __future__ import annotations
 
 import base64
+import heapq
 import json
 import os
 import re
+import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -43,6 +45,11 @@ from sandbox.api import Limits, ToolCall, Toolset
 __all__ = ["Gateway", "CallOutcome", "validator_for", "shared_client"]
 
 _BAD_CHARS = ("\r", "\n", "\x00")
+#: Headers that frame a request or steer its connection; never taken from a program's arguments.
+_FRAMING_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade",
+                              "te", "trailer", "expect", "proxy-connection"})
+#: Deepest nesting of a JSON response the gateway hands on (deeper data overflows recursive code).
+MAX_RESPONSE_DEPTH = 200
 _VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
 _VALIDATORS_LOCK = threading.Lock()
 _CLIENT: httpx.Client | None = None
@@ -59,12 +66,41 @@ def validator_for(schema: dict[str, Any]) -> Any:
     if hit is not None and hit[0] is schema:
         return hit[1]
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    validator = cls(schema)
+    validator = _safe_validator_class(cls)(schema)
     with _VALIDATORS_LOCK:
         if len(_VALIDATORS) > 4096:
             _VALIDATORS.clear()
         _VALIDATORS[key] = (schema, validator)
     return validator
+
+
+_SAFE_CLASSES: dict[Any, Any] = {}
+#: Longest array whose ``uniqueItems`` the gateway checks (jsonschema compares objects pairwise).
+MAX_UNIQUE_CHECK = 500
+
+
+def _skip_pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> None:
+    return None
+
+
+def _safe_validator_class(cls: Any) -> Any:
+    """``cls`` without the checks whose cost a program could blow up on the host, where ``re`` and
+    the pairwise comparison cannot be interrupted by any timeout: ``pattern`` is ignored (a spec
+    regex like ``^(a+)+$`` backtracks exponentially on a string the program chose) and
+    ``uniqueItems`` is checked on short arrays only (quadratic on arrays of objects). The API
+    still enforces both itself."""
+    safe = _SAFE_CLASSES.get(cls)
+    if safe is None:
+        unique = cls.VALIDATORS.get("uniqueItems")
+
+        def bounded_unique(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+            if unique is None or (isinstance(instance, list) and len(instance) > MAX_UNIQUE_CHECK):
+                return None
+            return unique(validator, value, instance, schema)
+
+        safe = _SAFE_CLASSES[cls] = jsonschema.validators.extend(
+            cls, {"pattern": _skip_pattern, "uniqueItems": bounded_unique})
+    return safe
 
 
 def shared_client() -> httpx.Client:
@@ -196,6 +232,12 @@ class Gateway:
             record.error = exc.message
             record.status = record.status if record.status is not None else exc.status
             return CallOutcome(False, error={"message": exc.message, "status": exc.status, "kind": "ToolError"})
+        except Exception as exc:
+            # Arguments that passed validation can still fail to encode (e.g. a float that is not
+            # JSON); that is the call's failure, not the host's: the run must go on and report it.
+            message = f"{name}: the request could not be made: {type(exc).__name__}: {str(exc)[:200]}"
+            record.error = message
+            return CallOutcome(False, error={"message": message, "status": None, "kind": "ToolError"})
         finally:
             record.duration_ms = (time.perf_counter() - started) * 1000
             with self._lock:
@@ -263,6 +305,11 @@ class Gateway:
                 for item in value if isinstance(value, list) else [value]:
                     query.append((wire, self._check_text(tool, key, _wire_str(item))))
             elif location == "header":
+                if wire.lower() in _FRAMING_HEADERS:
+                    # These decide where a request ends on a shared keep-alive connection: a
+                    # program setting them could smuggle a second request past the gateway.
+                    raise ToolError(f"{tool.name}: argument {key!r} would set the {wire} header, which the "
+                                    "gateway does not let programs set", tool=tool.name, parameter=key)
                 headers[wire] = self._check_text(tool, key, _wire_str(value))
             elif location == "cookie":
                 text = self._check_text(tool, key, _wire_str(value))
@@ -352,9 +399,14 @@ class Gateway:
     def _send(self, tool: Tool, args: dict[str, Any]) -> tuple[int, Any]:
         request = self._build(tool, args)
         timeout = self._timeout()
+        end = time.monotonic() + timeout
         cap = self.limits.max_response_bytes
+        token = None
         try:
             with self.client.stream(**request, timeout=timeout) as response:
+                # httpx's timeouts are per read: a server dripping a byte at a time would hold the
+                # call, and the whole run, open for ever. The watchdog cuts the body off at ``end``.
+                token = _WATCHDOG.arm(end, response)
                 chunks: list[bytes] = []
                 size = 0
                 for chunk in response.iter_bytes():
@@ -362,24 +414,144 @@ class Gateway:
                     if size > cap:
                         raise ToolError(f"{tool.name}: response larger than the {cap}-byte cap",
                                         tool=tool.name, status=response.status_code)
+                    if time.monotonic() > end:
+                        raise httpx.ReadTimeout("the response body did not end in time")
                     chunks.append(chunk)
+                if _WATCHDOG.disarm(token):
+                    raise httpx.ReadTimeout("the response body did not end in time")
+                token = None
                 raw = b"".join(chunks)
                 content_type = response.headers.get("content-type", "")
                 status = response.status_code
         except httpx.TimeoutException as exc:
             raise ToolError(f"{tool.name}: no response within {timeout:.1f} s", tool=tool.name) from exc
         except httpx.HTTPError as exc:
+            if token is not None and _WATCHDOG.disarm(token):
+                raise ToolError(f"{tool.name}: no response within {timeout:.1f} s", tool=tool.name) from exc
             raise ToolError(f"{tool.name}: request failed: {type(exc).__name__}: {exc}", tool=tool.name) from exc
-        return status, _decode(raw, content_type)
+        finally:
+            if token is not None:
+                _WATCHDOG.disarm(token)
+        try:
+            return status, _decode(raw, content_type)
+        except ValueError as exc:
+            raise ToolError(f"{tool.name}: {exc}", tool=tool.name, status=status) from None
+
+
+class _Watchdog:
+    """One daemon thread that shuts down the socket of a response still being read at its
+    deadline, which makes the blocked read return at once (a timer thread per call would cost
+    more than a local API call)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int]] = []
+        self._armed: dict[int, socket.socket] = {}
+        self._count = 0
+        self._thread: threading.Thread | None = None
+
+    def arm(self, at: float, response: httpx.Response) -> int | None:
+        """Watch ``response`` until ``at`` (a ``time.monotonic()`` value); the token for ``disarm``,
+        or None when the transport exposes no socket (then only the per-chunk check holds)."""
+        stream = response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if not isinstance(sock, socket.socket):
+            return None
+        with self._cond:
+            self._count += 1
+            token = self._count
+            self._armed[token] = sock
+            heapq.heappush(self._heap, (at, token))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="atc-gateway-watchdog", daemon=True)
+                self._thread.start()
+            if self._heap[0][1] == token:
+                self._cond.notify()
+        return token
+
+    def disarm(self, token: int | None) -> bool:
+        """Stop watching; True when the deadline had already struck (the socket was shut down)."""
+        if token is None:
+            return False
+        with self._cond:
+            return self._armed.pop(token, None) is None
+
+    def _loop(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                while self._heap and (self._heap[0][0] <= now or self._heap[0][1] not in self._armed):
+                    _at, token = heapq.heappop(self._heap)
+                    sock = self._armed.pop(token, None)
+                    if sock is not None:
+                        try:
+                            sock.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+                self._cond.wait(timeout=self._heap[0][0] - now if self._heap else None)
+
+
+_WATCHDOG = _Watchdog()
 
 
 def _decode(raw: bytes, content_type: str) -> Any:
-    """JSON data when the body is JSON (declared or not), else text; ``None`` for no body."""
+    """JSON data when the body is JSON (declared or not), else text; ``None`` for no body.
+
+    A response is the outside world's data, so it is made safe for the host's own JSON output:
+    ``NaN``/``Infinity`` (not JSON, though Python emits them) become ``None``, lone surrogate
+    escapes become U+FFFD, and data nested too deeply to process is refused (``ValueError``)."""
     if not raw.strip():
         return None
     if "json" in content_type or raw.lstrip()[:1] in (b"{", b"["):
         try:
-            return json.loads(raw)
+            data = json.loads(raw, parse_constant=lambda _name: None)
+        except RecursionError:
+            raise ValueError(f"the response is nested more than {MAX_RESPONSE_DEPTH} levels deep") from None
         except ValueError:
             pass
+        else:
+            has_escapes = b"\\u" in raw
+            if not has_escapes and raw.count(b"[") + raw.count(b"{") < MAX_RESPONSE_DEPTH:
+                return data
+            return _clean(data, has_escapes=has_escapes)
     return raw.decode("utf-8", errors="replace")
+
+
+def _clean(data: Any, *, has_escapes: bool) -> Any:
+    """``data`` after checking its depth and replacing lone surrogates (only ``\\u`` escapes can
+    make them). Iterative; skipped for data that cannot be deep and has no escapes."""
+    if isinstance(data, str):
+        return _repair(data) if has_escapes else data
+    if not isinstance(data, dict | list):
+        return data
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_RESPONSE_DEPTH:
+            raise ValueError(f"the response is nested more than {MAX_RESPONSE_DEPTH} levels deep")
+        if isinstance(item, dict) and has_escapes and not all(map(_printable, item)):
+            fixed = {_repair(k): v for k, v in item.items()}
+            item.clear()
+            item.update(fixed)
+        for key, value in item.items() if isinstance(item, dict) else enumerate(item):
+            if isinstance(value, str):
+                if has_escapes and not _printable(value):
+                    item[key] = _repair(value)
+            elif isinstance(value, dict | list):
+                stack.append((value, depth + 1))
+    return data
+
+
+def _printable(text: str) -> bool:
+    """Can ``text`` be written as UTF-8 (no lone surrogates)?"""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _repair(text: str) -> str:
+    return text if _printable(text) else "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)

@@ -4,7 +4,8 @@ STDLIB ONLY (it runs under a bare ``python3 -I -S`` with no environment). The lo
 starts::
 
     python3 -I -S jail.py --fd N --runner RUNNER.py --uid U --memory-mb M --cpu S --nproc P
-                          --fsize B --tmpfs-mb T [--no-namespaces]
+                          --fsize B --tmpfs-mb T [--cgroup DIR] [--cpu-cgroup DIR]
+                          [--no-namespaces]
 
 and reads ONE JSON line from the jail's stdout: ``{"pid": int, "isolation": [...]}`` -- ``pid`` is
 the host pid of the process that runs the program (the backend kills it directly, besides the
@@ -53,6 +54,7 @@ PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
 SYSTEM_DIRS = ("usr", "lib", "lib64", "lib32", "libx32", "bin", "sbin")
 DEVICES = ("null", "zero", "random", "urandom")
 NEW_ROOT = "/mnt" if os.path.isdir("/mnt") else "/tmp"
+TMPFS_INODES = 32768
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -118,7 +120,9 @@ def build_root(opts: dict[str, Any], isolation: list[str], python_prefixes: list
     """The new root filesystem (see the module docstring); ends chrooted in it, cwd /work."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     root = NEW_ROOT
-    mount("atc-sandbox", root, "tmpfs", MS_NOSUID | MS_NODEV, "size={}m,mode=755".format(opts["tmpfs-mb"]))
+    # nr_inodes: empty files and directories cost kernel memory that ``size`` does not count.
+    mount("atc-sandbox", root, "tmpfs", MS_NOSUID | MS_NODEV,
+          "size={}m,nr_inodes={},mode=755".format(opts["tmpfs-mb"], TMPFS_INODES))
     for name in SYSTEM_DIRS:
         host = "/" + name
         if os.path.islink(host):
@@ -144,6 +148,45 @@ def build_root(opts: dict[str, Any], isolation: list[str], python_prefixes: list
     os.chroot(root)
     os.chdir("/work")
     isolation.append("mountns")
+
+
+def join_memory_cgroup(opts: dict[str, Any], isolation: list[str]) -> None:
+    """Move this process, and so everything the program will start, into the memory cgroup
+    ``--cgroup`` (made by the backend) capped at ``--memory-mb``: RLIMIT_AS caps each process,
+    and without a cgroup a program that forks could hold ``nproc`` times the limit. Skipped
+    when not given or not writable (then only the rlimits hold)."""
+    path = opts.get("cgroup")
+    if not path:
+        return
+    limit = str(int(opts["memory-mb"]) * 1024 * 1024)
+    try:
+        v2 = os.path.exists(os.path.join(path, "memory.max"))
+        settings = ([("memory.max", limit), ("memory.swap.max", "0")] if v2 else
+                    [("memory.limit_in_bytes", limit), ("memory.memsw.limit_in_bytes", limit)])
+        for name, value in settings:
+            if os.path.exists(os.path.join(path, name)):
+                with open(os.path.join(path, name), "w") as f:
+                    f.write(value)
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write("0")
+    except OSError:
+        return
+    isolation.append("memory-cgroup")
+
+
+def join_cpu_cgroup(opts: dict[str, Any], isolation: list[str]) -> None:
+    """Move this process into the cgroup v1 ``--cpu-cgroup`` capped at one CPU (as the Docker
+    backend's containers are): a program that forks must not take every core of the machine."""
+    path = opts.get("cpu-cgroup")
+    if not path:
+        return
+    try:
+        for name, value in (("cpu.cfs_period_us", "100000"), ("cpu.cfs_quota_us", "100000"), ("cgroup.procs", "0")):
+            with open(os.path.join(path, name), "w") as f:
+                f.write(value)
+    except OSError:
+        return
+    isolation.append("cpu-cgroup:1")
 
 
 def drop_privileges(opts: dict[str, Any], isolation: list[str]) -> None:
@@ -244,6 +287,8 @@ def main(argv: list[str]) -> int:
                 os.chown(opts["workdir"], int(opts["uid"]), int(opts["uid"]))
         os.chdir(opts["workdir"])
         try:
+            join_memory_cgroup(opts, isolation)
+            join_cpu_cgroup(opts, isolation)
             drop_privileges(opts, isolation)
             set_limits(opts, isolation)
         except OSError as exc:
@@ -259,6 +304,8 @@ def main(argv: list[str]) -> int:
     if child == 0:
         os.close(read_end)
         try:
+            join_memory_cgroup(opts, isolation)
+            join_cpu_cgroup(opts, isolation)
             build_root(opts, isolation, prefixes)
             drop_privileges(opts, isolation)
             _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

@@ -20,7 +20,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LintIssue", "lint", "INSPECTION_NAMES", "SAFE_DUNDER_ATTRIBUTES"]
+__all__ = ["LintIssue", "lint", "INSPECTION_NAMES", "SAFE_DUNDER_ATTRIBUTES", "MAX_PROGRAM_CHARS"]
+
+#: Longest program the sandbox takes (a generated program is a few kilobytes).
+MAX_PROGRAM_CHARS = 500_000
 
 #: Attributes that lead from an object to frames, code or globals.
 INSPECTION_NAMES = frozenset({
@@ -96,8 +99,16 @@ def _ast_checks(tree: ast.AST) -> LintIssue | None:
 def lint(program: str) -> LintIssue | None:
     """The first reason to refuse ``program``, or None. Syntax errors are NOT reported here (the
     runner reports them like Python does)."""
+    if len(program) > MAX_PROGRAM_CHARS:
+        # Linting runs on the host before the run's clock starts, and costs seconds per megabyte.
+        return LintIssue(f"the program is {len(program)} characters long; the sandbox runs programs of at most "
+                         f"{MAX_PROGRAM_CHARS}", None)
     try:
         tree = ast.parse(program, filename="<program>")
     except (SyntaxError, ValueError):
         return None
+    except (RecursionError, MemoryError):
+        # CPython's parser gives up on deep nesting this way ("x" + ".y" * 10**5, "-" * 10**5 + "1"):
+        # refuse here rather than let it escape as a crash of the host.
+        return LintIssue("the program nests expressions too deeply for Python to compile", None)
     return _ast_checks(tree) or _restricted_python(program)

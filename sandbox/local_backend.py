@@ -35,6 +35,7 @@ import httpx
 
 from atc.errors import SandboxError
 from sandbox.api import ErrorInfo, ExecutionResult, Limits, Toolset
+from sandbox.cgroups import make_cgroup, remove_cgroup
 from sandbox.gateway import Gateway, shared_client
 from sandbox.lint import lint
 from sandbox.session import SessionOutcome, build_result, serve, wait_ready
@@ -95,6 +96,8 @@ class _Worker:
     isolation: list[str]
     workdir: str
     closed: bool = field(default=False)
+    cgroups: tuple[str, ...] = ()
+    oom_killed: bool = False
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -142,6 +145,9 @@ class _Worker:
             self.proc.stdout.close()
         if self.workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+        for path in self.cgroups:
+            self.oom_killed = remove_cgroup(path) or self.oom_killed
+        self.cgroups = ()
         return status
 
     def _exited(self) -> bool:
@@ -240,6 +246,12 @@ class LocalBackend:
                 "--tmpfs-mb", str(max(16, min(256, fsize * 4 // (1 << 20))))]
         if workdir:
             argv += ["--workdir", workdir]
+        memory_cgroup, cpu_cgroup = make_cgroup("memory"), make_cgroup("cpu")
+        cgroups = tuple(c for c in (memory_cgroup, cpu_cgroup) if c)
+        if memory_cgroup:
+            argv += ["--cgroup", memory_cgroup]
+        if cpu_cgroup:
+            argv += ["--cpu-cgroup", cpu_cgroup]
         if self.namespaces is False:
             argv.append("--no-namespaces")
         try:
@@ -250,10 +262,13 @@ class LocalBackend:
             host_end.close()
             if workdir:
                 shutil.rmtree(workdir, ignore_errors=True)
+            for path in cgroups:
+                remove_cgroup(path)
             raise SandboxError(f"cannot start the local sandbox ({self.python}): {exc}") from exc
         finally:
             child_end.close()
-        worker = _Worker(proc=proc, sock=host_end, pid=proc.pid, isolation=[], workdir=workdir)
+        worker = _Worker(proc=proc, sock=host_end, pid=proc.pid, isolation=[], workdir=workdir,
+                         cgroups=cgroups)
         try:
             info = self._read_report(proc)
             if "error" in info:
@@ -407,6 +422,9 @@ class LocalBackend:
             # program and Popen reports -signal.
             if status in (128 + signal.SIGXCPU, -signal.SIGXCPU):
                 outcome.failure, outcome.detail = "Timeout", "the program used up its CPU time limit"
+            elif worker.oom_killed:
+                outcome.failure = "MemoryLimit"
+                outcome.detail = f"the program used more than {limits.memory_mb} MB of memory (killed)"
             elif status in (128 + signal.SIGKILL, -signal.SIGKILL):
                 outcome.detail = f"{outcome.detail}; the sandbox was killed"
         isolation = ["pgroup", *worker.isolation, "restrictedpython-lint", "empty-env"]

@@ -25,6 +25,7 @@ type-checked here and every call is re-validated by the gateway.
 
 from __future__ import annotations
 
+import math
 import socket
 import time
 from dataclasses import dataclass, field
@@ -73,6 +74,60 @@ def wait_ready(sock: socket.socket, timeout: float) -> dict[str, Any]:
     return msg
 
 
+#: Deepest nesting of lists/objects a runner frame may have. A legitimate runner never comes near
+#: it; deeper data would overflow the host's recursive JSON encoder/validators later on.
+MAX_FRAME_DEPTH = 100
+
+
+#: Total size of the tool-call frames of one run the host accepts: every call's arguments are
+#: kept in the call log, so without it a program could pile up gigabytes in the host.
+MAX_CALL_BYTES = 64 * 1024 * 1024
+
+
+def _frame_problem(value: Any) -> tuple[str | None, int]:
+    """Why a decoded runner frame must not enter the host's results (or None), and its rough size
+    in bytes. Iterative, so that the check itself cannot overflow the stack. A genuine runner
+    sends no NaN/Infinity (its stubs refuse them) and no lone surrogates (it encodes with
+    ``replace``); only a forged frame does, and either would make the ``--json`` output invalid
+    or unprintable."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    size = 0
+    while stack:
+        item, depth = stack.pop()
+        size += 8
+        if isinstance(item, str):
+            size += len(item)
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return "a string with a lone surrogate character", size
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return "NaN or Infinity", size
+        elif isinstance(item, dict | list):
+            if depth >= MAX_FRAME_DEPTH:
+                return f"data nested more than {MAX_FRAME_DEPTH} levels deep", size
+            if isinstance(item, dict):
+                stack.extend((k, depth) for k in item)
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return None, size
+
+
+def _receive(sock: socket.socket, limits: Limits, deadline: float) -> tuple[dict[str, Any], int]:
+    """The next runner frame and its rough size, refused (``wire.FrameError``) unless it is plain,
+    printable JSON data; ``TimeoutError`` when the whole frame is not in by ``deadline``."""
+    try:
+        msg = wire.recv(sock, max_frame=max(wire.MAX_FRAME, 2 * limits.max_output_bytes + 65536),
+                        deadline=deadline)
+    except RecursionError as exc:
+        raise wire.FrameError(f"frame nested too deeply to decode ({exc})") from None
+    problem, size = _frame_problem(msg)
+    if problem is not None:
+        raise wire.FrameError(f"frame is not plain JSON data: {problem}")
+    return msg, size
+
+
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -95,7 +150,8 @@ def _sanitize_done(msg: dict[str, Any], limits: Limits) -> dict[str, Any]:
     error = msg.get("error")
     if isinstance(error, dict):
         frames = []
-        for f in error.get("frames") or []:
+        given = error.get("frames")
+        for f in given if isinstance(given, list) else []:
             if isinstance(f, dict):
                 frames.append({"name": _str(f.get("name"), 200),
                                **{k: _int_or_none(f.get(k)) for k in ("lineno", "end_lineno", "col", "end_col")}})
@@ -132,6 +188,8 @@ def serve(
         outcome.failure = "SandboxError"
         outcome.detail = f"the program text is not valid Unicode ({exc.reason} at offset {exc.start})"
         return outcome
+    line_count = max(1, len(program.splitlines()))
+    call_bytes = 0
     try:
         sock.settimeout(max(0.01, deadline - time.monotonic()))
         wire.send(sock, {"op": "start", "program": program, "tools": toolset.names(),
@@ -141,11 +199,26 @@ def serve(
             if remaining <= 0:
                 raise TimeoutError
             sock.settimeout(remaining)
-            msg = wire.recv(sock, max_frame=max(wire.MAX_FRAME, 2 * limits.max_output_bytes + 65536))
+            msg, size = _receive(sock, limits, deadline)
             op = msg.get("op")
             if op == "call":
+                if gateway.budget_exceeded:
+                    # The runner raised CallBudget on the refused call; a program that swallows it
+                    # and calls on gets no more answers (each would grow the call log).
+                    return outcome
+                call_bytes += size
+                if call_bytes > MAX_CALL_BYTES:
+                    outcome.failure = "SandboxError"
+                    outcome.detail = (f"the program sent more than {MAX_CALL_BYTES >> 20} MB of tool-call "
+                                      "arguments in one run")
+                    return outcome
                 call_id = _int_or_none(msg.get("id"))
-                result = gateway.call(msg.get("tool"), msg.get("args"), line=msg.get("line"), col=msg.get("col"))
+                # A forged frame may claim any position: keep only one inside the program.
+                line = _int_or_none(msg.get("line"))
+                line = line if line is not None and 0 < line <= line_count else None
+                col = _int_or_none(msg.get("col"))
+                col = col if line is not None and col is not None and 0 <= col <= len(program) else None
+                result = gateway.call(msg.get("tool"), msg.get("args"), line=line, col=col)
                 if gateway.budget_exceeded and outcome.failure is None:
                     outcome.failure = "CallBudget"
                     outcome.detail = _MESSAGES["CallBudget"].format(max_calls=limits.max_calls)

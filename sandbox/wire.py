@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import time
 from typing import Any
 
 __all__ = ["MAX_FRAME", "FrameError", "encode", "send", "recv"]
@@ -55,9 +56,15 @@ def send(sock: socket.socket, msg: dict[str, Any]) -> None:
     sock.sendall(encode(msg))
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
     buf = bytearray()
     while len(buf) < n:
+        if deadline is not None:
+            # Per read, a socket timeout would let a peer that drips a byte at a time run on for ever.
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("the frame did not arrive in time")
+            sock.settimeout(remaining)
         chunk = sock.recv(min(n - len(buf), 1 << 20))
         if not chunk:
             raise FrameError("channel closed")
@@ -65,12 +72,14 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def recv(sock: socket.socket, *, max_frame: int = MAX_FRAME) -> dict[str, Any]:
-    (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
+def recv(sock: socket.socket, *, max_frame: int = MAX_FRAME, deadline: float | None = None) -> dict[str, Any]:
+    """The next frame. ``deadline`` (a ``time.monotonic()`` value) bounds the whole frame, not
+    each read (``TimeoutError`` past it)."""
+    (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size, deadline))
     if size > max_frame:
         raise FrameError(f"frame of {size} bytes exceeds the {max_frame}-byte cap")
     try:
-        msg = json.loads(_recv_exact(sock, size))
+        msg = json.loads(_recv_exact(sock, size, deadline))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FrameError(f"frame is not JSON: {exc}") from exc
     if not isinstance(msg, dict) or not isinstance(msg.get("op"), str):

@@ -331,3 +331,151 @@ def test_unfilled_path_template_is_refused(echo: Echo) -> None:
     out = Gateway(Toolset([col])).call("get_thing", {})
     assert out.error is not None and out.error["message"] == "get_thing: missing path argument 'thing_id'"
     assert len(echo.seen) == before
+
+
+# -- hostile APIs (red team): what a server sends must not hang, crash or poison the host ----------
+
+class Nasty:
+    """A 127.0.0.1 server that answers badly on purpose: /drip (a byte every 0.2 s, never done),
+    /deep?n=N (N nested arrays), /nan (NaN, Infinity and lone surrogate escapes)."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a: Any) -> None:
+                pass
+
+            def _send(self, status: int, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                if self.path.startswith("/drip"):
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", "100000")
+                    self.end_headers()
+                    try:
+                        for _ in range(100):
+                            self.wfile.write(b" ")
+                            self.wfile.flush()
+                            time.sleep(0.2)
+                    except OSError:
+                        pass
+                    return
+                if self.path.startswith("/deep"):
+                    n = int(self.path.split("=")[1])
+                    return self._send(200, b"[" * n + b"]" * n)
+                if self.path.startswith("/nanerr"):
+                    return self._send(500, b'{"error": "bad \\ud800 thing", "x": NaN}')
+                self._send(200, b'{"x": NaN, "y": -Infinity, "s": "a\\ud800b", "\\udcff": ["\\ud83d\\ude00"]}')
+
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def nasty() -> Iterator[Nasty]:
+    server = Nasty()
+    yield server
+    server.close()
+
+
+def nasty_collection(url: str) -> Collection:
+    tools = [Tool(name=n, collection="nasty", path=f"/{n}") for n in ("drip", "nan", "nanerr")]
+    tools.append(Tool(name="deep", collection="nasty", path="/deep",
+                      parameters=_params({"n": {"type": "integer"}}), bindings={"n": Binding("query", "n")}))
+    tools.append(Tool(name="with_host", collection="nasty", path="/nan",
+                      parameters=_params({"host": {"type": "string"}, "length": {"type": "string"}}),
+                      bindings={"host": Binding("header", "Host"), "length": Binding("header", "Content-Length")}))
+    return Collection(name="nasty", tools=tools, servers=[url])
+
+
+def test_slow_drip_body_is_cut_at_the_call_timeout(nasty: Nasty) -> None:
+    gw = Gateway(Toolset([nasty_collection(nasty.url)]), Limits(call_timeout=0.6))
+    started = time.monotonic()
+    out = gw.call("drip", {})
+    assert time.monotonic() - started < 1.5
+    assert out.error is not None and out.error["message"] == "drip: no response within 0.6 s"
+
+
+@pytest.mark.parametrize("depth", [300, 100_000])
+def test_deeply_nested_response_is_a_tool_error(nasty: Nasty, depth: int) -> None:
+    gw = Gateway(Toolset([nasty_collection(nasty.url)]))
+    out = gw.call("deep", {"n": depth})
+    assert out.error is not None and out.error["message"] == "deep: the response is nested more than 200 levels deep"
+    assert gw.calls[0].status == 200 and not gw.calls[0].ok
+    assert gw.call("deep", {"n": 150}).ok
+
+
+def test_nan_and_lone_surrogates_in_responses_are_made_printable(nasty: Nasty) -> None:
+    gw = Gateway(Toolset([nasty_collection(nasty.url)]))
+    out = gw.call("nan", {})
+    assert out.ok and out.data == {"x": None, "y": None, "s": "a\ufffdb", "\ufffd": ["\U0001f600"]}
+    out = gw.call("nanerr", {})
+    assert out.error is not None and out.error["message"] == "nanerr: HTTP 500: bad \ufffd thing"
+    doc = json.dumps([c.to_dict(with_response=True) for c in gw.calls], ensure_ascii=False, allow_nan=False)
+    doc.encode("utf-8")
+
+
+@pytest.mark.parametrize("param", ["host", "length"])
+def test_framing_headers_are_not_taken_from_arguments(nasty: Nasty, param: str) -> None:
+    gw = Gateway(Toolset([nasty_collection(nasty.url)]))
+    out = gw.call("with_host", {param: "5"})
+    assert out.error is not None and "which the gateway does not let programs set" in out.error["message"]
+    assert gw.calls[0].status is None
+
+
+def test_an_unencodable_request_is_a_tool_error_not_a_crash(echo: Echo) -> None:
+    gw = Gateway(Toolset([echo_collection(echo.url)]))
+    out = gw.call("get_item", {"item_id": "1", "q": "\ud800"})
+    assert out.error is not None and out.error["message"].startswith("get_item: the request could not be made")
+
+
+@pytest.mark.parametrize("value", ["//127.0.0.2:9/x", "user:pw@127.0.0.2", "http://127.0.0.2/", "\\\\127.0.0.2\\x"])
+def test_path_arguments_cannot_change_the_host(echo: Echo, value: str) -> None:
+    gw = Gateway(Toolset([echo_collection(echo.url)]))
+    out = gw.call("get_item", {"item_id": value})
+    assert out.ok, out.error
+    assert out.data["path"].startswith("/echo/items/") and "/" not in out.data["path"][len("/echo/items/"):]
+    assert out.data["headers"]["Host"] == echo.url.removeprefix("http://")
+
+
+def test_spec_regexes_cannot_stall_the_host(echo: Echo) -> None:
+    """``^(a+)+$`` backtracks exponentially on "aaa...!": validating it would hang the gateway for
+    hours. Patterns are left to the API; the call goes out at once."""
+    tool = Tool(name="by_code", collection="redos", path="/echo/code",
+                parameters=_params({"code": {"type": "string", "pattern": "^(a+)+$"}}),
+                bindings={"code": Binding("query", "code")})
+    gw = Gateway(Toolset([Collection(name="redos", tools=[tool], servers=[echo.url])]))
+    started = time.monotonic()
+    out = gw.call("by_code", {"code": "a" * 40 + "!"})
+    assert time.monotonic() - started < 2
+    assert out.ok and out.data["path"].startswith("/echo/code?code=aaaa")
+
+
+def test_unique_items_on_a_huge_array_cannot_stall_the_host(echo: Echo) -> None:
+    """jsonschema checks ``uniqueItems`` pairwise for objects: 20,000 of them would take minutes."""
+    tool = Tool(name="bulk", collection="bulk", method="POST", path="/echo/bulk",
+                parameters=_params({"items": {"type": "array", "uniqueItems": True}}),
+                bindings={"items": Binding("body", "items")}, body_media_type="application/json")
+    gw = Gateway(Toolset([Collection(name="bulk", tools=[tool], servers=[echo.url])]))
+    started = time.monotonic()
+    assert gw.call("bulk", {"items": [{"n": i} for i in range(20_000)]}).ok
+    assert time.monotonic() - started < 3
+    out = gw.call("bulk", {"items": [{"n": 1}, {"n": 1}]})
+    assert out.error is not None and "has non-unique elements" in out.error["message"]

@@ -48,7 +48,7 @@ class Hostile:
 
 
 FORGE = '''
-import socket, struct, json
+import os, socket, struct, json
 def frame(sock, msg):
     body = json.dumps(msg).encode()
     sock.sendall(struct.pack(">I", len(body)) + body)
@@ -59,7 +59,8 @@ def read(sock):
         data += sock.recv(n - len(data))
     return json.loads(data)
 chan = None
-for fd in range(3, 64):
+# Like a real attacker: list the open descriptors rather than guess their numbers.
+for fd in sorted(int(n) for n in os.listdir('/proc/self/fd') if int(n) > 2):
     try:
         s = socket.socket(fileno=fd)
     except OSError:
@@ -174,6 +175,94 @@ print(read(chan))
 """, ("ok", "ToolError")),
     Hostile("forged_garbage_frame", FORGE + "chan.sendall(b'\\xff\\xff\\xff\\xffgarbage')\nimport time\ntime.sleep(30)",
             ("SandboxError",)),
+    # -- red team: frames the host must refuse without crashing or printing invalid JSON
+    Hostile("forged_recursion_bomb_frame", FORGE + """
+body = b'{"op":"call","id":1,"tool":"get_stats","args":{"a":' + b"[" * 100000 + b"]" * 100000 + b"}}"
+chan.sendall(struct.pack(">I", len(body)) + body)
+print(read(chan))
+""", ("SandboxError",)),
+    Hostile("forged_deep_args", FORGE + """
+body = b'{"op":"call","id":1,"tool":"get_stats","args":{"a":' + b"[" * 900 + b"]" * 900 + b"}}"
+chan.sendall(struct.pack(">I", len(body)) + body)
+print(read(chan))
+""", ("SandboxError",)),
+    Hostile("forged_nan_args", FORGE + """
+body = b'{"op":"call","id":1,"tool":"search_authors","args":{"name":NaN,"x":-Infinity}}'
+chan.sendall(struct.pack(">I", len(body)) + body)
+print(read(chan))
+""", ("SandboxError",)),
+    Hostile("forged_lone_surrogates", FORGE + """
+body = b'{"op":"call","id":1,"tool":"\\\\ud800","args":{"\\\\udcff":"\\\\udfff"}}'
+chan.sendall(struct.pack(">I", len(body)) + body)
+print(read(chan))
+""", ("SandboxError",)),
+    Hostile("forged_surrogate_done", FORGE + """
+body = b'{"op":"done","ok":true,"stdout":"\\\\ud800","stderr":"","truncated":false,"error":null}'
+chan.sendall(struct.pack(">I", len(body)) + body)
+import time
+time.sleep(30)
+""", ("SandboxError",)),
+    Hostile("forged_call_position", FORGE + """
+frame(chan, {"op": "call", "id": 1, "tool": "get_stats", "args": {}, "line": 10**300, "col": -5})
+print(read(chan))
+frame(chan, {"op": "call", "id": 2, "tool": "get_stats", "args": {}, "line": -1, "col": 10**9})
+print(read(chan))
+""", ("ok",), max_requests=2),
+    Hostile("inode_exhaustion", """
+import os
+n = 0
+try:
+    for i in range(100000):
+        os.mkdir('/tmp/d%d' % i)
+        n += 1
+except OSError:
+    pass
+print('created %d' % n)
+""", ("ok", "MemoryLimit", "Timeout"), answer_excludes=("created 100000",)),
+    Hostile("forged_done_of_wrong_types", FORGE + """
+frame(chan, {"op": "done", "ok": False, "stdout": 5, "stderr": ["a"],
+             "error": {"type": 7, "message": {"a": 1}, "frames": 5, "tool": 5, "traceback": 9}})
+import time
+time.sleep(30)
+""", ("7",)),
+    Hostile("slow_drip_frame", FORGE + """
+import time
+chan.sendall(struct.pack(">I", 1000))
+for i in range(1000):
+    chan.sendall(b" ")
+    time.sleep(0.5)
+""", ("Timeout",)),
+    Hostile("call_argument_flood", FORGE + """
+big = "A" * (15 << 20)
+for i in range(5):
+    frame(chan, {"op": "call", "id": i, "tool": "get_stats", "args": {"x": big}})
+    read(chan)
+print("sent all")
+""", ("SandboxError",)),
+    Hostile("calls_after_the_budget", FORGE + """
+for i in range(5000):
+    frame(chan, {"op": "call", "id": i, "tool": "get_stats", "args": {"n": i}})
+    read(chan)
+print("sent all")
+""", ("CallBudget",)),
+    Hostile("huge_program", "x = 1\n" * 400_000 + "print(x)\n", ("SandboxError",)),
+    Hostile("parser_recursion_bomb", "x = 1\nprint(x" + ".real" * 100_000 + ")\n", ("SandboxError",)),
+    Hostile("parser_memory_bomb", "print(" + "-" * 100_000 + "1)\n", ("SandboxError",)),
+    Hostile("memory_across_processes", """
+import os, select, time
+r, w = os.pipe()
+for i in range(4):
+    if os.fork() == 0:
+        block = b'x' * (120 << 20)
+        time.sleep(1.5)
+        os.write(w, b'1')  # still alive, and holding the block, after 1.5 s
+        os._exit(0)
+held, end = 0, time.monotonic() + 2.5
+while time.monotonic() < end:
+    if select.select([r], [], [], 0.1)[0]:
+        held += len(os.read(r, 16))
+print('held %d' % held)
+""", ("ok", "MemoryLimit", "SandboxError"), answer_excludes=("held 3", "held 4")),
 ]
 
 
@@ -283,6 +372,11 @@ def test_hostile_program(case: Hostile, backend: Backend, api: LibraryAPI, tmp_p
         canary.close()
 
     assert isinstance(result, ExecutionResult)
+    # What atc prints with --json: strict JSON (no NaN), encodable as UTF-8 (no lone surrogates).
+    json.dumps(result.to_dict(), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    line_count = len(program.splitlines())
+    assert all(c.line is None or 0 < c.line <= line_count for c in result.calls)
+    assert len(result.calls) <= limits.max_calls + 1, "the host kept serving calls past the budget"
     doc = json.dumps(result.to_dict())
     outcome = "ok" if result.ok else (result.error.type if result.error else "no-error")
     assert outcome in case.types, f"{case.name}: {outcome}: {result.error and result.error.message}\n{doc[:1500]}"
@@ -306,3 +400,32 @@ def test_hostile_program(case: Hostile, backend: Backend, api: LibraryAPI, tmp_p
         while len(_sandbox_processes()) > 2 * backend.pool_size * 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(_sandbox_processes()) <= 2 * backend.pool_size * 3, "sandbox processes were left behind"
+
+
+SPIN_CHILDREN = """
+import os, time
+for i in range(4):
+    if os.fork() == 0:
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            pass
+        os._exit(0)
+for i in range(4):
+    os.wait()
+t = os.times()
+print('%.2f' % (t.children_user + t.children_system))
+"""
+
+
+@pytest.mark.timeout(60)
+def test_local_sandbox_processes_share_one_cpu(local_backend: LocalBackend, api: LibraryAPI, tmp_path: Path) -> None:
+    """Forked processes of one run together get one CPU (a cpu cgroup), not every core."""
+    from sandbox.cgroups import cgroup_parent
+
+    if cgroup_parent("cpu") is None or cgroup_parent("memory") is None:
+        pytest.skip("no writable cgroups here (not root?)")
+    tools = Toolset([load_spec(api.write_spec(tmp_path / "library.json"))])
+    result = local_backend.run(SPIN_CHILDREN, tools, Limits(timeout=10))
+    assert result.ok, result.error
+    assert "cpu-cgroup:1" in result.isolation and "memory-cgroup" in result.isolation
+    assert float(result.answer) < 1.9, f"4 children spinning 1.5 s used {result.answer} s of CPU"

@@ -62,6 +62,18 @@ def _print_json(doc: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    streams = sys.stdout, sys.stderr
+    if "--json" not in argv:
+        from atc.cli.common import terminal_safe
+
+        sys.stdout, sys.stderr = terminal_safe(sys.stdout), terminal_safe(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: list[str]) -> int:
     want_json = "--json" in argv
     debug = "--debug" in argv
     try:

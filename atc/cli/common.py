@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from atc.config import atc_home
 from atc.errors import UsageError
 from sandbox.api import Limits, Toolset
 
-__all__ = ["add_run_options", "limits_from_args", "toolset_from_args", "load_collections", "print_json"]
+__all__ = ["add_run_options", "limits_from_args", "toolset_from_args", "load_collections", "print_json",
+           "terminal_safe"]
 
 _CREDENTIAL = re.compile(r"^(?P<scheme>[^=]+)=env:(?P<var>[A-Za-z_][A-Za-z0-9_]*)$")
 
@@ -77,3 +79,40 @@ def toolset_from_args(args: argparse.Namespace) -> Toolset:
 def print_json(doc: Any) -> None:
     sys.stdout.write(json.dumps(doc, ensure_ascii=False, default=str) + "\n")
     sys.stdout.flush()
+
+
+# C0 controls but tab and newline, DEL, and C1 controls: what a terminal would act on.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+class _TerminalSafe(io.TextIOBase):
+    """A text stream that shows control characters as ``\\x1b``-style escapes instead of sending
+    them: a program's answer, its stderr and its exception messages are hostile text, and an
+    escape sequence must not be able to rewrite the user's terminal (titles, cursor, hidden
+    lines)."""
+
+    def __init__(self, raw: TextIO) -> None:
+        self._raw = raw
+
+    def write(self, text: str) -> int:
+        self._raw.write(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
+
+
+def terminal_safe(stream: TextIO) -> TextIO:
+    """``stream`` itself when it is not a terminal (pipes and files get the exact bytes), else a
+    wrapper that escapes control characters."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        return stream
+    return _TerminalSafe(stream) if tty else stream  # type: ignore[return-value]
