@@ -20,44 +20,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from timing import Row, measure  # noqa: E402
 
 from sandbox.api import Limits, Toolset  # noqa: E402
 from sandbox.docker_backend import DEFAULT_IMAGE, DockerBackend, connect, docker_available  # noqa: E402
 
 __all__ = ["Row", "docker_rows", "main"]
-
-
-@dataclass
-class Row:
-    name: str
-    p50_ms: float
-    p95_ms: float
-    n: int
-
-    def to_dict(self) -> dict[str, float | int | str]:
-        return {"name": self.name, "p50_ms": round(self.p50_ms, 2), "p95_ms": round(self.p95_ms, 2), "n": self.n}
-
-
-def _measure(name: str, n: int, once: Callable[[], None], *, before: Callable[[], object] | None = None) -> Row:
-    samples = []
-    for _ in range(n):
-        if before is not None:
-            before()
-        t = time.perf_counter()
-        once()
-        samples.append((time.perf_counter() - t) * 1000)
-    samples.sort()
-    p95 = samples[min(len(samples) - 1, round(0.95 * (len(samples) - 1)))]
-    return Row(name, statistics.median(samples), p95, n)
 
 
 # The real interpreter, not a shim (pyenv's ``python3`` is a shell script that costs 100 ms).
@@ -70,7 +46,7 @@ def _python_pass() -> None:
 
 def docker_rows(n: int = 20) -> list[Row]:
     """Measure every row (see the module docstring); needs the engine and the sandbox image."""
-    rows = [_measure("python3 -c pass", n, _python_pass)]
+    rows = [measure("python3 -c pass", n, _python_pass)]
     client = connect()
     container = client.containers.run(DEFAULT_IMAGE, ["python3", "-c", "import time; time.sleep(600)"], detach=True,
                                       network_mode="none", labels={"atc.bench": "1"})
@@ -79,7 +55,7 @@ def docker_rows(n: int = 20) -> list[Row]:
             exec_id = client.api.exec_create(container.id, ["python3", "-I", "-S", "-c", "pass"])["Id"]
             client.api.exec_start(exec_id)
 
-        rows.append(_measure("docker exec", n, bare_exec))
+        rows.append(measure("docker exec", n, bare_exec))
     finally:
         container.remove(force=True)
         client.close()
@@ -95,11 +71,11 @@ def docker_rows(n: int = 20) -> list[Row]:
         return once
 
     with DockerBackend(pool_size=0) as cold:
-        rows.append(_measure("docker cold", max(5, n // 2), run_on(cold)))
+        rows.append(measure("docker cold", max(5, n // 2), run_on(cold)))
     with DockerBackend(pool_size=2) as warm:
-        rows.append(_measure("docker warm", n, run_on(warm), before=lambda: warm.prewarm(limits)))
+        rows.append(measure("docker warm", n, run_on(warm), before=lambda: warm.prewarm(limits)))
         warm.prewarm(limits)
-        rows.append(_measure("docker burst", n, run_on(warm)))
+        rows.append(measure("docker burst", n, run_on(warm)))
     return rows
 
 

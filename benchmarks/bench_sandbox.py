@@ -21,20 +21,20 @@ image are there (``docker_rows_if_available``: the hook the Docker backend plugs
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import httpx  # noqa: E402
+from timing import Row, measure  # noqa: E402
 
 from protocols import load_spec  # noqa: E402
 from sandbox.api import Limits, Toolset  # noqa: E402
@@ -43,26 +43,6 @@ from sandbox.local_backend import LocalBackend, sandbox_python  # noqa: E402
 from tests.apis.library import LibraryAPI  # noqa: E402
 
 LIMITS = Limits(timeout=30)
-
-
-@dataclass
-class Row:
-    name: str
-    p50_ms: float
-    p95_ms: float
-    n: int
-
-
-def measure(name: str, n: int, once: Callable[[], None], *, before: Callable[[], None] | None = None) -> Row:
-    samples = []
-    for _ in range(n):
-        if before is not None:
-            before()
-        started = time.perf_counter()
-        once()
-        samples.append((time.perf_counter() - started) * 1000)
-    samples.sort()
-    return Row(name, statistics.median(samples), samples[min(n - 1, round(0.95 * (n - 1)))], n)
 
 
 def program_rows(tools: Toolset, n: int) -> list[Row]:
@@ -169,10 +149,9 @@ def docker_rows_if_available(n: int) -> list[Row]:
         return []
     if not docker_available():
         return []
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_docker import docker_rows
 
-    return [Row(r.name, r.p50_ms, r.p95_ms, r.n) for r in docker_rows(n) if r.name.startswith("docker ")]
+    return [r for r in docker_rows(n) if r.name.startswith("docker ")]
 
 
 def main(argv: list[str] | None = None) -> int:
