@@ -18,6 +18,8 @@ import itertools
 import os
 import time
 
+from sandbox.owners import pid_alive
+
 __all__ = ["cgroup_parent", "make_cgroup", "remove_cgroup"]
 
 #: controller -> (v1 hierarchy, file that shows a directory is a cgroup of that controller)
@@ -105,18 +107,9 @@ def _remove_stale(parent: str) -> None:
         fields = name.split("-")
         if len(fields) == 4 and name.startswith("atc-sandbox-") and fields[2].isdigit():
             owner = int(fields[2])
-            if owner != os.getpid() and not _pid_alive(owner):
+            if owner != os.getpid() and not pid_alive(owner):
                 remove_cgroup(os.path.join(parent, name))
 
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _read(path: str) -> str:

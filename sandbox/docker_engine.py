@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atc.errors import SandboxError
+from sandbox.owners import pid_alive
 
 if TYPE_CHECKING:
     import docker
@@ -181,15 +182,6 @@ def docker_available(image: str = DEFAULT_IMAGE, *, refresh: bool = False) -> bo
     return answer
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
 
 SOCKET_DIR_PREFIX = "atc-docker-"
 
@@ -202,7 +194,7 @@ def _reap_socket_dirs(owner: int | None) -> None:
         if not pid_text.isdigit():
             continue
         pid = int(pid_text)
-        if (owner is not None and pid == owner) or (owner is None and not _pid_alive(pid)):
+        if (owner is not None and pid == owner) or (owner is None and not pid_alive(pid)):
             shutil.rmtree(path, ignore_errors=True)
 
 
@@ -227,7 +219,7 @@ def reap_stale_containers(client: docker.DockerClient, *, owner: int | None = No
             pid = int((c.get("Labels") or {}).get(OWNER_LABEL, "0"))
         except ValueError:
             pid = 0
-        if owner is None and pid > 0 and _pid_alive(pid):
+        if owner is None and pid > 0 and pid_alive(pid):
             continue
         try:
             client.api.remove_container(c["Id"], force=True)
