@@ -51,11 +51,54 @@ _python_cache: list[str] = []
 _NAMESPACES_SEEN: list[bool] = []
 
 
+_UID_BLOCKS = 1000
+_claimed: dict[int, range] = {}  # pid -> its block: a forked child claims a block of its own
+_claim_lock = threading.Lock()
+
+
+def claim_uid_block(start: int, lock_dir: Path) -> tuple[range, int | None]:
+    """Claim the first free block of 100 uids from ``start`` on: a block is taken while some
+    process holds an exclusive ``flock`` on ``lock_dir/<n>.lock``. The kernel drops the lock when
+    the holder dies, even by SIGKILL, so a dead atc process never keeps a block. Returns the block
+    and the lock's fd (None when no lock could be taken: then the block is only likely free)."""
+    import fcntl
+
+    try:
+        lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        lock_dir = Path("/nonexistent")
+    for i in range(_UID_BLOCKS):
+        n = (start + i) % _UID_BLOCKS
+        try:
+            fd = os.open(lock_dir / f"{n}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError:
+            break
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        first = _UID_BASE + n * 100
+        return range(first, first + 100), fd
+    first = _UID_BASE + (start % _UID_BLOCKS) * 100
+    return range(first, first + 100), None
+
+
+def _uid_lock_dir() -> Path:
+    root = Path("/run") if os.getuid() == 0 and os.access("/run", os.W_OK) else Path(tempfile.gettempdir())
+    return root / f"atc-uid-blocks-{os.getuid()}"
+
+
 def uid_block() -> range:
     """The uids this process gives its sandboxes: each run gets the next one, so RLIMIT_NPROC
-    counts that run's processes only (a block per host pid keeps concurrent atc processes apart)."""
-    first = _UID_BASE + (os.getpid() % 1000) * 100
-    return range(first, first + 100)
+    counts that run's processes only. The block is claimed once per process (see
+    ``claim_uid_block``; the lock's fd stays open for the process's life), so two atc processes
+    never hand out the same uids."""
+    pid = os.getpid()
+    with _claim_lock:
+        if pid not in _claimed:
+            _claimed[pid], _ = claim_uid_block(pid, _uid_lock_dir())
+        return _claimed[pid]
 
 
 def runner_path() -> Path:

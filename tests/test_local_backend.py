@@ -414,3 +414,21 @@ def test_falls_back_to_rlimits_when_the_jail_cannot_be_built(tools: Toolset, tmp
         assert "mounts are not allowed here" in b.namespace_failure
     assert r.ok and r.answer == "42\n"
     assert "rlimits" in r.isolation and "netns" not in r.isolation
+
+
+def test_uid_blocks_are_claimed_not_guessed(tmp_path: Path) -> None:
+    """Two atc processes whose pids agree modulo 1000 must not share uids (RLIMIT_NPROC would
+    then count one's processes against the other): a block is held by an flock until its owner
+    lets go or dies."""
+    from sandbox.local_backend import claim_uid_block
+
+    first, fd1 = claim_uid_block(7, tmp_path)
+    second, fd2 = claim_uid_block(7, tmp_path)  # another open file description: another "process"
+    assert fd1 is not None and fd2 is not None
+    assert first != second and not set(first) & set(second) and len(first) == len(second) == 100
+    os.close(fd1)  # the owner exits: its block is free again
+    again, fd3 = claim_uid_block(7, tmp_path)
+    assert again == first
+    for fd in (fd2, fd3):
+        assert fd is not None
+        os.close(fd)
