@@ -22,9 +22,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from timing import median_us  # noqa: E402  (benchmarks/ is the script directory)
 
 from protocols import load_spec  # noqa: E402
 from sandbox.api import Limits, ToolCall, Toolset  # noqa: E402
@@ -46,14 +47,6 @@ def on_failing_line(error_type: str, tool: str | None, line: int | None, calls: 
     same = [c.tool for c in calls if c.line == line]
     return same[-1] if same else last_called(error_type, tool, line, calls)
 
-
-def median_us(fn: Any, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e6)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -15,11 +15,12 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from timing import median_us  # noqa: E402  (benchmarks/ is the script directory)
 
 from sandbox.condense import condense  # noqa: E402
 
@@ -40,14 +41,6 @@ def keys(value: Any, depth: int = 0, limit: int = 6) -> set[str]:
             out |= keys(v, depth + 1, limit)
     return out
 
-
-def median_us(fn: Any, repeat: int = 5) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e6)
-    return statistics.median(times)
 
 
 def main() -> None:

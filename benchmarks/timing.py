@@ -30,3 +30,13 @@ def measure(name: str, n: int, once: Callable[[], None], *, before: Callable[[],
         samples.append((time.perf_counter() - started) * 1000)
     samples.sort()
     return Row(name, statistics.median(samples), samples[min(n - 1, round(0.95 * (n - 1)))], n)
+
+
+def median_us(fn: Callable[[], object], repeat: int = 5) -> float:
+    """Median wall time of ``fn()`` in microseconds, over ``repeat`` calls."""
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - started) * 1e6)
+    return statistics.median(times)

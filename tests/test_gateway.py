@@ -20,7 +20,30 @@ from sandbox.gateway import Gateway, validator_for
 from tests.apis.library import SECRET, LibraryAPI
 
 
-class Echo:
+class _Quiet(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # clients hanging up on slow or huge answers on purpose is not news
+
+
+class _Served:
+    """A test server on 127.0.0.1 in a background thread."""
+
+    server: ThreadingHTTPServer
+    url: str
+
+    def serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = _Quiet(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Echo(_Served):
     """A 127.0.0.1 server that records each request and answers by path: /echo (the request as
     JSON), /slow (sleeps 2 s), /big (3 MB), /text (plain text), /fail (500 with text)."""
 
@@ -61,18 +84,7 @@ class Echo:
 
             do_GET = do_POST = _handle
 
-        class Server(ThreadingHTTPServer):
-            def handle_error(self, request: Any, client_address: Any) -> None:
-                pass  # clients hanging up on /big and /slow on purpose is not news
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.serve(Handler)
 
 
 @pytest.fixture(scope="module")
@@ -335,7 +347,7 @@ def test_unfilled_path_template_is_refused(echo: Echo) -> None:
 
 # -- hostile APIs (red team): what a server sends must not hang, crash or poison the host ----------
 
-class Nasty:
+class Nasty(_Served):
     """A 127.0.0.1 server that answers badly on purpose: /drip (a byte every 0.2 s, never done),
     /deep?n=N (N nested arrays), /nan (NaN, Infinity and lone surrogate escapes)."""
 
@@ -374,18 +386,7 @@ class Nasty:
                     return self._send(500, b'{"error": "bad \\ud800 thing", "x": NaN}')
                 self._send(200, b'{"x": NaN, "y": -Infinity, "s": "a\\ud800b", "\\udcff": ["\\ud83d\\ude00"]}')
 
-        class Server(ThreadingHTTPServer):
-            def handle_error(self, request: Any, client_address: Any) -> None:
-                pass
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.serve(Handler)
 
 
 @pytest.fixture(scope="module")
