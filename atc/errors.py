@@ -1,29 +1,28 @@
-"""The one exception tree of atc.
+"""The one exception tree of atc, re-exported from the bottom layer.
 
-::
-
-    AtcError                      anything atc raises on purpose; the CLI prints it, never a traceback
-    ├── UsageError                bad command line (exit 2)
-    ├── ConfigError               missing or invalid configuration: model, credentials, store (exit 2)
-    ├── ProtocolError             an unreadable or invalid tool spec; names the file and JSON pointer (exit 2)
-    ├── NotFound                  a collection or tool name that is not in the store (exit 2)
-    ├── ToolError                 a tool call failed: invalid arguments, HTTP error, bad response (exit 1)
-    ├── SandboxError              the sandbox could not run a program, or stopped it (exit 1)
-    │   ├── Timeout               wall-clock limit reached
-    │   ├── MemoryLimit           memory limit reached
-    │   ├── CallBudget            more tool calls than --max-calls
-    │   └── OutputLimit           the program printed more than the output cap
-    └── ModelError                the model server is unreachable, refuses, or answers garbage (exit 1)
-
-This module is a leaf: it imports nothing from atc, so the lower layers (``protocols``,
-``sandbox``) may import it without pulling in the rest of the package (``atc/__init__`` is
-lazy for that reason). Exceptions are plain data: the context lives in attributes and the
-constructors have no side effects.
+The tree lives in ``protocols/errors.py`` so that every layer (``protocols`` <- ``sandbox`` <-
+``atc`` <- ``probes``) can raise and catch the same classes without importing upward; this module
+is the public name users know (``from atc.errors import ToolError``). See that module's docstring
+for the tree itself.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from protocols.errors import (
+    AtcError,
+    CallBudget,
+    ConfigError,
+    MemoryLimit,
+    ModelError,
+    NotFound,
+    OutputLimit,
+    ProtocolError,
+    SandboxError,
+    Timeout,
+    ToolError,
+    UsageError,
+    exit_code_for,
+)
 
 __all__ = [
     "AtcError",
@@ -40,113 +39,3 @@ __all__ = [
     "ModelError",
     "exit_code_for",
 ]
-
-
-class AtcError(Exception):
-    """Base of every error atc raises on purpose. ``exit_code`` is what the CLI exits with."""
-
-    exit_code: int = 1
-
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": type(self).__name__, "message": self.message, "hint": self.hint}
-
-    def __str__(self) -> str:
-        return self.message if not self.hint else f"{self.message}\n{self.hint}"
-
-
-class UsageError(AtcError):
-    exit_code = 2
-
-
-class ConfigError(AtcError):
-    exit_code = 2
-
-
-class NotFound(AtcError):
-    exit_code = 2
-
-
-class ProtocolError(AtcError):
-    """A spec that cannot be turned into protocols.
-
-    ``source`` is the file (or a label for in-memory input) and ``pointer`` the JSON pointer
-    (RFC 6901) of the offending node, e.g. ``/paths/~1books~1{id}/get/parameters/0``.
-    """
-
-    exit_code = 2
-
-    def __init__(
-        self, message: str, *, source: str | None = None, pointer: str | None = None, hint: str | None = None
-    ) -> None:
-        where = ""
-        if source:
-            where = f"{source}"
-            if pointer is not None:
-                where += f" at {pointer or '/'}"
-            where += ": "
-        super().__init__(where + message, hint=hint)
-        self.reason = message
-        self.source = source
-        self.pointer = pointer
-
-    def to_dict(self) -> dict[str, Any]:
-        d = super().to_dict()
-        d.update(source=self.source, pointer=self.pointer)
-        return d
-
-
-class ToolError(AtcError):
-    """A tool call that failed. ``status`` is the HTTP status, None when no request was sent."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        tool: str | None = None,
-        status: int | None = None,
-        parameter: str | None = None,
-        hint: str | None = None,
-    ) -> None:
-        super().__init__(message, hint=hint)
-        self.tool = tool
-        self.status = status
-        self.parameter = parameter
-
-    def to_dict(self) -> dict[str, Any]:
-        d = super().to_dict()
-        d.update(tool=self.tool, status=self.status, parameter=self.parameter)
-        return d
-
-
-class SandboxError(AtcError):
-    pass
-
-
-class Timeout(SandboxError):
-    pass
-
-
-class MemoryLimit(SandboxError):
-    pass
-
-
-class CallBudget(SandboxError):
-    pass
-
-
-class OutputLimit(SandboxError):
-    pass
-
-
-class ModelError(AtcError):
-    pass
-
-
-def exit_code_for(exc: BaseException) -> int:
-    """The CLI exit code for an exception: the class's own for AtcError, 1 for anything else."""
-    return exc.exit_code if isinstance(exc, AtcError) else 1

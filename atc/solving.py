@@ -32,6 +32,7 @@ from atc.model import Completion, Message, ModelClient, make_client
 from atc.reflection import ask_model_for_tool, feedback, needs_model_attribution
 from protocols.model import Collection, Tool
 from sandbox.api import Backend, ExecutionResult, Limits, ToolCall, Toolset
+from sandbox.execute import pick_sandbox
 
 __all__ = ["Usage", "Attempt", "Solution", "solve", "asolve", "solve_many", "choose_tools", "DEFAULT_TOP_K"]
 
@@ -210,7 +211,7 @@ def _backend(backend: str | Backend | None, limits: Limits) -> Backend:
 def _run(program: str, toolset: Toolset, limits: Limits, backend: Backend) -> ExecutionResult:
     from sandbox.execute import run
 
-    return run(program, toolset, limits, backend=backend)
+    return run(program, toolset, limits, sandbox=backend)
 
 
 def _simple_error(kind: str, message: str) -> dict[str, Any]:
@@ -271,14 +272,16 @@ def solve(
     client: ModelClient | None = None,
     max_reflections: int = 3,
     limits: Limits | None = None,
-    backend: str | Backend | None = None,
+    sandbox: str | Backend | None = None,
     base_url: str | None = None,
     credentials: dict[str, str] | None = None,
     top_k: int | None = None,
     on_attempt: AttemptHook | None = None,
+    backend: str | Backend | None = None,
 ) -> Solution:
     """Solve ``query`` with ``tools`` (a Collection, a list of them, a Toolset, a spec path or
-    an imported collection name). ``base_url`` and ``credentials`` are the tools' (``--base-url``,
+    an imported collection name) in ``sandbox`` (``"docker"``, ``"local"``, auto when None, or a
+    ``Backend``; ``backend`` is its deprecated name). ``base_url`` and ``credentials`` are the tools' (``--base-url``,
     ``--credential``); the model comes from ``client``, else ``model`` and the environment.
     ``on_attempt(attempt, number)`` is called after each attempt (for progress output)."""
     started = time.perf_counter()
@@ -291,7 +294,7 @@ def solve(
     if client is None:
         client = make_client(model)
     limits = limits or Limits()
-    runner = _backend(backend, limits)
+    runner = _backend(pick_sandbox(sandbox, backend), limits)
 
     from protocols.render import render_compact
 
@@ -364,17 +367,19 @@ async def asolve(
     client: ModelClient | None = None,
     max_reflections: int = 3,
     limits: Limits | None = None,
-    backend: str | Backend | None = None,
+    sandbox: str | Backend | None = None,
     base_url: str | None = None,
     credentials: dict[str, str] | None = None,
     top_k: int | None = None,
     on_attempt: AttemptHook | None = None,
+    backend: str | Backend | None = None,
 ) -> Solution:
     """``solve`` without blocking the event loop (it runs in a worker thread, so many tasks can
     be awaited together; see ``solve_many`` for a bounded batch)."""
     return await asyncio.to_thread(
         solve, query, tools, model=model, client=client, max_reflections=max_reflections, limits=limits,
-        backend=backend, base_url=base_url, credentials=credentials, top_k=top_k, on_attempt=on_attempt,
+        sandbox=pick_sandbox(sandbox, backend), base_url=base_url, credentials=credentials, top_k=top_k,
+        on_attempt=on_attempt,
     )
 
 

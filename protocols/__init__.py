@@ -5,7 +5,8 @@
     Store(home).add(tmdb)                        # ATC_HOME/collections
     print(render_compact(tmdb.tools[:20]))       # signature-like protocols for a prompt
 
-This is the bottom layer: it imports nothing from ``sandbox`` or ``atc`` except ``atc.errors``.
+This is the bottom layer: it imports nothing from ``sandbox``, ``atc`` or ``probes``; the exception
+tree lives here (``protocols.errors``) and ``atc.errors`` re-exports it.
 Names are imported lazily (PEP 562): ``sandbox`` imports ``protocols.model`` in every process, and
 should not pay for the loaders, the store and the renderer it does not use.
 

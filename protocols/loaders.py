@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from atc.errors import ProtocolError
 from protocols.building import collection_slug
+from protocols.errors import ProtocolError
 from protocols.mcp import MCPLoader
 from protocols.model import Collection
 from protocols.openapi import OpenAPILoader

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from atc.errors import ProtocolError
 from protocols.building import ParamSet, UniqueNames, clean_text
+from protocols.errors import ProtocolError
 from protocols.model import Collection, Tool, python_identifier
 from protocols.refs import Resolver
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from atc.errors import ProtocolError
 from protocols.building import ParamSet, UniqueNames, clean_text, collection_slug, tool_name_for
+from protocols.errors import ProtocolError
 from protocols.model import Collection, SecurityScheme, Tool
 from protocols.refs import Resolver, escape, unshare
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
-from atc.errors import ProtocolError
+from protocols.errors import ProtocolError
 
 __all__ = ["Resolver", "escape", "merge_all_of", "unshare", "MAX_DEPTH"]
 

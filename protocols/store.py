@@ -30,8 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from atc.errors import NotFound, UsageError
 from protocols.bm25 import BM25Index, DocInfo, SearchHit, document_text, tokenize
+from protocols.errors import NotFound, UsageError
 from protocols.model import Collection, Tool
 
 __all__ = ["Store", "CollectionInfo"]
@@ -98,7 +98,7 @@ class Store:
         try:
             index: dict[str, Any] = json.loads(path.read_bytes())
         except (OSError, ValueError) as exc:
-            from atc.errors import ConfigError
+            from protocols.errors import ConfigError
 
             raise ConfigError(f"the tool store index {path} is unreadable: {exc}",
                               hint="remove it and import the collections again") from exc

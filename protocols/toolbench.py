@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from atc.errors import ProtocolError
 from protocols.building import ParamSet, UniqueNames, clean_text, collection_slug
+from protocols.errors import ProtocolError
 from protocols.model import Collection, Tool, python_identifier, snake_case
 
 __all__ = ["ToolBenchLoader", "load_tree", "template_schema", "TYPE_MAP"]

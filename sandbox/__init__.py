@@ -1,7 +1,7 @@
 """Running programs: the sandbox backends, the host-side tool gateway, and ``run``.
 
     from sandbox import run, Limits
-    result = run(program, tools=[collection], limits=Limits(timeout=20), backend="local")
+    result = run(program, tools=[collection], limits=Limits(timeout=20), sandbox="local")
     print(result.ok, result.answer, [c.tool for c in result.calls])
 
 Names are imported lazily so that ``import sandbox.runner`` (stdlib-only) or

@@ -37,7 +37,8 @@ class Limits:
 class ToolCall:
     """One call a program made, as the gateway saw it. ``status`` is None when no HTTP request
     was sent (invalid arguments, budget exhausted). ``response`` is what the API returned (kept
-    for attribution and reflection; not part of the contract JSON unless asked for)."""
+    for attribution and reflection; not part of the contract JSON unless asked for), with the
+    host's secrets already taken out; ``redacted`` counts the secrets taken out of it."""
 
     tool: str
     args: dict[str, Any]
@@ -50,6 +51,7 @@ class ToolCall:
     col: int | None = None
     error: str | None = None
     response: Any = None
+    redacted: int = 0
 
     def to_dict(self, *, with_response: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -63,6 +65,7 @@ class ToolCall:
             "col": self.col,
             "duration_ms": round(self.duration_ms, 3),
             "error": self.error,
+            "redacted": self.redacted,
         }
         if with_response:
             d["response"] = self.response
@@ -141,7 +144,7 @@ class Toolset:
         for c in self.collections:
             for t in c.tools:
                 if t.name in self._tools and self._owner[t.name].name != c.name:
-                    from atc.errors import ConfigError
+                    from protocols.errors import ConfigError
 
                     raise ConfigError(
                         f"tool name {t.name!r} is in both collections {self._owner[t.name].name!r} and {c.name!r}",

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from atc.errors import SandboxError
+from protocols.errors import SandboxError
 from sandbox import wire
 from sandbox.api import ErrorInfo, ExecutionResult, Limits, Toolset
 from sandbox.docker_engine import (

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from atc.errors import SandboxError
+from protocols.errors import SandboxError
 from sandbox.owners import pid_alive
 
 if TYPE_CHECKING:

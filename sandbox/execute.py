@@ -1,9 +1,9 @@
 """Run a program against tools: the one function the upper layers call.
 
     from sandbox import run
-    result = run("print(get_stats()['books'])", tools=[collection], backend="local")
+    result = run("print(get_stats()['books'])", tools=[collection], sandbox="local")
 
-``backend`` is a ``Backend`` instance, a name (``"local"``, ``"docker"``) or ``None``/``"auto"``:
+``sandbox`` is a ``Backend`` instance, a name (``"local"``, ``"docker"``) or ``None``/``"auto"``:
 Docker when an engine answers and the sandbox image exists (``sandbox.docker_backend.
 docker_available()``), else local. Backends are cached per process so that repeated runs reuse
 their warm pools; the cache is closed at interpreter exit.
@@ -16,12 +16,13 @@ import atexit
 import functools
 import os
 import threading
+import warnings
 
-from atc.errors import ConfigError, UsageError
+from protocols.errors import ConfigError, UsageError
 from protocols.model import Collection
 from sandbox.api import Backend, ExecutionResult, Limits, Toolset
 
-__all__ = ["run", "arun", "get_backend", "resolve_backend_name", "as_toolset", "close_backends"]
+__all__ = ["run", "arun", "get_backend", "resolve_backend_name", "as_toolset", "close_backends", "pick_sandbox"]
 
 _BACKENDS: dict[str, Backend] = {}
 _LOCK = threading.Lock()
@@ -96,22 +97,40 @@ def _check_credentials(toolset: Toolset) -> None:
                               hint=f"export {var}=... before running")
 
 
+def pick_sandbox(sandbox: str | Backend | None, backend: str | Backend | None) -> str | Backend | None:
+    """The one sandbox choice of a call that may still use the old keyword ``backend=``.
+
+    The word is ``sandbox`` everywhere (``--sandbox`` on the command line, ``"sandbox"`` in every
+    result); ``backend=`` is accepted for a deprecation period, with a warning."""
+    if backend is None:
+        return sandbox
+    warnings.warn("the keyword 'backend' is deprecated; use sandbox=... (the same word as --sandbox)",
+                  DeprecationWarning, stacklevel=3)
+    if sandbox is not None and sandbox is not backend:
+        raise UsageError("give sandbox=... only (backend= is its deprecated name)")
+    return backend
+
+
 def run(
     program: str,
     tools: Toolset | Collection | list[Collection],
     limits: Limits | None = None,
     *,
-    backend: str | Backend | None = None,
+    sandbox: str | Backend | None = None,
     base_url: str | None = None,
     credentials: dict[str, str] | None = None,
+    backend: str | Backend | None = None,
 ) -> ExecutionResult:
-    """Run ``program`` with ``tools`` in a sandbox. Every outcome of the program is a result;
-    raises only for bad input (``UsageError``/``ConfigError``) or a broken backend (``SandboxError``)."""
+    """Run ``program`` with ``tools`` in a sandbox (``"docker"``, ``"local"``, ``"auto"``/None, or a
+    ``Backend``). Every outcome of the program is a result; raises only for bad input
+    (``UsageError``/``ConfigError``) or a broken backend (``SandboxError``). ``backend`` is the
+    deprecated name of ``sandbox``."""
     if not isinstance(program, str):
         raise UsageError("the program must be a string of Python source")
+    choice = pick_sandbox(sandbox, backend)
     toolset = as_toolset(tools, base_url=base_url, credentials=credentials)
     _check_credentials(toolset)
-    chosen = backend if isinstance(backend, Backend) else get_backend(backend)
+    chosen = choice if isinstance(choice, Backend) else get_backend(choice)
     return chosen.run(program, toolset, limits or Limits())
 
 
@@ -120,13 +139,14 @@ async def arun(
     tools: Toolset | Collection | list[Collection],
     limits: Limits | None = None,
     *,
-    backend: str | Backend | None = None,
+    sandbox: str | Backend | None = None,
     base_url: str | None = None,
     credentials: dict[str, str] | None = None,
+    backend: str | Backend | None = None,
 ) -> ExecutionResult:
     """``run`` in a worker thread, for asyncio callers (many programs can run concurrently)."""
-    call = functools.partial(run, program, tools, limits, backend=backend, base_url=base_url,
-                             credentials=credentials)
+    call = functools.partial(run, program, tools, limits, sandbox=pick_sandbox(sandbox, backend),
+                             base_url=base_url, credentials=credentials)
     return await asyncio.get_running_loop().run_in_executor(None, call)
 
 

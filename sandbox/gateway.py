@@ -12,9 +12,16 @@ A program in the sandbox never talks to an API. Its tool functions are stubs tha
    from the host environment only (``Toolset.credentials``: scheme -> ``env:VAR``),
 4. sends it on one shared ``httpx.Client`` with a per-call timeout, streams the response and
    stops reading at ``Limits.max_response_bytes``,
-5. records a ``ToolCall`` (tool, args, method, path *template*, status, line, column, duration,
-   error, response) and returns JSON data, or an error whose message names the tool, the HTTP
-   status and the API's own error text (``get_book: HTTP 404: book not found``).
+5. takes every credential value the host holds out of the response and the error text
+   (``sandbox.redact``: an API that echoes headers must not hand the program its key),
+6. records a ``ToolCall`` (tool, args, method, path *template*, status, line, column, duration,
+   error, response, redacted) and returns JSON data, or an error whose message names the tool,
+   the HTTP status and the API's own error text (``get_book: HTTP 404: book not found``).
+
+Cookies: the shared client keeps no cookie jar, so a ``Set-Cookie`` never logs in a later call of
+another run or another API. A collection whose spec declares cookies (a cookie parameter or a
+cookie API key) gets a jar of its own for the length of one run: a login call's session cookie is
+then sent on that run's later calls to the same host of that API, and forgotten afterwards.
 
 Nothing from the sandbox is trusted: ``call`` takes plain values that came out of a JSON frame
 and re-validates all of them, so a forged frame gets exactly the checks a stub call gets.
@@ -32,15 +39,17 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from http.cookiejar import CookieJar
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
 import jsonschema
 
-from atc.errors import ToolError
+from protocols.errors import ToolError
 from protocols.model import Collection, Tool
 from sandbox.api import Limits, ToolCall, Toolset
+from sandbox.redact import Redactor
 
 __all__ = ["Gateway", "CallOutcome", "validator_for", "shared_client"]
 
@@ -103,14 +112,34 @@ def _safe_validator_class(cls: Any) -> Any:
     return safe
 
 
+class NoCookies(CookieJar):
+    """A cookie jar that keeps nothing. The shared client serves every run and every API of the
+    process: a cookie one response sets must not ride along on anyone else's request."""
+
+    def set_cookie(self, cookie: Any) -> None:
+        return None
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
+
+
 def shared_client() -> httpx.Client:
-    """The process-wide HTTP client of gateways that were not given one (connection reuse)."""
+    """The process-wide HTTP client of gateways that were not given one (connection reuse; no
+    cookie jar, see ``NoCookies``)."""
     global _CLIENT
     with _CLIENT_LOCK:
         if _CLIENT is None:
-            _CLIENT = httpx.Client(follow_redirects=False, trust_env=False,
+            _CLIENT = httpx.Client(follow_redirects=False, trust_env=False, cookies=NoCookies(),
                                    limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
         return _CLIENT
+
+
+def uses_cookies(collection: Collection) -> bool:
+    """Does the spec declare cookies (a cookie parameter, or an API key sent as a cookie)? Only such
+    a collection gets a per-run cookie jar."""
+    if any(s.location == "cookie" for s in collection.security_schemes.values() if s.type == "apiKey"):
+        return True
+    return any(b.location == "cookie" for t in collection.tools for b in t.bindings.values())
 
 
 @dataclass
@@ -128,17 +157,56 @@ class CallOutcome:
         return {"op": "result", "id": call_id, "ok": False, "error": self.error}
 
 
+#: Fields that carry an API's specific account of an error, most specific first; ``error``,
+#: ``title`` and ``code`` are usually generic labels ("Unauthorized", "Bad Request").
+_SPECIFIC_KEYS = ("message", "detail", "details", "error_description", "error_message", "errorMessage",
+                  "msg", "description", "reason")
+_GENERIC_KEYS = ("error", "title", "status_message", "code")
+
+
+def _error_words(node: Any, depth: int = 0) -> str | None:
+    """The most specific error text in an error body: a specific field, at this level or inside
+    ``error``/``errors`` (``{"error": {"message": ...}}``, ``{"errors": [{"detail": ...}]}``), before
+    a generic label."""
+    if depth > 3:
+        return None
+    if isinstance(node, str):
+        return node.strip() or None
+    if isinstance(node, list):
+        texts = [t for t in (_error_words(x, depth + 1) for x in node[:5]) if t]
+        return "; ".join(dict.fromkeys(texts)) or None
+    if not isinstance(node, dict):
+        return None
+    where = node.get("loc")
+    if isinstance(node.get("msg"), str) and isinstance(where, list):  # pydantic/FastAPI validation errors
+        return f"{'.'.join(str(x) for x in where)}: {node['msg']}"
+    for key in _SPECIFIC_KEYS:
+        value = node.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+        if isinstance(value, dict | list):
+            found = _error_words(value, depth + 1)
+            if found:
+                return found
+    for key in ("error", "errors"):
+        inner = node.get(key)
+        if isinstance(inner, dict | list):
+            found = _error_words(inner, depth + 1)
+            if found:
+                return found
+    for key in _GENERIC_KEYS:
+        value = node.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
 def _api_error_text(body: Any) -> str:
-    """The API's own words for an error response, short."""
-    if isinstance(body, dict):
-        for key in ("error", "message", "detail", "error_message", "msg", "title"):
-            value = body.get(key)
-            if isinstance(value, str) and value.strip():
-                return value.strip()[:300]
-            if isinstance(value, dict):
-                inner = value.get("message")
-                if isinstance(inner, str) and inner.strip():
-                    return inner.strip()[:300]
+    """The API's own words for an error response, short (see ``_error_words``)."""
+    if isinstance(body, dict | list):
+        found = _error_words(body)
+        if found:
+            return " ".join(found.split())[:300]
     if body is None or body == "":
         return "(empty body)"
     text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
@@ -193,6 +261,9 @@ class Gateway:
         self.budget_exceeded = False
         self._attempts = 0
         self._lock = threading.Lock()
+        self._redactor: Redactor | None = None
+        # collection -> host -> cookie name -> value; only for collections that declare cookies.
+        self._jars: dict[str, dict[str, dict[str, str]]] = {}
 
     # -- the one entry point ------------------------------------------------------------------
 
@@ -222,26 +293,52 @@ class Gateway:
             if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
                 raise ToolError(f"{name}: arguments must be keyword arguments", tool=name)
             self._validate(spec, args)
-            status, body = self._send(spec, args)
+            status, body, raw = self._send(spec, args)
+            body, record.redacted = self._scrub(body, raw)
             record.status, record.response = status, body
             if status >= 400:
                 raise ToolError(f"{name}: HTTP {status}: {_api_error_text(body)}", tool=name, status=status)
             record.ok = True
             return CallOutcome(True, data=body)
         except ToolError as exc:
-            record.error = exc.message
+            message = self._scrub_text(exc.message, record)
+            record.error = message
             record.status = record.status if record.status is not None else exc.status
-            return CallOutcome(False, error={"message": exc.message, "status": exc.status, "kind": "ToolError"})
+            return CallOutcome(False, error={"message": message, "status": exc.status, "kind": "ToolError"})
         except Exception as exc:
             # Arguments that passed validation can still fail to encode (e.g. a float that is not
             # JSON); that is the call's failure, not the host's: the run must go on and report it.
-            message = f"{name}: the request could not be made: {type(exc).__name__}: {str(exc)[:200]}"
+            message = self._scrub_text(
+                f"{name}: the request could not be made: {type(exc).__name__}: {str(exc)[:200]}", record)
             record.error = message
             return CallOutcome(False, error={"message": message, "status": None, "kind": "ToolError"})
         finally:
             record.duration_ms = (time.perf_counter() - started) * 1000
             with self._lock:
                 self.calls.append(record)
+
+    # -- secrets --------------------------------------------------------------------------------
+
+    def redactor(self) -> Redactor:
+        """Every credential value this run may add (read on the host when first needed)."""
+        if self._redactor is None:
+            values = [self.environ.get(self._env_var(scheme)) for scheme in self.toolset.credentials]
+            self._redactor = Redactor(v for v in values if v)
+        return self._redactor
+
+    def _scrub(self, body: Any, raw: bytes) -> tuple[Any, int]:
+        redactor = self.redactor()
+        if not redactor or body is None or not redactor.may_hold(raw):
+            return body, 0
+        return redactor.data(body)
+
+    def _scrub_text(self, text: str, record: ToolCall) -> str:
+        redactor = self.redactor()
+        if not redactor:
+            return text
+        text, n = redactor.text(text)
+        record.redacted += n
+        return text
 
     # -- validation ---------------------------------------------------------------------------
 
@@ -329,9 +426,15 @@ class Gateway:
             raise ToolError(f"{tool.name}: missing path argument {unfilled.group(1)!r}", tool=tool.name,
                             parameter=unfilled.group(1))
         self._add_credentials(tool, headers, query, cookies)
+        base = self._base_url(tool)
+        jar = self._jar(tool, base)
+        if jar:
+            # The run's session cookies first; a cookie the call sets itself wins over one of the same name.
+            explicit = {c.split("=", 1)[0] for c in cookies}
+            cookies = [f"{k}={v}" for k, v in jar.items() if k not in explicit] + cookies
         if cookies:
             headers["Cookie"] = "; ".join(cookies)
-        request: dict[str, Any] = {"method": tool.method.upper(), "url": self._base_url(tool) + path,
+        request: dict[str, Any] = {"method": tool.method.upper(), "url": base + path,
                                    "params": query, "headers": headers}
         if has_body:
             media = tool.body_media_type or "application/json"
@@ -343,6 +446,27 @@ class Gateway:
             else:
                 request["json"] = body
         return request
+
+    def _jar(self, tool: Tool, base: str) -> dict[str, str] | None:
+        """The run's cookies for ``tool``'s API at the host of ``base`` (None: this API keeps none)."""
+        collection = self.toolset.collection_of(tool.name)
+        jars = self._jars.get(collection.name)
+        if jars is None:
+            if not uses_cookies(collection):
+                return None
+            jars = self._jars[collection.name] = {}
+        return jars.setdefault(urlsplit(base).netloc.lower(), {})
+
+    def _keep_cookies(self, tool: Tool, response: httpx.Response) -> None:
+        """Remember what a response of a cookie-declaring API set, for this run's later calls."""
+        jar = self._jar(tool, str(response.url))
+        if jar is None:
+            return
+        for cookie in response.cookies.jar:
+            if cookie.value is None or cookie.is_expired():
+                jar.pop(cookie.name, None)
+            else:
+                jar[cookie.name] = cookie.value
 
     def _env_var(self, scheme: str) -> str:
         source = self.toolset.credentials[scheme]
@@ -396,7 +520,8 @@ class Gateway:
             timeout = min(timeout, max(0.05, self.deadline - time.monotonic()))
         return timeout
 
-    def _send(self, tool: Tool, args: dict[str, Any]) -> tuple[int, Any]:
+    def _send(self, tool: Tool, args: dict[str, Any]) -> tuple[int, Any, bytes]:
+        """(status, decoded body, raw body) of the call's HTTP exchange."""
         request = self._build(tool, args)
         timeout = self._timeout()
         end = time.monotonic() + timeout
@@ -423,6 +548,8 @@ class Gateway:
                 raw = b"".join(chunks)
                 content_type = response.headers.get("content-type", "")
                 status = response.status_code
+                if "set-cookie" in response.headers:
+                    self._keep_cookies(tool, response)
         except httpx.TimeoutException as exc:
             raise ToolError(f"{tool.name}: no response within {timeout:.1f} s", tool=tool.name) from exc
         except httpx.HTTPError as exc:
@@ -433,7 +560,7 @@ class Gateway:
             if token is not None:
                 _WATCHDOG.disarm(token)
         try:
-            return status, _decode(raw, content_type)
+            return status, _decode(raw, content_type), raw
         except ValueError as exc:
             raise ToolError(f"{tool.name}: {exc}", tool=tool.name, status=status) from None
 

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from atc.errors import ConfigError, SandboxError
+from protocols.errors import ConfigError, SandboxError
 from sandbox.docker_engine import DEFAULT_IMAGE, connect, translate_docker_error
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from atc.errors import SandboxError
+from protocols.errors import SandboxError
 from sandbox.api import ErrorInfo, ExecutionResult, Limits, Toolset
 from sandbox.cgroups import make_cgroup, remove_cgroup
 from sandbox.gateway import Gateway, shared_client

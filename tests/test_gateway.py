@@ -217,10 +217,14 @@ def test_credential_placement(echo: Echo, tool: str, where: str, expected: Any) 
                  environ={"SECRET_VALUE": "s3cr3t", "BASIC_VALUE": "u:p"})
     out = gw.call(tool, {})
     assert out.ok, out.error
+    seen = echo.seen[-1]  # placement is judged by what the server received...
     if where == "path":
-        assert out.data["path"] == expected
+        assert seen["path"] == expected
     else:
-        assert out.data["headers"][expected[0]] == expected[1]
+        assert seen["headers"][expected[0]] == expected[1]
+    # ...because the echo the program gets back has the secret taken out.
+    assert "s3cr3t" not in json.dumps(out.data) and "dTpw" not in json.dumps(out.data)
+    assert "[REDACTED]" in json.dumps(out.data) and gw.calls[-1].redacted >= 1
 
 
 # -- encoding -------------------------------------------------------------------------------------
@@ -480,3 +484,26 @@ def test_unique_items_on_a_huge_array_cannot_stall_the_host(echo: Echo) -> None:
     assert time.monotonic() - started < 3
     out = gw.call("bulk", {"items": [{"n": 1}, {"n": 1}]})
     assert out.error is not None and "has non-unique elements" in out.error["message"]
+
+
+# -- error text -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"error": "Unauthorized", "message": "invalid token 'abc'"}, "invalid token 'abc'"),
+        ({"error": {"code": 404, "message": "no such movie"}}, "no such movie"),
+        ({"errors": [{"title": "Invalid", "detail": "year must be a number"}]}, "year must be a number"),
+        ({"status_code": 34, "status_message": "The resource could not be found."},
+         "The resource could not be found."),
+        ({"detail": [{"loc": ["query", "q"], "msg": "field required"}]}, "query.q: field required"),
+        ({"error": "Not Found"}, "Not Found"),
+        ({"unrelated": 1}, '{"unrelated": 1}'),
+        ("plain text failure", "plain text failure"),
+        (None, "(empty body)"),
+    ],
+)
+def test_error_text_is_the_most_specific_message(body: Any, expected: str) -> None:
+    from sandbox.gateway import _api_error_text
+
+    assert _api_error_text(body) == expected

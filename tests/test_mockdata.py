@@ -19,8 +19,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from atc.mockdata import IdSpaces, rng
-from atc.mockvalues import integer_value, number_value, pattern_value, string_value
+from atc.mock.data import IdSpaces, rng
+from atc.mock.values import integer_value, number_value, pattern_value, string_value
 
 NAMES = ["x", "year", "born", "page", "total", "count", "pages", "rating", "price", "vote_average", "latitude",
          "duration_ms", "season_number", "quantity", "popularity"]

@@ -62,7 +62,7 @@ def _run(args: argparse.Namespace) -> int:
     program = _read_program(args.program)
     limits = limits_from_args(args)
     toolset = toolset_from_args(args)
-    result = run(program, toolset, limits, backend=args.sandbox)
+    result = run(program, toolset, limits, sandbox=args.sandbox)
     if args.json:
         print_json(result.to_dict())
     else:

@@ -65,7 +65,7 @@ def _handle(args: argparse.Namespace) -> int:
         model=args.model,
         max_reflections=args.max_reflections,
         limits=limits,
-        backend=args.sandbox,
+        sandbox=args.sandbox,
         top_k=args.top_k,
         on_attempt=None if args.json else _progress,
     )

@@ -2,7 +2,7 @@
 
 Everything here is a pure function of its inputs, so two mock servers answer the same request
 with the same bytes. Seeds are strings hashed with BLAKE2 (Python's own ``hash`` is randomised
-per process). The scalar values themselves are made in :mod:`atc.mockvalues`.
+per process). The scalar values themselves are made in :mod:`atc.mock.values`.
 
 Entity model (what makes ids consistent across endpoints):
 

@@ -9,7 +9,7 @@ users and tests can develop against an API offline:
 - required parameters are checked (400 with a JSON body naming the parameter), values are
   coerced to their schema type and checked against ``enum``;
 - bodies are generated from the response schema, deterministically: the same request gives the
-  same bytes in every server instance (see :mod:`atc.mockgen` and :mod:`atc.mockdata`);
+  same bytes in every server instance (see :mod:`atc.mock.gen` and :mod:`atc.mock.data`);
 - ids are consistent across endpoints: each entity (learnt from id-like path parameters such as
   ``{book_id}`` or ``/albums/{id}``) has a fixed id space; lists and searches return ids from it,
   detail endpoints answer for those ids with the same names and titles, and 404 for ids that no
@@ -38,9 +38,9 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from atc.errors import AtcError, UsageError
-from atc.mockdata import ANY_ENTITY, IdSpaces, schema_type
-from atc.mockgen import DEFAULT_ITEMS, MAX_ITEMS, RequestContext, SchemaFaker
-from atc.mockroutes import Endpoint, compile_endpoint, known_entities
+from atc.mock.data import ANY_ENTITY, IdSpaces, schema_type
+from atc.mock.gen import DEFAULT_ITEMS, MAX_ITEMS, RequestContext, SchemaFaker
+from atc.mock.routes import Endpoint, compile_endpoint, known_entities
 from protocols.model import Collection, Tool
 
 __all__ = ["MockApp", "MockServer", "MockResponse", "MockRequest", "LOCAL_HOSTS", "check_host"]

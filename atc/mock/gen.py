@@ -1,6 +1,6 @@
 """Walks a response schema and fills it with deterministic values: the body ``atc mock`` returns.
 
-The walker knows three things the scalar generators of :mod:`atc.mockdata` do not:
+The walker knows three things the scalar generators of :mod:`atc.mock.data` do not:
 
 - the *request*: root properties named like a request argument echo it (``page``, ``query``, a
   posted ``quantity``), id-like path parameters echo at any depth (``author_id`` inside the books
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from atc.mockdata import (
+from atc.mock.data import (
     ANY_ENTITY,
     GENERIC_CONTAINERS,
     IdSpaces,
@@ -26,7 +26,7 @@ from atc.mockdata import (
     schema_type,
     singular,
 )
-from atc.mockvalues import integer_value, number_value, string_value
+from atc.mock.values import integer_value, number_value, string_value
 
 __all__ = ["RequestContext", "SchemaFaker", "DEFAULT_ITEMS", "MAX_ITEMS", "MAX_DEPTH"]
 
