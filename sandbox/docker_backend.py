@@ -1,9 +1,11 @@
 """The Docker backend: each program runs in a fresh, locked-down container.
 
 A container is started from the sandbox image (``atc sandbox build``) with no network, a read-only
-root, a small noexec ``/tmp``, uid 65534, no capabilities, ``no-new-privileges`` and cgroup limits
-on memory (no swap), pids and CPU. Nothing of the host is visible inside except two read-only bind
-mounts: the runner (``sandbox/runner.py`` of the installed package, so the image never goes stale)
+root, a small noexec ``/tmp``, uid 65534, no capabilities, ``no-new-privileges``, cgroup limits
+on memory (no swap), pids and CPU, private IPC, UTS and cgroup namespaces, an empty ``/sys``, a
+``/proc`` with what it tells of the host masked, and the sandbox's own seccomp profile (``sandbox/seccomp.py``: Docker 20.10's default one still allows
+io_uring, every socket family and SysV IPC). Nothing of the host is visible inside except two
+read-only bind mounts: the runner (``sandbox/runner.py`` of the installed package, so the image never goes stale)
 and a per-container directory holding one Unix socket. The host listens on that socket, the
 runner connects, and from then on the run is the same session as for the local backend
 (``sandbox.session.serve``): tool calls are made by the host-side gateway, so the container needs
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
+import json
 import os
 import select
 import shutil
@@ -55,7 +59,10 @@ from sandbox.docker_engine import (
     translate_docker_error,
 )
 from sandbox.gateway import Gateway
+from sandbox.jail import PROC_MASKED
 from sandbox.lint import LintIssue, lint
+from sandbox.seccomp import NAME as FILTER_NAME
+from sandbox.seccomp import UnsupportedArch, docker_profile
 from sandbox.session import SessionOutcome, build_result, serve, wait_ready
 
 if TYPE_CHECKING:
@@ -80,6 +87,8 @@ SOCKET_DIR = "/atc/sock"
 SOCKET_NAME = "runner.sock"
 SANDBOX_USER = "65534:65534"
 MIN_MEMORY_MB = 16
+#: Docker's own masked paths plus what else /proc tells of the host (the local jail's list).
+MASKED_PATHS = sorted({"/sys/firmware", *(f"/proc/{name}" for name in PROC_MASKED)})
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,16 @@ class _Warm:
     conn: socket.socket
     key: _Key
     ready: dict[str, Any] = field(default_factory=dict)
+
+
+@functools.lru_cache(maxsize=1)
+def seccomp_option() -> str | None:
+    """``seccomp=<profile JSON>`` for ``security_opt`` (None where the policy has no profile for
+    this machine: Docker's default profile then applies)."""
+    try:
+        return "seccomp=" + json.dumps(docker_profile(), separators=(",", ":"))
+    except UnsupportedArch:
+        return None
 
 
 def _key_of(limits: Limits) -> _Key:
@@ -181,9 +200,12 @@ class DockerBackend:
     def isolation(self, limits: Limits) -> list[str]:
         """What is in force for a run with ``limits`` (reported in ``ExecutionResult.isolation``)."""
         key = _key_of(limits)
+        seccomp = f"seccomp:{FILTER_NAME}" if seccomp_option() else "seccomp:docker-default"
         return ["docker", "network:none", "readonly-rootfs", "cap-drop:ALL", "no-new-privileges",
                 "user:65534", f"pids:{key.pids}", f"memory:{key.memory_mb}MB", f"cpus:{self.cpus:g}",
-                f"tmpfs:/tmp:{self.tmpfs_mb}MB", "clean-env", "restrictedpython-lint"]
+                f"tmpfs:/tmp:{self.tmpfs_mb}MB", "ipcns", "utsns", "cgroupns", "proc:masked", "sys:empty", seccomp,
+                "clean-env",
+                "restrictedpython-lint"]
 
     def _refused(self, program: str, issue: LintIssue, started: float, limits: Limits) -> ExecutionResult:
         """The result for a program the lint refuses (the same as the local backend's): no container."""
@@ -373,10 +395,13 @@ class DockerBackend:
                        sockdir: {"bind": SOCKET_DIR, "mode": "ro"}},
                 network_mode="none",
                 read_only=True,
-                # nr_inodes: empty files cost kernel memory that ``size`` does not count.
-                tmpfs={"/tmp": f"rw,size={self.tmpfs_mb}m,nr_inodes=32768,mode=1777,noexec,nosuid,nodev"},
+                # nr_inodes: empty files cost kernel memory that ``size`` does not count. An empty
+                # read-only /sys instead of the host's (devices, firmware, kernel settings).
+                tmpfs={"/tmp": f"rw,size={self.tmpfs_mb}m,nr_inodes=32768,mode=1777,noexec,nosuid,nodev",
+                       "/sys": "ro,size=4k,nr_inodes=16,nosuid,nodev,noexec"},
                 cap_drop=["ALL"],
-                security_opt=["no-new-privileges"],
+                security_opt=["no-new-privileges", *filter(None, [seccomp_option()])],
+                cgroupns="private",
                 pids_limit=key.pids,
                 mem_limit=f"{key.memory_mb}m",
                 memswap_limit=f"{key.memory_mb}m",
@@ -385,6 +410,7 @@ class DockerBackend:
                 ipc_mode="private",
                 log_config=LogConfig(type="none"),
             )
+            host_config["MaskedPaths"] = MASKED_PATHS  # API 1.40+; docker-py has no keyword for it
             created = api.create_container(
                 self.image,
                 command=["python3", "-I", "-S", RUNNER_PATH, "--connect", f"{SOCKET_DIR}/{SOCKET_NAME}"],

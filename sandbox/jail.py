@@ -5,7 +5,8 @@ starts::
 
     python3 -I -S jail.py --fd N --runner RUNNER.py --uid U --memory-mb M --cpu S --nproc P
                           --fsize B --tmpfs-mb T [--cgroup DIR] [--cpu-cgroup DIR]
-                          [--no-namespaces]
+                          [--no-namespaces] [--seccomp HEX --seccomp-name NAME]
+                          [--seccomp-unavailable REASON]
 
 and reads ONE JSON line from the jail's stdout: ``{"pid": int, "isolation": [...]}`` -- ``pid`` is
 the host pid of the process that runs the program (the backend kills it directly, besides the
@@ -13,27 +14,40 @@ process group) and ``isolation`` lists what is in force. Then the runner speaks 
 
 Where the OS allows it (root, or unprivileged user namespaces), the jail
 
-1. unshares mount, network and PID namespaces and forks: the child is PID 1 of a new PID
-   namespace (when it dies the kernel kills everything the program started) in a network
-   namespace with no interface up (no network, not even the host's loopback services); it forks
-   the program as PID 2 and only reaps;
+1. unshares mount, network, PID, IPC and UTS namespaces and forks: the child is PID 1 of a new
+   PID namespace (when it dies the kernel kills everything the program started) in a network
+   namespace with no interface up (no network, not even the host's loopback services), an IPC
+   namespace (SysV IPC objects and POSIX message queues die with it) and a UTS namespace (the
+   hostname is "sandbox"); it joins the run's cgroups, then enters a cgroup namespace, forks the
+   program as PID 2 and only reaps;
 2. builds a new root on a size-capped tmpfs holding only read-only binds of ``/usr``, ``/lib*``,
-   ``/bin``, ``/sbin`` (and the interpreter's prefix when it lives elsewhere), a fresh ``/proc``,
-   ``/dev/{null,zero,random,urandom}``, a writable ``/tmp`` and ``/work`` -- no ``/etc``, ``/home``,
-   ``/root``, ``/tmp`` of the host or ``ATC_HOME`` -- and chroots into it;
+   ``/bin``, ``/sbin`` (and the interpreter's prefix when it lives elsewhere), a fresh ``/proc``
+   that shows the sandbox's processes and nothing of the host (``subset=pid``: no kernel command
+   line, keys, modules, mounts, sysctls...; where the kernel lacks that option, those entries
+   are masked), ``/dev/{null,zero,random,urandom}``, a writable ``/tmp`` and ``/work`` -- no
+   ``/sys``, ``/etc``, ``/home``, ``/root``, ``/tmp`` of the host or ``ATC_HOME`` -- and chroots
+   into it;
 3. as root, drops to the unprivileged ``--uid`` (a distinct uid per sandbox so that
-   RLIMIT_NPROC counts this sandbox's processes only), sets no-new-privileges and a parent-death
-   signal, then rlimits (address space, CPU, processes, file size, open files, no core dumps);
+   RLIMIT_NPROC counts this sandbox's processes only); it empties the capability bounding set
+   (and, in a user namespace, every capability), sets no-new-privileges and a parent-death
+   signal, installs the system-call filter ``--seccomp`` (``sandbox/seccomp.py``; PID 1 already
+   runs under it, so nothing in the sandbox is unfiltered), then rlimits (address space, CPU,
+   processes, file size, open files, no core dumps);
 4. executes the runner's code in this same interpreter (one interpreter start per sandbox).
 
 ``pid`` in the report is the namespace's PID 1: killing it ends the whole run.
 
-Without namespaces it only applies the uid drop (when root) and the rlimits, in ``--workdir``.
+Without namespaces it only applies the uid drop (when root), the rlimits and the filter, in
+``--workdir``.
+
+Each step is a function of its own, so that a fork server can run the per-run ones (namespaces,
+root, cgroups, uid, filter, limits) in each forked child.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import resource
@@ -45,12 +59,26 @@ if TYPE_CHECKING:
     from typing import IO, Any, NoReturn
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS = 1, 24, 22, 38
+SECCOMP_MODE_FILTER = 2
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+HOSTNAME = b"sandbox"
+#: What a full ``/proc`` tells of the host (kernel command line, keys of every uid, modules, file
+#: locks, devices, interrupts, sysctls...): masked with /dev/null (files) or an empty read-only
+#: tmpfs (directories) where ``subset=pid`` is missing, and in Docker containers.
+PROC_MASKED = ("cmdline", "keys", "key-users", "kallsyms", "modules", "config.gz", "kcore", "kmsg", "sysrq-trigger",
+               "timer_list", "timer_stats", "sched_debug", "latency_stats", "partitions", "diskstats", "swaps", "iomem",
+               "ioports", "interrupts", "devices", "misc", "vmallocinfo", "slabinfo", "zoneinfo", "buddyinfo",
+               "pagetypeinfo", "locks", "pressure", "kpagecgroup", "kpagecount", "kpageflags", "mtrr", "sys", "sysvipc",
+               "fs", "bus", "irq", "driver", "tty", "acpi", "scsi", "asound")
 SYSTEM_DIRS = ("usr", "lib", "lib64", "lib32", "libx32", "bin", "sbin")
 DEVICES = ("null", "zero", "random", "urandom")
 NEW_ROOT = "/mnt" if os.path.isdir("/mnt") else "/tmp"
@@ -93,12 +121,23 @@ def parse(argv: list[str]) -> dict[str, Any]:
     return opts
 
 
+def _unshare(flags: int) -> bool:
+    """unshare(2) with the IPC and UTS namespaces too when the kernel has them (True), else without."""
+    if _libc.unshare(flags | CLONE_NEWIPC | CLONE_NEWUTS) == 0:
+        return True
+    if ctypes.get_errno() != errno.EINVAL:
+        _check(-1, "unshare")
+    _check(_libc.unshare(flags), "unshare")
+    return False
+
+
 def unshare_namespaces(isolation: list[str]) -> None:
-    """Enter new mount/net/pid namespaces (a user namespace first when not root)."""
+    """Enter new mount/net/pid namespaces, and IPC/UTS ones where the kernel has them (a user
+    namespace first when not root); name the host "sandbox" in the UTS namespace."""
     flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID
     if os.geteuid() != 0:
         uid, gid = os.geteuid(), os.getegid()
-        _check(_libc.unshare(flags | CLONE_NEWUSER), "unshare")
+        extra = _unshare(flags | CLONE_NEWUSER)
         with open("/proc/self/setgroups", "w") as f:
             f.write("deny")
         with open("/proc/self/uid_map", "w") as f:
@@ -107,8 +146,18 @@ def unshare_namespaces(isolation: list[str]) -> None:
             f.write(f"0 {gid} 1")
         isolation.append("userns")
     else:
-        _check(_libc.unshare(flags), "unshare")
+        extra = _unshare(flags)
     isolation.extend(["netns", "pidns"])
+    if extra:
+        _check(_libc.sethostname(HOSTNAME, len(HOSTNAME)), "sethostname")
+        isolation.extend(["ipcns", "utsns"])
+
+
+def enter_cgroup_namespace(isolation: list[str]) -> None:
+    """A cgroup namespace rooted at the run's cgroups (join them first): /proc/self/cgroup then
+    shows "/" instead of the host's cgroup paths. Skipped where the kernel has none."""
+    if _libc.unshare(CLONE_NEWCGROUP) == 0:
+        isolation.append("cgroupns")
 
 
 def in_userns(isolation: list[str]) -> bool:
@@ -132,13 +181,12 @@ def build_root(opts: dict[str, Any], isolation: list[str], python_prefixes: list
     for prefix in python_prefixes:
         if not any(prefix == "/" + d or prefix.startswith("/" + d + "/") for d in SYSTEM_DIRS):
             bind_readonly(prefix, root + prefix)
-    os.makedirs(root + "/proc")
-    mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.makedirs(root + "/dev")
     for dev in DEVICES:
         if os.path.exists("/dev/" + dev):
             open(root + "/dev/" + dev, "a").close()
             mount("/dev/" + dev, root + "/dev/" + dev, None, MS_BIND)
+    mount_proc(root + "/proc", isolation)
     uid = int(opts["uid"])
     for d, mode in (("/tmp", 0o1777), ("/work", 0o700)):
         os.makedirs(root + d)
@@ -148,6 +196,28 @@ def build_root(opts: dict[str, Any], isolation: list[str], python_prefixes: list
     os.chroot(root)
     os.chdir("/work")
     isolation.append("mountns")
+
+
+def mount_proc(target: str, isolation: list[str]) -> None:
+    """A /proc of the sandbox's PID namespace that shows its processes only (``subset=pid``, Linux
+    5.8+); on older kernels a full one with what it would tell of the host masked."""
+    os.makedirs(target)
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+    try:
+        mount("proc", target, "proc", flags, "subset=pid")
+        isolation.append("proc:pids-only")
+        return
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+    mount("proc", target, "proc", flags)
+    for name in PROC_MASKED:
+        path = os.path.join(target, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            mount("atc-masked", path, "tmpfs", flags | MS_RDONLY, "size=0")
+        elif os.path.exists(path) and not os.path.islink(path):
+            mount("/dev/null", path, None, MS_BIND)
+    isolation.append("proc:masked")
 
 
 def join_memory_cgroup(opts: dict[str, Any], isolation: list[str]) -> None:
@@ -190,14 +260,53 @@ def join_cpu_cgroup(opts: dict[str, Any], isolation: list[str]) -> None:
 
 
 def drop_privileges(opts: dict[str, Any], isolation: list[str]) -> None:
+    """As root: the run's own uid. Then no capabilities at all -- the bounding set emptied first
+    (while it may still be changed) so that no exec can bring any back, which matters in a user
+    namespace where the program is uid 0 -- and no-new-privileges (also what the filter needs)."""
+    for cap in range(64):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break  # EINVAL past the last capability; EPERM when not privileged (then we hold none)
     if os.geteuid() == 0 and not in_userns(isolation):
         uid = int(opts["uid"])
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
         isolation.append(f"uid:{uid}")
+    header = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0)
+    _check(_libc.capset(header, (ctypes.c_uint32 * 6)()), "capset")
+    isolation.append("caps:none")
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     isolation.append("no-new-privileges")
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def install_seccomp(opts: dict[str, Any], isolation: list[str]) -> None:
+    """Install the system-call filter ``--seccomp`` (a classic BPF program, hex; built by
+    ``sandbox/seccomp.py``) in this process and so in everything it starts. It goes last: the
+    set-up itself needs calls it denies (unshare, mount, chroot). Needs no-new-privileges. When it
+    cannot be installed the report says why (``seccomp:unavailable (...)``) and the run goes on;
+    the backend decides whether that is acceptable."""
+    reason = opts.get("seccomp-unavailable")
+    code = opts.get("seccomp")
+    if code is not None:
+        try:
+            program = bytes.fromhex(code)
+            if sys.maxsize <= 2**32:
+                raise ValueError("a 32-bit interpreter: the filter is for the 64-bit system-call ABI")
+            if not program or len(program) % 8:
+                raise ValueError("the filter program is malformed")
+            buf = ctypes.create_string_buffer(program, len(program))
+            fprog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+            _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "prctl(PR_SET_SECCOMP)")
+            isolation.append("seccomp:" + str(opts.get("seccomp-name") or "filter"))
+            return
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    if reason is not None:
+        isolation.append(f"seccomp:unavailable ({reason})")
 
 
 def set_limits(opts: dict[str, Any], isolation: list[str]) -> None:
@@ -291,6 +400,7 @@ def main(argv: list[str]) -> int:
             join_cpu_cgroup(opts, isolation)
             drop_privileges(opts, isolation)
             set_limits(opts, isolation)
+            install_seccomp(opts, isolation)
         except OSError as exc:
             report.write(json.dumps({"pid": os.getpid(), "error": str(exc)}) + "\n")
             return 1
@@ -306,9 +416,11 @@ def main(argv: list[str]) -> int:
         try:
             join_memory_cgroup(opts, isolation)
             join_cpu_cgroup(opts, isolation)
+            enter_cgroup_namespace(isolation)
             build_root(opts, isolation, prefixes)
             drop_privileges(opts, isolation)
             _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            install_seccomp(opts, isolation)
         except BaseException as exc:
             os.write(write_end, json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
             os._exit(1)

@@ -7,9 +7,11 @@ the runner lives in its own PID namespace, whose PID 1 the backend kills (the ke
 everything else in it), and the jail's process group goes too.
 
 What confines the program is ``sandbox/jail.py`` (namespaces, a fresh read-only root, an
-unprivileged uid, rlimits) started with an isolated interpreter (``-I -S``) and an EMPTY
-environment; ``sandbox/lint.py`` refuses the classic restricted-Python escapes first, as an extra
-guard. The result's ``isolation`` lists what was really in force.
+unprivileged uid, rlimits, the system-call filter of ``sandbox/seccomp.py``) started with an
+isolated interpreter (``-I -S``) and an EMPTY environment; ``sandbox/lint.py`` refuses the
+classic restricted-Python escapes first, as an extra guard. The result's ``isolation`` lists what
+was really in force. After the run, whatever the run's uid still owns in the kernel (SysV IPC
+objects, keys: ``sandbox/kernel_objects.py``) is removed before the uid is handed out again.
 """
 
 from __future__ import annotations
@@ -37,13 +39,17 @@ from protocols.errors import SandboxError
 from sandbox.api import ErrorInfo, ExecutionResult, Limits, Toolset
 from sandbox.cgroups import make_cgroup, remove_cgroup
 from sandbox.gateway import Gateway, shared_client
+from sandbox.kernel_objects import teardown
 from sandbox.lint import lint
+from sandbox.seccomp import NAME as FILTER_NAME
+from sandbox.seccomp import UnsupportedArch, compile_filter
 from sandbox.session import SessionOutcome, build_result, serve, wait_ready
+from sandbox.uids import RETIRED, claim_uid_block, next_uid, release_uid, uid_block
 
-__all__ = ["LocalBackend", "runner_path", "jail_path", "sandbox_python", "uid_block"]
+__all__ = ["LocalBackend", "runner_path", "jail_path", "sandbox_python", "uid_block", "claim_uid_block",
+           "filter_argv"]
 
 _HERE = Path(__file__).resolve().parent
-_UID_BASE = 200_000
 _SPAWN_TIMEOUT = 15.0
 _LIVE: weakref.WeakSet[LocalBackend] = weakref.WeakSet()
 _python_cache: list[str] = []
@@ -51,54 +57,18 @@ _python_cache: list[str] = []
 _NAMESPACES_SEEN: list[bool] = []
 
 
-_UID_BLOCKS = 1000
-_claimed: dict[int, range] = {}  # pid -> its block: a forked child claims a block of its own
-_claim_lock = threading.Lock()
+_filter_argv: list[list[str]] = []
 
 
-def claim_uid_block(start: int, lock_dir: Path) -> tuple[range, int | None]:
-    """Claim the first free block of 100 uids from ``start`` on: a block is taken while some
-    process holds an exclusive ``flock`` on ``lock_dir/<n>.lock``. The kernel drops the lock when
-    the holder dies, even by SIGKILL, so a dead atc process never keeps a block. Returns the block
-    and the lock's fd (None when no lock could be taken: then the block is only likely free)."""
-    import fcntl
-
-    try:
-        lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError:
-        lock_dir = Path("/nonexistent")
-    for i in range(_UID_BLOCKS):
-        n = (start + i) % _UID_BLOCKS
+def filter_argv() -> list[str]:
+    """The jail's arguments for the system-call filter: the policy compiled for this machine once
+    per process, or why there is none (then the jail reports ``seccomp:unavailable``)."""
+    if not _filter_argv:
         try:
-            fd = os.open(lock_dir / f"{n}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError:
-            break
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue
-        first = _UID_BASE + n * 100
-        return range(first, first + 100), fd
-    first = _UID_BASE + (start % _UID_BLOCKS) * 100
-    return range(first, first + 100), None
-
-
-def _uid_lock_dir() -> Path:
-    root = Path("/run") if os.getuid() == 0 and os.access("/run", os.W_OK) else Path(tempfile.gettempdir())
-    return root / f"atc-uid-blocks-{os.getuid()}"
-
-
-def uid_block() -> range:
-    """The uids this process gives its sandboxes: each run gets the next one, so RLIMIT_NPROC
-    counts that run's processes only. The block is claimed once per process (see
-    ``claim_uid_block``; the lock's fd stays open for the process's life), so two atc processes
-    never hand out the same uids."""
-    pid = os.getpid()
-    with _claim_lock:
-        if pid not in _claimed:
-            _claimed[pid], _ = claim_uid_block(pid, _uid_lock_dir())
-        return _claimed[pid]
+            _filter_argv.append(["--seccomp", compile_filter().hex(), "--seccomp-name", FILTER_NAME])
+        except UnsupportedArch as exc:
+            _filter_argv.append(["--seccomp-unavailable", str(exc)])
+    return _filter_argv[0]
 
 
 def runner_path() -> Path:
@@ -141,6 +111,9 @@ class _Worker:
     closed: bool = field(default=False)
     cgroups: tuple[str, ...] = ()
     oom_killed: bool = False
+    uid: int | None = None  # the uid drawn for this runner (released once torn down)
+    dedicated_uid: bool = False  # the program really runs as ``uid`` (root, no user namespace)
+    python: str = ""
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -191,7 +164,21 @@ class _Worker:
         for path in self.cgroups:
             self.oom_killed = remove_cgroup(path) or self.oom_killed
         self.cgroups = ()
+        self.teardown()
         return status
+
+    def teardown(self) -> None:
+        """Remove what the run's own uid still owns in the kernel (SysV IPC objects, keys: only
+        possible without an IPC namespace or without the filter) -- its processes are all gone by
+        now -- and release the uid, or retire it if anything stays."""
+        uid, self.uid = self.uid, None
+        if uid is None:
+            return
+        # With an IPC namespace the run's IPC objects died with it (no other process could join it).
+        ipc = "ipcns" not in self.isolation
+        if self.dedicated_uid and os.geteuid() == 0 and teardown(uid, self.python or None, ipc=ipc):
+            RETIRED.add(uid)
+        release_uid(uid)
 
     def _exited(self) -> bool:
         """Has the jail exited? (WNOWAIT: a zombie jail keeps its pid and group id reserved, so
@@ -235,14 +222,18 @@ class LocalBackend:
 
     ``pool_size`` warm runners are kept per set of spawn-time limits (0: always cold).
     ``namespaces``: None tries them and falls back to rlimits only; False never tries.
+    ``seccomp``: the system-call filter (``sandbox/seccomp.py``); None installs it where the
+    machine allows and says so in ``isolation`` either way ("seccomp:atc-v1" or
+    "seccomp:unavailable (why)"), True refuses to run without it, False runs without ("seccomp:off").
     """
 
     name = "local"
 
     def __init__(self, *, pool_size: int = 2, namespaces: bool | None = None, python: str | None = None,
-                 client: httpx.Client | None = None) -> None:
+                 client: httpx.Client | None = None, seccomp: bool | None = None) -> None:
         self.pool_size = max(0, pool_size)
         self.namespaces = namespaces
+        self.seccomp = seccomp
         self.namespace_failure: str | None = None
         self.python = python or sandbox_python()
         self.client = client or shared_client()
@@ -250,16 +241,13 @@ class LocalBackend:
         self._warm: dict[tuple[int, int, int, int], list[_Worker]] = {}
         self._refilling: set[tuple[int, int, int, int]] = set()
         self._closed = False
-        self._uid_counter = 0
         self._reapers: set[threading.Thread] = set()
         _LIVE.add(self)
 
     # -- spawning -----------------------------------------------------------------------------
 
     def _next_uid(self) -> int:
-        with self._lock:
-            self._uid_counter += 1
-            return uid_block()[self._uid_counter % len(uid_block())]
+        return next_uid()
 
     def _spawn(self, limits: Limits) -> _Worker:
         """A new warm runner. When namespaces were only *tried* (``namespaces=None``) and building
@@ -297,6 +285,8 @@ class LocalBackend:
             argv += ["--cpu-cgroup", cpu_cgroup]
         if self.namespaces is False:
             argv.append("--no-namespaces")
+        if self.seccomp is not False:
+            argv += filter_argv()
         try:
             proc = subprocess.Popen(argv, env={}, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, pass_fds=(child_end.fileno(),),
@@ -307,17 +297,26 @@ class LocalBackend:
                 shutil.rmtree(workdir, ignore_errors=True)
             for path in cgroups:
                 remove_cgroup(path)
+            release_uid(uid)
             raise SandboxError(f"cannot start the local sandbox ({self.python}): {exc}") from exc
         finally:
             child_end.close()
         worker = _Worker(proc=proc, sock=host_end, pid=proc.pid, isolation=[], workdir=workdir,
-                         cgroups=cgroups)
+                         cgroups=cgroups, uid=uid, python=self.python)
         try:
             info = self._read_report(proc)
             if "error" in info:
                 raise SandboxError(f"the local sandbox could not be set up: {info['error']}")
             worker.pid = int(info.get("pid") or proc.pid)
             worker.isolation = [str(x) for x in info.get("isolation") or []]
+            worker.dedicated_uid = f"uid:{uid}" in worker.isolation
+            if self.seccomp is False:
+                worker.isolation.append("seccomp:off")
+            elif self.seccomp and f"seccomp:{FILTER_NAME}" not in worker.isolation:
+                unavailable = [i for i in worker.isolation if i.startswith("seccomp:")]
+                raise SandboxError("the system-call filter could not be installed: "
+                                   + (unavailable[0][len("seccomp:"):] if unavailable else "no report"),
+                                   hint="run with seccomp=None to accept a sandbox without it")
             if "mountns" in worker.isolation and not _NAMESPACES_SEEN:
                 _NAMESPACES_SEEN.append(True)
             wait_ready(host_end, _SPAWN_TIMEOUT)
