@@ -155,6 +155,8 @@ class Resolver:
                 out[key] = {k: self._schema(v, f"{sub}/{escape(str(k))}", stack, depth + 2) for k, v in value.items()}
             elif key in _SCHEMA_LISTS and isinstance(value, list):
                 out[key] = [self._schema(v, f"{sub}/{i}", stack, depth + 2) for i, v in enumerate(value)]
+            elif key in _SCHEMA_LISTS and isinstance(value, dict):
+                out[key] = self._schema(value, sub, stack, depth + 1)  # one schema where a list belongs
             elif key in _SCHEMA_ONE:
                 out[key] = self._schema(value, sub, stack, depth + 1)
             elif key in ("example", "examples", "default", "enum", "const"):

@@ -29,6 +29,7 @@ __all__ = ["repair_node", "finish_root", "Warn", "TYPE_ALIASES"]
 Warn = Callable[[str, str], None]
 
 _TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
+_TYPE_SET = frozenset(_TYPES)
 
 #: Type names generators write -> (JSON Schema type, format to add when the node has none).
 TYPE_ALIASES: dict[str, tuple[str, str | None]] = {
@@ -85,6 +86,8 @@ def _type_word(word: Any) -> tuple[str | None, str | None, bool]:
 
 def _repair_type(node: dict[str, Any], at: str, warn: Warn, dialect: str) -> None:
     raw = node["type"]
+    if isinstance(raw, str) and raw in _TYPE_SET:
+        return
     if raw == "file" and dialect == "2.0":  # Swagger 2's own type for uploads and downloads
         node["type"] = "string"
         node.setdefault("format", "binary")
@@ -203,11 +206,14 @@ def _repair_required(node: dict[str, Any], at: str, warn: Warn) -> None:
         del node["required"]
 
 
-def _repair_shapes(node: dict[str, Any], at: str, warn: Warn) -> None:
+def _repair_shapes(node: dict[str, Any], at: str, warn: Warn, dialect: str) -> None:
     props = node.get("properties")
     if props is not None and not isinstance(props, dict):
         if isinstance(props, list) and all(isinstance(p, dict) and isinstance(p.get("name"), str) for p in props):
-            node["properties"] = {p["name"]: {k: v for k, v in p.items() if k != "name"} for p in props}
+            # the resolver did not see these as schemas: repair each now
+            node["properties"] = {
+                p["name"]: repair_node({k: v for k, v in p.items() if k != "name"}, f"{at}/properties/{i}", warn,
+                                       dialect=dialect) for i, p in enumerate(props)}
             warn("properties is a list of named schemas; read as an object", f"{at}/properties")
         else:
             warn("properties is not an object: ignored", f"{at}/properties")
@@ -285,9 +291,40 @@ def _repair_nullable(node: dict[str, Any]) -> None:
         node["enum"] = enum + [None]
 
 
+#: Keys that need no repair of their own (their sub-schemas are repaired as nodes of their own).
+_PLAIN_KEYS = frozenset({"type", "description", "title", "example", "examples", "default", "deprecated",
+                         "readOnly", "writeOnly", "xml", "externalDocs", "discriminator", "const", "properties",
+                         "format", "items", "required", "enum"})
+
+
+def _looks_fine(node: dict[str, Any]) -> bool:
+    """True for a node that certainly needs no repair: only common keys, each well-formed."""
+    if not _PLAIN_KEYS.issuperset(node):
+        return False
+    kind = node.get("type")
+    if kind is not None and not (isinstance(kind, str) and kind in _TYPE_SET):
+        return False
+    if "format" in node and not isinstance(node["format"], str):
+        return False
+    if "items" in node and not isinstance(node["items"], dict | bool):
+        return False
+    required = node.get("required")
+    if required is not None and not (isinstance(required, list) and all(isinstance(r, str) for r in required)):
+        return False
+    enum = node.get("enum")
+    if enum is not None and not (isinstance(enum, list) and enum):
+        return False
+    props = node.get("properties")
+    if props is None:
+        return True
+    return isinstance(props, dict) and all(isinstance(p, dict) and "required" not in p for p in props.values())
+
+
 def repair_node(node: dict[str, Any], at: str, warn: Warn, *, dialect: str = "3.0") -> dict[str, Any]:
     """Repair one schema object in place (its sub-schemas already repaired) and return it.
     ``dialect`` is ``"2.0"`` (Swagger), ``"3.0"`` (OpenAPI 3.0; both draft-4 flavoured) or ``"3.1"``."""
+    if _looks_fine(node):
+        return node  # nothing here can need a repair (most nodes of a spec): skip the checks
     # A nested $schema/$id would make jsonschema pick another draft or base URI for the node.
     node.pop("$schema", None)
     node.pop("$id", None)
@@ -295,7 +332,7 @@ def repair_node(node: dict[str, Any], at: str, warn: Warn, *, dialect: str = "3.
         _repair_type(node, at, warn, dialect)
     _repair_nullable(node)
     _repair_numbers(node, at, warn, dialect)
-    _repair_shapes(node, at, warn)
+    _repair_shapes(node, at, warn, dialect)
     _repair_required(node, at, warn)
     return node
 

@@ -257,13 +257,15 @@ def test_a_binary_object_uploads_as_raw_bytes(rw: RealWorld) -> None:
     assert rw.requests[-1].headers["content-type"] == "image/png"
 
 
+@pytest.mark.parametrize("size", [50, 400_000])  # one decoding step, and many (the output is bounded per step)
 @pytest.mark.parametrize("encoding", ["gzip", "deflate", "rawdeflate", "br", "zstd"])
-def test_compressed_bodies_are_decoded(rw: RealWorld, encoding: str) -> None:
-    tool = Tool(name="enc", collection="e", path=f"/enc/{encoding}")
+def test_compressed_bodies_are_decoded(rw: RealWorld, encoding: str, size: int) -> None:
+    tool = Tool(name="enc", collection="e", path=f"/enc/{encoding}",
+                parameters=_params({"n": {"type": "integer"}}), bindings={"n": Binding("query", "n")})
     g = Gateway(Toolset([Collection(name="e", tools=[tool], servers=[rw.url])]))
-    out = g.call("enc", {})
+    out = g.call("enc", {"n": size})
     assert out.ok, out.error
-    assert out.data == {"ok": True, "encoding": encoding, "text": "ü" * 50}
+    assert out.data == {"ok": True, "encoding": encoding, "text": "ü" * size}
     assert "br" in rw.requests[-1].headers["accept-encoding"] and "zstd" in rw.requests[-1].headers["accept-encoding"]
 
 
@@ -291,3 +293,51 @@ def test_a_compression_bomb_is_cut_at_the_decoded_size(rw: RealWorld, kind: str)
     assert out.error is not None and "larger than the 2000000-byte cap once decompressed" in out.error["message"]
     assert g.calls[0].failure == "response"
     assert peak < 20_000_000  # 64 MB decoded were never held
+
+
+def test_a_header_placement_is_redacted_also_without_its_scheme_word() -> None:
+    from sandbox.redact import Redactor
+
+    redactor = Redactor([f"token {SECRET}", "Basic " + base64.b64encode(BASIC.encode()).decode()])
+    text, count = redactor.text(f"invalid token: {SECRET}; user {BASIC}; password {BASIC.split(':')[1]}")
+    assert SECRET not in text and BASIC.split(":")[1] not in text and count == 3
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ab\ud800é', max_size=6),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                         st.text(alphabet='[]{}"\\k', max_size=3), inner, max_size=3), max_leaves=25)
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    return 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_JSON, ascii_only=st.booleans())
+def test_the_depth_check_reads_the_raw_text_right(value: Any, ascii_only: bool) -> None:
+    """The depth of a body is measured on its text (strings cut out, brackets summed in C), so that
+    a large body is not walked in Python; it must agree with the parsed data whatever the strings
+    hold (brackets, quotes, backslashes, escapes)."""
+    from sandbox.http.decoding import _has_lone_surrogate, _max_depth
+
+    raw = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    assert _max_depth(raw) == _depth(value)
+    lone = any("\ud800" in s for s in _strings(value))
+    assert _has_lone_surrogate(raw) == (lone and ascii_only) or not ascii_only
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in [k, *_strings(v)]]
+    return []

@@ -249,3 +249,54 @@ def test_import_url_through_a_real_subprocess(rw: RealWorld, tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stderr
     assert "imported sloppy: 2 tools" in proc.stdout and "atc: warning: sloppy:" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# -- any schema, however broken: the import repairs what it can and a call never crashes -----------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_WEIRD = st.one_of(st.sampled_from(["int", "integer64", "bool", "double", "str", "foo", "", "string|null", "file",
+                                    "Integer", "object", "array", "number"]),
+                   st.lists(st.sampled_from(["string", None, "int", "x"]), max_size=3), st.none(), st.integers())
+_NUMBERISH = st.one_of(st.integers(-5, 5), st.sampled_from(["1", "x", "2.5", "-3", True, None, 0]))
+
+
+def _schemas(depth: int = 2) -> st.SearchStrategy[Any]:
+    leaf = st.fixed_dictionaries({}, optional={
+        "type": _WEIRD, "minimum": _NUMBERISH, "maximum": _NUMBERISH, "maxLength": _NUMBERISH,
+        "multipleOf": _NUMBERISH, "exclusiveMinimum": _NUMBERISH, "enum": st.one_of(st.just([]), st.just("a"),
+                                                                                     st.just([1, "a"])),
+        "required": st.one_of(st.booleans(), st.just("true"), st.just(["a"]), st.just("a")),
+        "nullable": st.one_of(st.booleans(), st.just("true")), "format": st.one_of(st.just(3), st.just("uuid")),
+        "patternProperties": st.just({"[": {}}), "additionalProperties": st.sampled_from([True, "false", 3, {}]),
+    })
+    if depth == 0:
+        return leaf
+    sub = _schemas(depth - 1)
+    return st.one_of(leaf, st.fixed_dictionaries({"type": st.just("object")}, optional={
+        "properties": st.one_of(st.dictionaries(st.sampled_from(["a", "b"]), sub, max_size=2),
+                                st.just([{"name": "a", "type": "int"}]), st.just("nope")),
+        "items": st.one_of(sub, st.lists(sub, max_size=2)), "allOf": st.one_of(st.lists(sub, max_size=2), sub),
+        "required": st.one_of(st.just(["a", 3]), st.booleans())}))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schema=_schemas(), value=st.one_of(st.none(), st.integers(), st.text(max_size=3), st.booleans(),
+                                          st.lists(st.integers(), max_size=2),
+                                          st.dictionaries(st.sampled_from(["a", "b"]), st.integers(), max_size=2)),
+       version=st.sampled_from(["3.0.3", "3.1.0"]))
+def test_any_broken_schema_imports_and_never_crashes_a_call(schema: Any, value: Any, version: str) -> None:
+    spec = {"openapi": version, "info": {"title": "fuzz", "version": "1"}, "servers": [{"url": "http://127.0.0.1:9"}],
+            "paths": {"/x": {"post": {"operationId": "x", "responses": {"200": {"description": "ok"}},
+                                      "parameters": [{"name": "q", "in": "query", "schema": schema}],
+                                      "requestBody": {"content": {"application/json": {"schema": {
+                                          "type": "object", "properties": {"b": schema}}}}}}}}}
+    col = load_data(spec, source="fuzz.json")
+    tool = col.tool("x")
+    assert tool is not None
+    gw = Gateway(Toolset([col]))
+    problems, note = gw._problems(tool, {"q": value, "b": value}, first_only=False)
+    assert all(isinstance(m, str) for m, _ in problems)
+    # the import repaired everything jsonschema would choke on: the call is really checked
+    assert note is None

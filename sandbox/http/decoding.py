@@ -23,8 +23,11 @@ from __future__ import annotations
 import base64
 import codecs
 import json
+import re
+import struct
 import zlib
 from collections.abc import Callable, Iterator
+from itertools import accumulate
 from typing import Any
 
 from protocols.errors import ToolError
@@ -106,6 +109,8 @@ def _zlib(chunks: Iterator[bytes], gzip: bool) -> Iterator[bytes]:
                 decoder = zlib.decompressobj(47)
     if decoder is not None:
         yield decoder.flush()
+        if gzip and not decoder.eof:
+            raise _CorruptStream("the gzip stream ends early")
 
 
 def _brotli(chunks: Iterator[bytes]) -> Iterator[bytes]:
@@ -116,8 +121,12 @@ def _brotli(chunks: Iterator[bytes]) -> Iterator[bytes]:
         yield decoder.process(chunk, output_buffer_limit=CHUNK)
         while not decoder.can_accept_more_data():
             yield decoder.process(b"", output_buffer_limit=CHUNK)
-    if not decoder.is_finished():
-        raise _CorruptStream("the brotli stream ends early")
+    # the decoder may hold output it did not hand out yet: drain it, a step at a time
+    while not decoder.is_finished():
+        out = decoder.process(b"", output_buffer_limit=CHUNK)
+        if not out:
+            raise _CorruptStream("the brotli stream ends early")
+        yield out
 
 
 def _zstd(chunks: Iterator[bytes]) -> Iterator[bytes]:
@@ -238,10 +247,9 @@ def to_data(raw: bytes, content_type: str) -> Any:
         except ValueError:
             pass
         else:
-            has_escapes = b"\\u" in raw
-            if not has_escapes and raw.count(b"[") + raw.count(b"{") < MAX_RESPONSE_DEPTH:
-                return data
-            return _clean(data, has_escapes=has_escapes)
+            if raw.count(b"[") + raw.count(b"{") >= MAX_RESPONSE_DEPTH and _max_depth(raw) > MAX_RESPONSE_DEPTH:
+                raise ValueError(f"the response is nested more than {MAX_RESPONSE_DEPTH} levels deep")
+            return _clean(data, has_escapes=True) if _has_lone_surrogate(raw) else data
     textual = is_json or not media or media.startswith(_TEXT_TYPES) or media.endswith(("+xml", "+json", "+yaml"))
     if textual:
         try:
@@ -257,6 +265,30 @@ def to_data(raw: bytes, content_type: str) -> Any:
         if "\x00" not in text or media.startswith("text/"):
             return text
     return binary_object(raw, content_type)
+
+
+_KEEP = b'[{]}"'
+_NOT_KEPT = bytes(b for b in range(256) if b not in _KEEP)
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+#: Any \u escape of a surrogate (a quick test before the exact one).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+#: A \u escape of a surrogate that is not half of a pair (json decodes it to a lone surrogate).
+_LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|"
+                             rb"(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F]")
+
+
+def _max_depth(raw: bytes) -> int:
+    """How deep the arrays and objects of a (valid) JSON text nest, without walking the parsed
+    data: escaped backslashes and quotes are dropped, everything but brackets and quotes is
+    deleted, the strings (now just quotes around brackets) are dropped, and the brackets are
+    summed as +1/-1 -- every step in C."""
+    skeleton = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_KEPT)
+    steps = b"".join(skeleton.split(b'"')[::2]).translate(_STEPS)  # the even pieces lie outside strings
+    return max(accumulate(struct.unpack(f"{len(steps)}b", steps)), default=0)
+
+
+def _has_lone_surrogate(raw: bytes) -> bool:
+    return b"\\u" in raw and _SURROGATE_ESCAPE.search(raw) is not None and _LONE_SURROGATE.search(raw) is not None
 
 
 def _clean(data: Any, *, has_escapes: bool) -> Any:

@@ -155,7 +155,7 @@ class RealWorld:
 
     requests: list[Seen] = field(default_factory=list)
     other: str = "http://127.0.0.2:9"
-    files: dict[str, tuple[bytes, str]] = field(default_factory=dict)
+    files: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # name -> (body, type[, headers])
     _server: ThreadingHTTPServer | None = None
 
     @property
@@ -249,7 +249,8 @@ class RealWorld:
                     return self.send(200, "café à la crème".encode("latin-1"), "text/plain; charset=iso-8859-1")
                 if path.startswith("/enc/"):
                     kind = path[5:]
-                    data = json.dumps({"ok": True, "encoding": kind, "text": "ü" * 50}).encode()
+                    size = int(dict(_raw_pairs(query)).get("n", "50"))
+                    data = json.dumps({"ok": True, "encoding": kind, "text": "ü" * size}).encode()
                     coding = {"rawdeflate": "deflate"}.get(kind, kind)
                     return self.send(200, _compress(kind, data), headers={"Content-Encoding": coding})
                 if path.startswith("/bomb/"):
@@ -271,8 +272,8 @@ class RealWorld:
                         return self.send(302, b"", headers={"Location": f"/login?next=/files/{name}"})
                     if name not in api.files:
                         return self.json(404, {"message": "no such file"})
-                    content, ctype = api.files[name]
-                    return self.send(200, content, ctype)
+                    content, ctype, *extra = api.files[name]
+                    return self.send(200, content, ctype, extra[0] if extra else None)
                 if path == "/slow":
                     time.sleep(float(dict(_raw_pairs(query)).get("s", "2")))
                     return self.json(200, {"slow": True})
