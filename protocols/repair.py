@@ -301,22 +301,20 @@ def _looks_fine(node: dict[str, Any]) -> bool:
     """True for a node that certainly needs no repair: only common keys, each well-formed."""
     if not _PLAIN_KEYS.issuperset(node):
         return False
-    kind = node.get("type")
-    if kind is not None and not (isinstance(kind, str) and kind in _TYPE_SET):
+    if "type" in node and not (isinstance(node["type"], str) and node["type"] in _TYPE_SET):
         return False
     if "format" in node and not isinstance(node["format"], str):
         return False
     if "items" in node and not isinstance(node["items"], dict | bool):
         return False
-    required = node.get("required")
-    if required is not None and not (isinstance(required, list) and all(isinstance(r, str) for r in required)):
+    if "required" in node and not (isinstance(node["required"], list) and
+                                   all(isinstance(r, str) for r in node["required"])):
         return False
-    enum = node.get("enum")
-    if enum is not None and not (isinstance(enum, list) and enum):
+    if "enum" in node and not (isinstance(node["enum"], list) and node["enum"]):
         return False
-    props = node.get("properties")
-    if props is None:
+    if "properties" not in node:
         return True
+    props = node["properties"]
     return isinstance(props, dict) and all(isinstance(p, dict) and "required" not in p for p in props.values())
 
 

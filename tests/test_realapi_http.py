@@ -120,6 +120,22 @@ def test_redirects_that_are_never_followed(rw: RealWorld, kind: str, reason: str
     assert g.calls[0].failure == "redirect" and not g.calls[0].ok
 
 
+def test_cookies_set_on_a_hop_go_to_the_next_hop_for_cookie_apis_only(rw: RealWorld) -> None:
+    plain = gw(rw)
+    out = plain.call("go", {"kind": "login-cookie"})
+    assert out.error is not None and out.error["status"] == 401  # no jar: the API declares no cookies
+    col = collection(rw.url)
+    col.tools.append(Tool(name="with_cookie", collection="rw", path="/c",
+                          parameters=_params({"sid": {"type": "string"}}), bindings={"sid": Binding("cookie", "sid")}))
+    g = Gateway(Toolset([col]))
+    out = g.call("go", {"kind": "login-cookie"})
+    assert out.ok and out.data == {"user": "ada"}
+    assert [h["status"] for h in g.calls[0].redirects] == [302]
+    # the session stays for this run's later calls to that API, and only this run's
+    assert g.call("go", {"kind": "whoami"}).ok
+    assert not Gateway(Toolset([col])).call("go", {"kind": "whoami"}).ok
+
+
 def test_a_secret_in_a_redirect_location_is_redacted(rw: RealWorld) -> None:
     g = gw(rw, credentials={"query:token": "env:RW"}, environ={"RW": SECRET})
     out = g.call("go", {"kind": "keyed"})

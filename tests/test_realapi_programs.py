@@ -132,6 +132,26 @@ def test_error_responses_and_binary_bodies_reach_the_program(rw: RealWorld, loca
     assert lines[2] == "directory"
 
 
+def test_python_api_takes_placements_and_per_collection_base_urls(rw: RealWorld, local_backend: LocalBackend,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from protocols.model import Tool
+    from tests.apis.realworld import SECRET
+
+    no_server = Collection(name="keys", tools=[Tool(name="auth_query", collection="keys", path="/auth/query")])
+    monkeypatch.setenv("RW_TOKEN", SECRET)
+    result = run("print(auth_query()['authorized'])", [tools(rw.url), no_server], sandbox=local_backend,
+                 base_url={"keys": rw.url}, credentials={"keys:query:token": "env:RW_TOKEN"})
+    assert result.ok, result.error
+    assert result.answer.strip() == "query" and result.calls[0].redacted == 1  # the API echoed the token
+    from protocols.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="say which API"):
+        run("print(1)", [tools(rw.url), no_server], sandbox=local_backend, base_url={"keys": rw.url},
+            credentials={"query:token": "env:RW_TOKEN"})
+    with pytest.raises(ConfigError, match="collection 'keys': the spec names no server URL"):
+        run("print(1)", [tools(rw.url), no_server], sandbox=local_backend)
+
+
 def test_a_timeout_keeps_the_output_and_blames_the_call_in_flight(rw: RealWorld, backend: Backend) -> None:
     program = 'print("before the slow call")\nitems = list_items(page=1)\nprint("got", len(items))\nslow(s=10)\nprint("never")\n'
     result = run(program, [tools(rw.url)], Limits(timeout=2), sandbox=backend)

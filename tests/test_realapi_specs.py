@@ -300,3 +300,23 @@ def test_any_broken_schema_imports_and_never_crashes_a_call(schema: Any, value: 
     assert all(isinstance(m, str) for m, _ in problems)
     # the import repaired everything jsonschema would choke on: the call is really checked
     assert note is None
+
+
+def test_solve_refuses_a_missing_server_before_asking_the_model(rw: RealWorld, tmp_path: Path) -> None:
+    from tests.fakes.openai_server import ScriptedOpenAI
+
+    spec = tmp_path / "sloppy.json"
+    spec.write_text(json.dumps(sloppy_spec()))
+    atc = str(Path(sys.executable).parent / "atc")
+    with ScriptedOpenAI() as model:
+        model.push("```python\nprint(list_items(limit=1)['target'])\n```")
+        env = {"PATH": "/usr/bin:/bin", "ATC_HOME": str(tmp_path / "home"), "OPENAI_BASE_URL": model.base_url,
+               "ATC_MODEL": "scripted-model"}
+        args = [atc, "solve", "List one item", "--tools", str(spec), "--sandbox", "local"]
+        proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+        assert proc.returncode == 2 and "names no server URL" in proc.stderr and "--base-url" in proc.stderr
+        assert model.requests == []  # nothing was spent on the model
+        proc = subprocess.run(args + ["--base-url", f"sloppy={rw.url}"], capture_output=True, text=True, env=env,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == "/echo/items?limit=1" and len(model.requests) == 1

@@ -297,6 +297,13 @@ class RealWorld:
                     if seen.headers.get("authorization") == f"token {SECRET}":
                         return self.json(200, {"spec": "yes"})
                     return self.send(302, b"", headers={"Location": "/login?next=%2Fgo%2Flogin-wall"})
+                if kind == "login-cookie":
+                    # a login that sets its session cookie on the redirect to the page that needs it
+                    return self.send(302, b"", headers={"Location": "/go/whoami", "Set-Cookie": "sid=s-42; Path=/"})
+                if kind == "whoami":
+                    if "sid=s-42" in seen.headers.get("cookie", ""):
+                        return self.json(200, {"user": "ada"})
+                    return self.json(401, {"message": "no session"})
                 if kind == "keyed":
                     # Location echoes the query key, as some APIs do
                     return self.send(302, b"", headers={"Location": f"/result?{query}"})
