@@ -287,7 +287,9 @@ class _Build:
     def param_style(self, p: dict[str, Any], location: str, schema: dict[str, Any],
                     pointer: str) -> tuple[str | None, bool | None, bool]:
         """How the parameter is serialised: (style, explode, allowReserved), None for the default."""
-        if self.swagger:
+        if self.swagger and "collectionFormat" not in p and ("style" in p or "explode" in p):
+            pass  # an OpenAPI 3 parameter in a Swagger 2 document: its style, read below
+        elif self.swagger:
             fmt = p.get("collectionFormat")
             if fmt is None and schema.get("type") != "array":
                 return None, None, False
@@ -314,6 +316,12 @@ class _Build:
         return style, explode, _flag(p.get("allowReserved"))
 
     def param_schema(self, p: dict[str, Any], pointer: str) -> dict[str, Any]:
+        if self.swagger and "type" not in p and isinstance(p.get("schema"), dict) and p.get("in") != "body":
+            # An OpenAPI 3 parameter in a Swagger 2 document (generators mix them): read it as one.
+            self.notes.append(SpecWarning("a Swagger 2 parameter written the OpenAPI 3 way ('schema'): read as "
+                                          "OpenAPI 3", f"{pointer}/schema"))
+            schema = self.refs.schema(p["schema"], f"{pointer}/schema")
+            return dict(schema) if isinstance(schema, dict) else {}
         if self.swagger:
             schema = {k: p[k] for k in _SWAGGER_PARAM_KEYS if k in p and k != "collectionFormat"}
             if schema.get("type") == "file":

@@ -12,3 +12,7 @@ if ! "$VENV/bin/python" -c "import jupyter_server" 2>/dev/null; then
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check 'jupyter_server>=2,<3' \
     || echo "install-test-servers: jupyter_server could not be installed; its tests will skip" >&2
 fi
+if ! "$VENV/bin/python" -c "import httpbin, flasgger" 2>/dev/null; then
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check 'httpbin>=0.10,<1' 'flasgger>=0.9' \
+    || echo "install-test-servers: httpbin could not be installed; its tests will skip" >&2
+fi
