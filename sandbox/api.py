@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 from protocols.model import Collection, Tool
 
@@ -198,13 +199,19 @@ class Toolset:
 
     def base_url_for(self, tool: str) -> str | None:
         """The server URL of ``tool``'s API in this run: the collection's override, the run's
-        override, else the tool's or its collection's first server (None: none known)."""
+        override, else the tool's or its collection's first server (None: none known). An
+        override that is a bare origin keeps the path of a RELATIVE spec server (``/api/v3`` with
+        ``http://127.0.0.1:8080`` is ``http://127.0.0.1:8080/api/v3``): a relative server is
+        relative to wherever the API runs, which is what the override says."""
         collection = self._owner[tool]
         explicit = self.base_urls.get(collection.name) or self.base_url
-        if explicit:
-            return explicit
-        spec = self._tools[tool].servers or collection.servers
-        return next((s for s in spec if s), None)
+        spec = next((s for s in (self._tools[tool].servers or collection.servers) if s), None)
+        if not explicit:
+            return spec
+        if spec and not spec.lower().startswith(("http://", "https://")) and \
+                urlsplit(explicit).path in ("", "/") and not urlsplit(explicit).query:
+            return explicit.rstrip("/") + "/" + spec.strip("/")
+        return explicit
 
     def validation_for(self, tool: str) -> str:
         owner = self._owner.get(tool)

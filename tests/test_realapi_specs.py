@@ -320,3 +320,22 @@ def test_solve_refuses_a_missing_server_before_asking_the_model(rw: RealWorld, t
                               timeout=120)
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.strip() == "/echo/items?limit=1" and len(model.requests) == 1
+
+
+def test_a_bare_origin_override_keeps_a_relative_servers_path(rw: RealWorld) -> None:
+    doc = sloppy_spec()
+    doc["servers"] = [{"url": "/echo/v1"}]
+    col = load_data(doc, source="relative.json")
+    assert any("is relative" in w.message for w in col.warnings)
+    gw = Gateway(Toolset([col], base_url=rw.url))
+    assert gw.call("list_items", {"limit": 1}).data["target"] == "/echo/v1/echo/items?limit=1"
+    # an override with a path of its own is taken as it is
+    gw = Gateway(Toolset([col], base_url=rw.url + "/echo/proxy"))
+    assert gw.call("list_items", {"limit": 1}).data["target"] == "/echo/proxy/echo/items?limit=1"
+
+
+def test_json_in_a_declared_legacy_charset_is_parsed() -> None:
+    from sandbox.http.decoding import to_data
+
+    assert to_data('{"a": "café"}'.encode("latin-1"), "application/json; charset=iso-8859-1") == {"a": "café"}
+    assert to_data('["é"]'.encode(), "application/json; charset=utf-8") == ["é"]

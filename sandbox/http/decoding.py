@@ -220,6 +220,17 @@ def _media(content_type: str) -> tuple[str, str | None]:
     return media, charset
 
 
+def _foreign(charset: str | None) -> bool:
+    """A declared charset that is not a Unicode one json detects by itself (latin-1, cp1252...)."""
+    if not charset:
+        return False
+    try:
+        name = codecs.lookup(charset).name
+    except LookupError:
+        return False
+    return not name.startswith("utf")
+
+
 def binary_object(raw: bytes, content_type: str) -> dict[str, Any]:
     """The program's view of a binary body."""
     return {"content_type": content_type or "application/octet-stream", "size": len(raw),
@@ -241,10 +252,11 @@ def to_data(raw: bytes, content_type: str) -> Any:
     # JSON is also recognised under a wrong or missing type, unless the type says media.
     if is_json or (raw.lstrip()[:1] in (b"{", b"[") and not media.startswith(_MEDIA_TYPES)):
         try:
-            data = json.loads(raw, parse_constant=lambda _name: None)
+            data = json.loads(raw if not _foreign(charset) else raw.decode(charset or "utf-8"),
+                              parse_constant=lambda _name: None)
         except RecursionError:
             raise ValueError(f"the response is nested more than {MAX_RESPONSE_DEPTH} levels deep") from None
-        except ValueError:
+        except (ValueError, LookupError):
             pass
         else:
             if raw.count(b"[") + raw.count(b"{") >= MAX_RESPONSE_DEPTH and _max_depth(raw) > MAX_RESPONSE_DEPTH:
