@@ -12,6 +12,11 @@ the run would have reported them, only sooner and cheaper:
 The error dict has the shape of ``ErrorInfo.to_dict()`` plus ``"static": True``. A call with
 ``**kwargs`` is not checked for missing arguments (the dict may hold them), and a name the program
 binds itself (a helper that shadows a tool) is not a tool call at all.
+
+Every tool also takes ``extra_query={...}`` (query parameters the spec does not list) and
+``with_headers=True`` (return a ``Response``); a literal of the wrong kind for either is reported.
+Tools whose collection runs with validation ``warn`` or ``off`` (``lenient``) are not checked for
+unknown or missing arguments: the gateway sends such calls, so the check must not refuse them.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from atc.extract import bound_names
+from protocols.building import RESERVED_ARGUMENTS
 from protocols.model import Tool
 
 __all__ = ["Issue", "find_issues", "check_program"]
@@ -54,7 +60,19 @@ def _signature(tool: Tool) -> str:
     return f"{tool.name}({', '.join(parts)})"
 
 
-def _check_tool_call(call: ast.Call, tool: Tool) -> list[Issue]:
+def _reserved_issue(keyword: ast.keyword, tool: Tool) -> Issue | None:
+    """A literal of the wrong kind for ``extra_query`` (a dict) or ``with_headers`` (a bool)."""
+    value = keyword.value
+    if keyword.arg == "extra_query" and isinstance(value, ast.List | ast.Tuple | ast.Set | ast.Constant):
+        return Issue("ToolError", f"{tool.name}: extra_query must be a dict of query parameter names to values, "
+                                  "e.g. extra_query={'filter': 'x'}", value.lineno, value.col_offset, tool.name)
+    if keyword.arg == "with_headers" and isinstance(value, ast.Constant) and not isinstance(value.value, bool):
+        return Issue("TypeError", f"{tool.name}(): with_headers must be True or False", value.lineno,
+                     value.col_offset)
+    return None
+
+
+def _check_tool_call(call: ast.Call, tool: Tool, lenient: bool = False) -> list[Issue]:
     issues: list[Issue] = []
     line, col = call.lineno, call.col_offset
     params = list(tool.properties)
@@ -62,7 +80,15 @@ def _check_tool_call(call: ast.Call, tool: Tool) -> list[Issue]:
         issues.append(Issue("ToolError", f"{tool.name}: tools take keyword arguments only; "
                                          f"call it as {_signature(tool)}", line, col, tool.name))
     has_spread = any(k.arg is None for k in call.keywords)
-    given = {k.arg for k in call.keywords if k.arg is not None}
+    for keyword in call.keywords:
+        if keyword.arg in RESERVED_ARGUMENTS and keyword.arg not in tool.properties:
+            found = _reserved_issue(keyword, tool)
+            if found is not None:
+                issues.append(found)
+    if lenient:
+        return issues
+    given = {k.arg for k in call.keywords if k.arg is not None and (k.arg not in RESERVED_ARGUMENTS or
+                                                                    k.arg in tool.properties)}
     missing = [p for p in tool.required if p not in given] if not has_spread and not call.args else []
     for name in sorted(given - set(params)):
         close = difflib.get_close_matches(name, params, n=1, cutoff=0.6)
@@ -81,8 +107,9 @@ def _check_tool_call(call: ast.Call, tool: Tool) -> list[Issue]:
     return issues
 
 
-def find_issues(program: str, tools: Mapping[str, Tool]) -> list[Issue]:
-    """Every static mistake in ``program`` against ``tools`` (name -> Tool), in source order."""
+def find_issues(program: str, tools: Mapping[str, Tool], *, lenient: frozenset[str] = frozenset()) -> list[Issue]:
+    """Every static mistake in ``program`` against ``tools`` (name -> Tool), in source order;
+    ``lenient`` names the tools whose arguments are not checked (validation warn/off)."""
     try:
         tree = ast.parse(program, filename="<program>")
     except SyntaxError as exc:
@@ -100,7 +127,7 @@ def find_issues(program: str, tools: Mapping[str, Tool]) -> list[Issue]:
         if name in own:
             continue
         if name in tools:
-            issues.extend(_check_tool_call(node, tools[name]))
+            issues.extend(_check_tool_call(node, tools[name], name in lenient))
         elif name not in _BUILTINS:
             issues.append(Issue("NameError", f"name {name!r} is not defined: it is not one of the tools."
                                              f"{_suggest(name, tool_names)}", node.lineno, node.col_offset))
@@ -108,10 +135,11 @@ def find_issues(program: str, tools: Mapping[str, Tool]) -> list[Issue]:
     return issues
 
 
-def check_program(program: str, tools: Mapping[str, Tool]) -> dict[str, Any] | None:
+def check_program(program: str, tools: Mapping[str, Tool], *,
+                  lenient: frozenset[str] = frozenset()) -> dict[str, Any] | None:
     """The first static mistake as an error dict (shape of ``ErrorInfo.to_dict()`` plus
     ``"static": True``; the message lists up to five mistakes), or None when none is found."""
-    issues = find_issues(program, tools)
+    issues = find_issues(program, tools, lenient=lenient)
     if not issues:
         return None
     first = issues[0]

@@ -32,7 +32,7 @@ from atc.model import Completion, Message, ModelClient, make_client
 from atc.reflection import ask_model_for_tool, feedback, needs_model_attribution
 from protocols.model import Collection, Tool
 from sandbox.api import Backend, ExecutionResult, Limits, ToolCall, Toolset
-from sandbox.execute import pick_sandbox
+from sandbox.execute import BaseUrl, Validation, pick_sandbox
 
 __all__ = ["Usage", "Attempt", "Solution", "solve", "asolve", "solve_many", "choose_tools", "DEFAULT_TOP_K"]
 
@@ -167,13 +167,17 @@ def _load(item: str | Path) -> Collection:
     return Store(atc_home()).get(str(item))
 
 
-def _toolset(tools: ToolsArg, base_url: str | None, credentials: dict[str, str] | None) -> Toolset:
-    if isinstance(tools, Toolset):
-        if base_url is None and not credentials:
-            return tools
-        return Toolset(tools.collections, base_url=base_url or tools.base_url,
-                       credentials={**tools.credentials, **(credentials or {})})
-    return Toolset(_collections(tools), base_url=base_url, credentials=dict(credentials or {}))
+def _toolset(tools: ToolsArg, base_url: BaseUrl, credentials: dict[str, str] | None,
+             validation: Validation = None) -> Toolset:
+    from sandbox.execute import as_toolset
+
+    return as_toolset(tools if isinstance(tools, Toolset) else _collections(tools), base_url=base_url,
+                      credentials=credentials or None, validation=validation)
+
+
+def _lenient(toolset: Toolset) -> frozenset[str]:
+    """Tools whose arguments the gateway does not refuse (validation warn/off)."""
+    return frozenset(name for name in toolset.tools if toolset.validation_for(name) != "strict")
 
 
 def choose_tools(query: str, toolset: Toolset, top_k: int | None = None) -> list[Tool]:
@@ -223,7 +227,7 @@ def _attempt(reply: str, toolset: Toolset, limits: Limits, backend: Backend) -> 
     program = extract_program(reply, toolset.names())
     if program is None:
         return Attempt("", False, _simple_error("NoProgram", "the reply contained no Python program"), reply=reply)
-    static = check_program(program, toolset.tools)
+    static = check_program(program, toolset.tools, lenient=_lenient(toolset))
     if static is not None:
         return Attempt(program, False, static, blamed_tool=static.get("tool"), reply=reply)
     result = _run(program, toolset, limits, backend)
@@ -273,23 +277,30 @@ def solve(
     max_reflections: int = 3,
     limits: Limits | None = None,
     sandbox: str | Backend | None = None,
-    base_url: str | None = None,
+    base_url: BaseUrl = None,
     credentials: dict[str, str] | None = None,
     top_k: int | None = None,
     on_attempt: AttemptHook | None = None,
     backend: str | Backend | None = None,
+    validation: Validation = None,
 ) -> Solution:
     """Solve ``query`` with ``tools`` (a Collection, a list of them, a Toolset, a spec path or
     an imported collection name) in ``sandbox`` (``"docker"``, ``"local"``, auto when None, or a
     ``Backend``; ``backend`` is its deprecated name). ``base_url`` and ``credentials`` are the tools' (``--base-url``,
-    ``--credential``); the model comes from ``client``, else ``model`` and the environment.
+    ``--credential``; ``base_url`` may map collection names to URLs) and ``validation`` their
+    argument checks (``strict``, ``warn``, ``off``, or per collection); the model comes from
+    ``client``, else ``model`` and the environment. A missing server URL or an unusable credential
+    is a ``ConfigError`` before the model is asked anything.
     ``on_attempt(attempt, number)`` is called after each attempt (for progress output)."""
     started = time.perf_counter()
     if not query or not query.strip():
         raise UsageError("the task is empty", hint='example: atc solve "Which books did Stanislaw Lem write?" --tools spec.json')
     if max_reflections < 0:
         raise UsageError("--max-reflections must be 0 or more")
-    toolset = _toolset(tools, base_url, credentials)
+    toolset = _toolset(tools, base_url, credentials, validation)
+    from sandbox.execute import check_toolset
+
+    check_toolset(toolset)
     shown = choose_tools(query, toolset, top_k)
     if client is None:
         client = make_client(model)
@@ -368,18 +379,19 @@ async def asolve(
     max_reflections: int = 3,
     limits: Limits | None = None,
     sandbox: str | Backend | None = None,
-    base_url: str | None = None,
+    base_url: BaseUrl = None,
     credentials: dict[str, str] | None = None,
     top_k: int | None = None,
     on_attempt: AttemptHook | None = None,
     backend: str | Backend | None = None,
+    validation: Validation = None,
 ) -> Solution:
     """``solve`` without blocking the event loop (it runs in a worker thread, so many tasks can
     be awaited together; see ``solve_many`` for a bounded batch)."""
     return await asyncio.to_thread(
         solve, query, tools, model=model, client=client, max_reflections=max_reflections, limits=limits,
         sandbox=pick_sandbox(sandbox, backend), base_url=base_url, credentials=credentials, top_k=top_k,
-        on_attempt=on_attempt,
+        on_attempt=on_attempt, validation=validation,
     )
 
 
@@ -392,7 +404,7 @@ def solve_many(queries: Sequence[str], tools: ToolsArg, *, concurrency: int = 8,
         raise UsageError("concurrency must be at least 1")
     if kw.get("client") is None:
         kw["client"] = make_client(kw.pop("model", None))
-    toolset = _toolset(tools, kw.pop("base_url", None), kw.pop("credentials", None))
+    toolset = _toolset(tools, kw.pop("base_url", None), kw.pop("credentials", None), kw.pop("validation", None))
 
     def one(query: str) -> Solution:
         started = time.perf_counter()

@@ -12,7 +12,13 @@ from typing import Any
 
 from protocols.model import Binding, python_identifier, snake_case
 
-__all__ = ["UniqueNames", "ParamSet", "param_identifier", "collection_slug", "tool_name_for", "clean_text"]
+__all__ = ["UniqueNames", "ParamSet", "param_identifier", "collection_slug", "tool_name_for", "clean_text",
+           "RESERVED_ARGUMENTS"]
+
+#: Keyword arguments every tool function accepts besides its parameters (``extra_query`` sends
+#: query parameters the spec does not list; ``with_headers`` returns the status and headers too).
+#: No spec parameter gets these names: it is renamed with a trailing ``_``, like a keyword.
+RESERVED_ARGUMENTS = frozenset({"extra_query", "with_headers"})
 
 
 class UniqueNames:
@@ -42,7 +48,7 @@ def param_identifier(wire: str) -> str:
     s = snake_case(str(wire)) or "param"
     if s[0].isdigit():
         s = f"param_{s}"
-    if keyword.iskeyword(s) or keyword.issoftkeyword(s):
+    if keyword.iskeyword(s) or keyword.issoftkeyword(s) or s in RESERVED_ARGUMENTS:
         s = f"{s}_"
     return s
 
@@ -75,9 +81,11 @@ class ParamSet:
         self._wire: dict[tuple[str, str], str] = {}
 
     def add(self, wire: str, location: str, schema: Any, *, required: bool = False,
-            description: str = "") -> str:
+            description: str = "", style: str | None = None, explode: bool | None = None,
+            allow_reserved: bool = False, content_type: str | None = None) -> str:
         """Add one parameter; returns its Python name. Adding the same wire name and location again
-        replaces the earlier one (operation-level parameters override path-level ones)."""
+        replaces the earlier one (operation-level parameters override path-level ones). ``style``
+        and the rest say how the value is serialised (see ``Binding``)."""
         key = (location, wire)
         prop = _normalise(dict(schema) if isinstance(schema, dict) else {})
         if description and not prop.get("description"):
@@ -88,7 +96,8 @@ class ParamSet:
             name = self._names.take(param_identifier(wire) if wire else "body")
             self._wire[key] = name
         self.properties[name] = prop
-        self.bindings[name] = Binding(location, wire)
+        self.bindings[name] = Binding(location, wire, style=style, explode=explode, allow_reserved=allow_reserved,
+                                      content_type=content_type)
         if required and name not in self.required:
             self.required.append(name)
         elif not required and name in self.required:

@@ -11,14 +11,17 @@ the JSON pointer of the problem.
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit, urlunsplit
 
 from protocols.building import collection_slug
 from protocols.errors import ProtocolError
 from protocols.mcp import MCPLoader
 from protocols.model import Collection
 from protocols.openapi import OpenAPILoader
+from protocols.remote import is_url
 from protocols.toolbench import ToolBenchLoader, load_tree
 
 __all__ = ["Loader", "LOADERS", "register_loader", "load_data", "load_spec", "load", "parse_text"]
@@ -138,11 +141,40 @@ def _plain(doc: Any, source: str, depth: int = 0) -> Any:
     return str(doc)
 
 
-def load_spec(path: str | Path, *, name: str | None = None, base_url: str | None = None) -> Collection:
-    """A Collection from a spec file (JSON or YAML, any registered format) or a ToolBench folder.
+def _load_url(url: str, *, name: str | None, base_url: str | None, headers: Mapping[str, str] | None,
+              fetch_url: str | None) -> Collection:
+    """A Collection from a spec served at ``url`` (fetched from ``fetch_url`` when given: the same
+    URL with a credential added, which is never stored)."""
+    from protocols.remote import fetch_spec
+
+    text, final = fetch_spec(fetch_url or url, headers=headers, label=url)
+    # Relative server URLs are relative to where the document really is (after redirects); the
+    # query (maybe a token) plays no part in that and must not be kept.
+    located = urlunsplit(urlsplit(final)._replace(query="", fragment=""))
+    doc, json_error = _parse(text, url)
+    try:
+        collection = load_data(doc, source=located, name=name, base_url=base_url)
+    except ProtocolError as exc:
+        if json_error and exc.pointer == "":
+            raise ProtocolError(f"invalid JSON: {json_error}", source=url) from exc
+        raise
+    if not name and collection.name in _GENERIC_TITLES:
+        stem = collection_slug(PurePosixPath(urlsplit(url).path).stem)
+        if stem and stem not in _GENERIC_TITLES:
+            _rename(collection, stem)
+    collection.source = url
+    return collection
+
+
+def load_spec(path: str | Path, *, name: str | None = None, base_url: str | None = None,
+              headers: Mapping[str, str] | None = None, fetch_url: str | None = None) -> Collection:
+    """A Collection from a spec file (JSON or YAML, any registered format), a ToolBench folder, or
+    an http(s) URL that serves a spec (``headers``/``fetch_url``: see ``_load_url``).
 
     The collection name defaults to the spec's title as a slug, or the file stem when the title
     is missing or says nothing (``API``)."""
+    if isinstance(path, str) and is_url(path):
+        return _load_url(path, name=name, base_url=base_url, headers=headers, fetch_url=fetch_url)
     p = Path(path).expanduser()
     source = str(path)
     if p.is_dir():

@@ -29,6 +29,7 @@ __all__ = [
     "SecurityScheme",
     "Tool",
     "Collection",
+    "SpecWarning",
     "python_identifier",
     "snake_case",
 ]
@@ -43,17 +44,57 @@ WHOLE_BODY = ""
 @dataclass(frozen=True)
 class Binding:
     """Where one parameter goes on the wire. ``name`` is the wire name (``""`` with ``body``: the
-    whole body is this parameter's value)."""
+    whole body is this parameter's value).
+
+    ``style``/``explode``/``allow_reserved`` say how an array or object value is written (OpenAPI
+    ``style``: ``form``, ``spaceDelimited``, ``pipeDelimited``, ``deepObject``, ``simple``, ``label``,
+    ``matrix``; Swagger 2 ``collectionFormat`` maps onto them, ``tsv`` as ``tabDelimited``). None
+    means the location's default (query/cookie ``form``, path/header ``simple``; explode only for
+    ``form``). ``content_type`` is a multipart part's own media type (OpenAPI ``encoding``)."""
 
     location: str
     name: str
+    style: str | None = None
+    explode: bool | None = None
+    allow_reserved: bool = False
+    content_type: str | None = None
 
-    def to_dict(self) -> dict[str, str]:
-        return {"in": self.location, "name": self.name}
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"in": self.location, "name": self.name}
+        # Only what differs from the defaults: stored collections stay small and older readers
+        # (which know "in" and "name" only) keep reading them.
+        if self.style is not None:
+            d["style"] = self.style
+        if self.explode is not None:
+            d["explode"] = self.explode
+        if self.allow_reserved:
+            d["allowReserved"] = True
+        if self.content_type:
+            d["contentType"] = self.content_type
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Binding:
-        return cls(location=str(d["in"]), name=str(d["name"]))
+        style = d.get("style")
+        explode = d.get("explode")
+        ctype = d.get("contentType")
+        return cls(location=str(d["in"]), name=str(d["name"]),
+                   style=style if isinstance(style, str) and style else None,
+                   explode=explode if isinstance(explode, bool) else None,
+                   allow_reserved=d.get("allowReserved") is True,
+                   content_type=ctype if isinstance(ctype, str) and ctype else None)
+
+    def effective_style(self) -> str:
+        """The style in force: the recorded one, else the location's default."""
+        if self.style:
+            return self.style
+        return "simple" if self.location in ("path", "header") else "form"
+
+    def effective_explode(self) -> bool:
+        """``explode`` in force: the recorded one, else true for ``form`` (and ``deepObject``)."""
+        if self.explode is not None:
+            return self.explode
+        return self.effective_style() in ("form", "deepObject")
 
 
 @dataclass(frozen=True)
@@ -75,6 +116,26 @@ class SecurityScheme:
     def from_dict(cls, d: dict[str, Any]) -> SecurityScheme:
         return cls(name=str(d["name"]), type=str(d["type"]), location=d.get("location"), param=d.get("param"),
                    scheme=d.get("scheme"), description=d.get("description") or "")
+
+
+@dataclass(frozen=True)
+class SpecWarning:
+    """Something an import noticed in a spec: a well-known mistake it repaired, or a problem it
+    could only work around (the tool then stays usable with less checking). ``pointer`` is the
+    JSON pointer (RFC 6901) of the node in the source document."""
+
+    message: str
+    pointer: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"pointer": self.pointer, "message": self.message}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SpecWarning:
+        return cls(message=str(d.get("message") or ""), pointer=str(d.get("pointer") or ""))
+
+    def __str__(self) -> str:
+        return f"{self.pointer or '/'}: {self.message}"
 
 
 def _empty_params() -> dict[str, Any]:
@@ -179,6 +240,7 @@ class Collection:
     servers: list[str] = field(default_factory=list)
     security_schemes: dict[str, SecurityScheme] = field(default_factory=dict)
     version: str = ""
+    warnings: list[SpecWarning] = field(default_factory=list)
 
     def tool(self, name: str) -> Tool | None:
         for t in self.tools:
@@ -202,6 +264,7 @@ class Collection:
             "version": self.version,
             "servers": self.servers,
             "security_schemes": {k: s.to_dict() for k, s in self.security_schemes.items()},
+            "warnings": [w.to_dict() for w in self.warnings],
             "tools": [t.to_dict() for t in self.tools],
         }
 
@@ -215,6 +278,7 @@ class Collection:
             version=d.get("version") or "",
             servers=list(d.get("servers") or []),
             security_schemes={k: SecurityScheme.from_dict(v) for k, v in (d.get("security_schemes") or {}).items()},
+            warnings=[SpecWarning.from_dict(w) for w in d.get("warnings") or [] if isinstance(w, dict)],
             tools=[Tool.from_dict(t) for t in d.get("tools") or []],
         )
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urljoin
 
 from protocols.building import ParamSet, UniqueNames, clean_text, collection_slug, tool_name_for
 from protocols.errors import ProtocolError
-from protocols.model import Collection, SecurityScheme, Tool
+from protocols.model import Collection, SecurityScheme, SpecWarning, Tool
 from protocols.refs import Resolver, escape, unshare
 
 __all__ = ["OpenAPILoader", "METHODS"]
@@ -26,7 +27,14 @@ _JSON_MEDIA = re.compile(r"^application/([\w.+-]*\+)?json\b|^\*/\*$|^text/json\b
 _FORM = "application/x-www-form-urlencoded"
 _MULTIPART = "multipart/form-data"
 _SWAGGER_PARAM_KEYS = ("type", "format", "items", "enum", "default", "minimum", "maximum", "pattern",
-                       "minLength", "maxLength", "minItems", "maxItems", "uniqueItems", "collectionFormat")
+                       "minLength", "maxLength", "minItems", "maxItems", "uniqueItems", "collectionFormat",
+                       "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+#: Swagger 2 ``collectionFormat`` -> (OpenAPI style for query/cookie/form, explode). ``csv`` is the default.
+_COLLECTION_FORMATS = {"csv": ("form", False), "ssv": ("spaceDelimited", False), "tsv": ("tabDelimited", False),
+                       "pipes": ("pipeDelimited", False), "multi": ("form", True)}
+_STYLES = {"form", "spaceDelimited", "pipeDelimited", "deepObject", "simple", "label", "matrix"}
+#: Most warnings one import keeps (a generated spec can repeat one mistake thousands of times).
+MAX_WARNINGS = 200
 
 
 def _version(doc: dict[str, Any], source: str) -> str:
@@ -68,8 +76,9 @@ class _Build:
         self.source = source
         self.fmt = _version(doc, source)
         self.swagger = self.fmt == "swagger-2.0"
-        self.refs = Resolver(doc, source)
+        self.refs = Resolver(doc, source, dialect={"openapi-3.1": "3.1", "swagger-2.0": "2.0"}.get(self.fmt, "3.0"))
         self.names = UniqueNames()
+        self.notes: list[SpecWarning] = []
 
     def err(self, message: str, pointer: str) -> ProtocolError:
         return ProtocolError(message, source=self.source, pointer=pointer)
@@ -109,13 +118,28 @@ class _Build:
                     tools.append(self.tool(cname, title, path, item, key, servers, f"{pointer}/{escape(key)}"))
         if not tools:
             raise self.err("no operations: the spec defines no path with a method", "/paths")
+        warnings = list(self.refs.warnings) + self.notes
+        if not any(s for s in servers) and not all(t.servers for t in tools):
+            pointer = "/host" if self.swagger else "/servers"
+            warnings.insert(0, SpecWarning("the spec names no server URL: runs need --base-url URL", pointer))
+        elif servers and not any(s.startswith(("http://", "https://")) for s in servers):
+            pointer = "/basePath" if self.swagger else "/servers/0/url"
+            warnings.insert(0, SpecWarning(f"the server URL {servers[0] or '/'!r} is relative: runs need --base-url "
+                                           "URL (or import the spec from its URL)", pointer))
+        if len(warnings) > MAX_WARNINGS:
+            more = len(warnings) - MAX_WARNINGS + 1
+            warnings = warnings[:MAX_WARNINGS - 1] + [SpecWarning(f"... and {more} more warnings", "")]
         return Collection(
             name=cname, tools=tools, description=clean_text(info.get("description")) or title,
             source=self.source, source_format=self.fmt, servers=servers, security_schemes=schemes,
             version=str(info["version"]) if isinstance(info.get("version"), (str, int, float)) else "",
+            warnings=warnings,
         )
 
     def servers(self) -> list[str]:
+        """The server URLs. A spec read from a URL resolves relative ones against that URL (and a
+        missing server means the spec's own origin), as both OpenAPI versions define."""
+        located = self.source.startswith(("http://", "https://"))
         if self.swagger:
             host = self.doc.get("host")
             base = self.doc.get("basePath")
@@ -126,11 +150,13 @@ class _Build:
                 scheme = "https" if "https" in schemes else schemes[0]
             if isinstance(host, str) and host:
                 return [f"{scheme}://{host}{base}".rstrip("/")]
+            if located:
+                return [urljoin(self.source, "/" + base.lstrip("/")).rstrip("/")]
             return [base.rstrip("/")] if base else []
         out: list[str] = []
         servers = self.doc.get("servers")
-        if not isinstance(servers, list):
-            return out
+        if not isinstance(servers, list) or not servers:
+            return [urljoin(self.source, "/").rstrip("/")] if located else out
         for i, server in enumerate(servers):
             if not isinstance(server, dict) or not isinstance(server.get("url"), str):
                 raise self.err("a server must be an object with a 'url' string", f"/servers/{i}")
@@ -141,6 +167,8 @@ class _Build:
                     default = spec.get("default") if isinstance(spec, dict) else None
                     if default is not None:
                         url = url.replace("{" + str(var) + "}", str(default))
+            if located and not url.startswith(("http://", "https://")):
+                url = urljoin(self.source, url)
             out.append(url.rstrip("/") if url != "/" else "")
         return out
 
@@ -198,8 +226,14 @@ class _Build:
             if location == "formData":
                 form_params.append(wire)
                 location = "body"
-            params.add(wire, location, self.param_schema(param, ppointer), required=_flag(param.get("required")) or
-                       location == "path", description=clean_text(param.get("description")))
+            schema = self.param_schema(param, ppointer)
+            raw_schema = param.get("schema")
+            # "required: true" written inside the parameter's schema instead of on the parameter.
+            in_schema = isinstance(raw_schema, dict) and _flag(raw_schema.get("required"))
+            style, explode, reserved = self.param_style(param, location, schema, ppointer)
+            params.add(wire, location, schema, required=_flag(param.get("required")) or in_schema or
+                       location == "path", description=clean_text(param.get("description")),
+                       style=style, explode=explode, allow_reserved=reserved)
         if form_params:
             body_media = _MULTIPART if consumes == _MULTIPART else _FORM
         if not self.swagger and op.get("requestBody") is not None:
@@ -250,7 +284,44 @@ class _Build:
             out[(location, name)] = (p, f"{pointer}/{i}")
         return out
 
+    def param_style(self, p: dict[str, Any], location: str, schema: dict[str, Any],
+                    pointer: str) -> tuple[str | None, bool | None, bool]:
+        """How the parameter is serialised: (style, explode, allowReserved), None for the default."""
+        if self.swagger and "collectionFormat" not in p and ("style" in p or "explode" in p):
+            pass  # an OpenAPI 3 parameter in a Swagger 2 document: its style, read below
+        elif self.swagger:
+            fmt = p.get("collectionFormat")
+            if fmt is None and schema.get("type") != "array":
+                return None, None, False
+            fmt = str(fmt or "csv").lower()
+            if fmt not in _COLLECTION_FORMATS:
+                self.notes.append(SpecWarning(f"unknown collectionFormat {fmt!r}: read as csv",
+                                              f"{pointer}/collectionFormat"))
+                fmt = "csv"
+            if fmt == "multi" and location not in ("query", "body"):
+                self.notes.append(SpecWarning("collectionFormat 'multi' is only for query and form parameters: "
+                                              "read as csv", f"{pointer}/collectionFormat"))
+                fmt = "csv"
+            swagger_style, swagger_explode = _COLLECTION_FORMATS[fmt]
+            if location in ("path", "header") and swagger_style == "form":
+                swagger_style = "simple"
+            return swagger_style, swagger_explode, False
+        raw_style = p.get("style")
+        style = raw_style if isinstance(raw_style, str) and raw_style in _STYLES else None
+        if raw_style is not None and style is None:
+            self.notes.append(SpecWarning(f"unknown parameter style {raw_style!r}: the location's default is used",
+                                          f"{pointer}/style"))
+        raw_explode = p.get("explode")
+        explode = _flag(raw_explode) if isinstance(raw_explode, bool | str) else None
+        return style, explode, _flag(p.get("allowReserved"))
+
     def param_schema(self, p: dict[str, Any], pointer: str) -> dict[str, Any]:
+        if self.swagger and "type" not in p and isinstance(p.get("schema"), dict) and p.get("in") != "body":
+            # An OpenAPI 3 parameter in a Swagger 2 document (generators mix them): read it as one.
+            self.notes.append(SpecWarning("a Swagger 2 parameter written the OpenAPI 3 way ('schema'): read as "
+                                          "OpenAPI 3", f"{pointer}/schema"))
+            schema = self.refs.schema(p["schema"], f"{pointer}/schema")
+            return dict(schema) if isinstance(schema, dict) else {}
         if self.swagger:
             schema = {k: p[k] for k in _SWAGGER_PARAM_KEYS if k in p and k != "collectionFormat"}
             if schema.get("type") == "file":
@@ -282,13 +353,17 @@ class _Build:
         media = _pick_media(list(content))
         entry = content[media]
         entry = entry if isinstance(entry, dict) else {}
+        encoding = entry.get("encoding") if isinstance(entry.get("encoding"), dict) else {}
         self.body(params, entry.get("schema"), _flag(body.get("required")), clean_text(body.get("description")),
-                  media, f"{pointer}/content/{escape(media)}/schema")
+                  media, f"{pointer}/content/{escape(media)}/schema", encoding)
         return media
 
     def body(self, params: ParamSet, raw: Any, required: bool, description: str, media: str,
-             pointer: str) -> None:
-        """Object bodies in JSON or form encoding become one parameter per property; others one ``body``."""
+             pointer: str, encoding: dict[str, Any] | None = None) -> None:
+        """Object bodies in JSON or form encoding become one parameter per property; others one ``body``.
+
+        A property that is ``readOnly`` is the server's to set: a ``required`` on it binds
+        responses only (OpenAPI), so the request does not require it."""
         schema = self.refs.schema(raw, pointer) if raw is not None else {}
         schema = schema if isinstance(schema, dict) else {}
         props = schema.get("properties")
@@ -297,7 +372,15 @@ class _Build:
             needed_raw = schema.get("required")
             needed = needed_raw if isinstance(needed_raw, list) else []
             for prop, sub in props.items():
-                params.add(str(prop), "body", sub, required=prop in needed)
+                read_only = isinstance(sub, dict) and sub.get("readOnly") is True
+                enc = (encoding or {}).get(prop)
+                enc = enc if isinstance(enc, dict) else {}
+                style = enc.get("style") if enc.get("style") in _STYLES else None
+                explode = enc.get("explode") if isinstance(enc.get("explode"), bool) else None
+                ctype = enc.get("contentType") if isinstance(enc.get("contentType"), str) else None
+                params.add(str(prop), "body", sub, required=prop in needed and not read_only, style=style,
+                           explode=explode, allow_reserved=enc.get("allowReserved") is True,
+                           content_type=ctype)
             return
         params.add("", "body", schema, required=required, description=description)
 

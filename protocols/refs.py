@@ -18,6 +18,8 @@ from typing import Any
 from urllib.parse import unquote
 
 from protocols.errors import ProtocolError
+from protocols.model import SpecWarning
+from protocols.repair import finish_root, repair_node
 
 __all__ = ["Resolver", "escape", "merge_all_of", "unshare", "MAX_DEPTH"]
 
@@ -45,13 +47,28 @@ def _unescape(token: str) -> str:
 
 
 class Resolver:
-    """Resolves the local references of one document. ``source`` labels errors."""
+    """Resolves the local references of one document. ``source`` labels errors.
 
-    def __init__(self, doc: Any, source: str) -> None:
+    Every schema it expands is also repaired (``protocols.repair``), node by node with the node's
+    own pointer, so that a mistake in a shared component is fixed and reported once;
+    ``warnings`` collects the reports. ``dialect`` is ``"2.0"`` for Swagger, ``"3.0"`` for OpenAPI
+    3.0 (both draft-4 flavoured), ``"3.1"`` for OpenAPI 3.1 and plain JSON Schema."""
+
+    def __init__(self, doc: Any, source: str, *, dialect: str = "3.1") -> None:
         self.doc = doc
         self.source = source
+        self.dialect = dialect
+        self.warnings: list[SpecWarning] = []
+        self._seen_warnings: set[tuple[str, str]] = set()
         self._cache: dict[str, Any] = {}
         self._budget = MAX_NODES
+
+    def warn(self, message: str, pointer: str) -> None:
+        """Record a warning once (a node visited from several places reports once)."""
+        key = (pointer, message)
+        if key not in self._seen_warnings:
+            self._seen_warnings.add(key)
+            self.warnings.append(SpecWarning(message, pointer))
 
     def error(self, message: str, pointer: str) -> ProtocolError:
         return ProtocolError(message, source=self.source, pointer=pointer)
@@ -98,16 +115,16 @@ class Resolver:
         Recursive references are expanded once, then cut to a marker object. A node budget
         bounds the work on documents whose references fan out combinatorially."""
         self._budget = MAX_NODES
-        return self._schema(node, at, (), 0)
+        return finish_root(self._schema(node, at, (), 0), at, self.warn)
 
-    def _schema(self, node: Any, at: str, stack: tuple[str, ...], depth: int) -> Any:
+    def _schema(self, node: Any, at: str, stack: tuple[str, ...], depth: int, is_schema: bool = True) -> Any:
         if depth > MAX_DEPTH:
             return {"description": "(nesting too deep: cut)"}
         self._budget -= 1
         if self._budget < 0:
             return {"description": "(schema too large: cut)"}
         if isinstance(node, list):
-            return [self._schema(v, f"{at}/{i}", stack, depth + 1) for i, v in enumerate(node)]
+            return [self._schema(v, f"{at}/{i}", stack, depth + 1, is_schema) for i, v in enumerate(node)]
         if not isinstance(node, dict):
             return node
         if "$ref" in node:
@@ -120,14 +137,16 @@ class Resolver:
             target, pointer = self.follow(node, at)
             # Every ref of the chain is now on the stack, so a schema that refers back is cut.
             chain = stack + (ref,) if isinstance(ref, str) else stack
-            resolved = self._schema(target, pointer, chain, depth + 1)
+            resolved = self._schema(target, pointer, chain, depth + 1, is_schema)
             if isinstance(ref, str) and not _has_cut(resolved):
                 self._cache[ref] = resolved
             extra = {k: v for k, v in node.items() if k != "$ref"}
             if extra and isinstance(resolved, dict):
                 # OpenAPI 3.1 allows siblings next to $ref (description, nullable...): they win.
-                resolved = {**resolved, **{k: self._schema(v, f"{at}/{escape(k)}", stack, depth + 1)
+                resolved = {**resolved, **{k: self._schema(v, f"{at}/{escape(k)}", stack, depth + 1, False)
                                            for k, v in extra.items()}}
+                if is_schema:
+                    resolved = repair_node(resolved, at, self.warn, dialect=self.dialect)
             return resolved
         out: dict[str, Any] = {}
         for key, value in node.items():
@@ -136,12 +155,16 @@ class Resolver:
                 out[key] = {k: self._schema(v, f"{sub}/{escape(str(k))}", stack, depth + 2) for k, v in value.items()}
             elif key in _SCHEMA_LISTS and isinstance(value, list):
                 out[key] = [self._schema(v, f"{sub}/{i}", stack, depth + 2) for i, v in enumerate(value)]
+            elif key in _SCHEMA_LISTS and isinstance(value, dict):
+                out[key] = self._schema(value, sub, stack, depth + 1)  # one schema where a list belongs
             elif key in _SCHEMA_ONE:
                 out[key] = self._schema(value, sub, stack, depth + 1)
             elif key in ("example", "examples", "default", "enum", "const"):
                 out[key] = value  # data, not schema: a "$ref" key inside an example is just data
             else:
-                out[key] = self._schema(value, sub, stack, depth + 1)
+                out[key] = self._schema(value, sub, stack, depth + 1, False)
+        if is_schema:
+            out = repair_node(out, at, self.warn, dialect=self.dialect)
         if isinstance(out.get("allOf"), list):
             out = merge_all_of(out)
         return out

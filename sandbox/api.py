@@ -9,13 +9,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 from protocols.model import Collection, Tool
 
-__all__ = ["Limits", "ToolCall", "ErrorInfo", "ExecutionResult", "Toolset", "Backend", "ERROR_TYPES"]
+__all__ = ["Limits", "ToolCall", "ErrorInfo", "ExecutionResult", "Toolset", "Backend", "ERROR_TYPES",
+           "FAILURE_KINDS", "VALIDATION_MODES"]
 
 #: The ``error.type`` values that are not Python exception class names.
 ERROR_TYPES = ("Timeout", "MemoryLimit", "CallBudget", "OutputLimit", "SandboxError")
+#: Values of ``ToolCall.failure``: refused before sending (``arguments``, ``config``, ``budget``),
+#: sent without an answer (``connect``, ``timeout``, ``request``), answered unusably
+#: (``response``: too large, undecodable), or answered with an error (``http``, ``redirect``).
+FAILURE_KINDS = ("arguments", "config", "budget", "connect", "timeout", "request", "response", "http", "redirect")
+#: How the gateway checks a call's arguments against the tool's schema: ``strict`` refuses a call
+#: that does not conform; ``warn`` sends it and records what failed in ``ToolCall.warnings``;
+#: ``off`` sends it unchecked.
+VALIDATION_MODES = ("strict", "warn", "off")
 
 
 @dataclass(frozen=True)
@@ -35,10 +45,15 @@ class Limits:
 
 @dataclass
 class ToolCall:
-    """One call a program made, as the gateway saw it. ``status`` is None when no HTTP request
-    was sent (invalid arguments, budget exhausted). ``response`` is what the API returned (kept
-    for attribution and reflection; not part of the contract JSON unless asked for), with the
-    host's secrets already taken out; ``redacted`` counts the secrets taken out of it."""
+    """One call a program made, as the gateway saw it. ``status`` is None when no HTTP response
+    came (invalid arguments, budget exhausted, no connection, timeout). ``response`` is what the
+    API returned (kept for attribution and reflection; not part of the contract JSON unless asked
+    for), with the host's secrets already taken out; ``redacted`` counts the secrets taken out of
+    it. ``failure`` says why a failed call failed (``FAILURE_KINDS``); ``redirects`` lists the
+    redirect responses on the way (``{"status", "location", "followed", "reason"?}``; a redirect
+    that was not followed ends the call); ``warnings`` are what validation found in ``warn``
+    mode (the call went out anyway); ``headers`` are the response headers (redacted; not in the
+    contract JSON unless asked for)."""
 
     tool: str
     args: dict[str, Any]
@@ -52,6 +67,15 @@ class ToolCall:
     error: str | None = None
     response: Any = None
     redacted: int = 0
+    failure: str | None = None
+    redirects: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    headers: dict[str, str] | None = None
+
+    @property
+    def sent(self) -> bool:
+        """Did a request leave the host (even if it got no answer)?"""
+        return self.status is not None or self.failure in ("timeout", "connect", "request", "response")
 
     def to_dict(self, *, with_response: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -66,9 +90,13 @@ class ToolCall:
             "duration_ms": round(self.duration_ms, 3),
             "error": self.error,
             "redacted": self.redacted,
+            "failure": self.failure,
+            "redirects": self.redirects,
+            "warnings": self.warnings,
         }
         if with_response:
             d["response"] = self.response
+            d["headers"] = self.headers
         return d
 
 
@@ -129,14 +157,20 @@ class ExecutionResult:
 class Toolset:
     """The tools in play for one run, and how to reach them.
 
-    ``base_url`` overrides every collection's server. ``credentials`` maps a security scheme
-    name to where its secret is read on the host (``env:VAR``); the value itself is looked up only
-    when a request is built, in the gateway, and never crosses into the sandbox.
+    ``base_url`` overrides every collection's server; ``base_urls`` overrides it per collection
+    (collection name -> URL; wins over ``base_url``). ``credentials`` maps a security scheme name,
+    or a placement such as ``header:Authorization`` (``sandbox.http.credentials``), to where its
+    secret is read on the host (``env:VAR``); the value itself is looked up only when a request is
+    built, in the gateway, and never crosses into the sandbox. ``validation`` is the mode of
+    every collection (``VALIDATION_MODES``) unless ``validations`` names one for it.
     """
 
     collections: list[Collection]
     base_url: str | None = None
     credentials: dict[str, str] = field(default_factory=dict)
+    base_urls: dict[str, str] = field(default_factory=dict)
+    validation: str = "strict"
+    validations: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._tools: dict[str, Tool] = {}
@@ -152,6 +186,36 @@ class Toolset:
                     )
                 self._tools[t.name] = t
                 self._owner[t.name] = c
+        from protocols.errors import UsageError
+
+        names = {c.name for c in self.collections}
+        for mode in [self.validation, *self.validations.values()]:
+            if mode not in VALIDATION_MODES:
+                raise UsageError(f"unknown validation mode {mode!r}", hint="use strict, warn or off")
+        for name in [*self.base_urls, *self.validations]:
+            if name not in names:
+                raise UsageError(f"no collection {name!r} in this run",
+                                 hint=f"collections: {', '.join(sorted(names)) or '(none)'}")
+
+    def base_url_for(self, tool: str) -> str | None:
+        """The server URL of ``tool``'s API in this run: the collection's override, the run's
+        override, else the tool's or its collection's first server (None: none known). An
+        override that is a bare origin keeps the path of a RELATIVE spec server (``/api/v3`` with
+        ``http://127.0.0.1:8080`` is ``http://127.0.0.1:8080/api/v3``): a relative server is
+        relative to wherever the API runs, which is what the override says."""
+        collection = self._owner[tool]
+        explicit = self.base_urls.get(collection.name) or self.base_url
+        spec = next((s for s in (self._tools[tool].servers or collection.servers) if s), None)
+        if not explicit:
+            return spec
+        if spec and not spec.lower().startswith(("http://", "https://")) and \
+                urlsplit(explicit).path in ("", "/") and not urlsplit(explicit).query:
+            return explicit.rstrip("/") + "/" + spec.strip("/")
+        return explicit
+
+    def validation_for(self, tool: str) -> str:
+        owner = self._owner.get(tool)
+        return self.validations.get(owner.name, self.validation) if owner is not None else self.validation
 
     @property
     def tools(self) -> dict[str, Tool]:

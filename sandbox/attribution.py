@@ -3,7 +3,10 @@
 Reflection works best when it can tell the model *which* tool's data broke the program and
 *what that data looked like*. ``attribute`` decides this from what the sandbox observed:
 
-1. A ``ToolError`` belongs to the tool that raised it (the runner reports its name).
+1. A ``ToolError`` belongs to the tool that raised it (the runner reports its name); the reason
+   says what happened to the request (``ToolCall.failure``: refused before sending, could not
+   connect, no answer in time, HTTP status...). A ``Timeout`` while a call was waiting for its
+   API belongs to that call's tool.
 2. Otherwise the innermost program frame's positions name the failing sub-expression, and
    ``sandbox.dataflow`` follows the data of its operands back to the tool calls it may come
    from (the candidates).
@@ -205,12 +208,31 @@ def _explain(ranked: list[Candidate], head: str) -> str:
     return text
 
 
+#: What happened to a failed call's request, by ``ToolCall.failure``.
+_FAILURE_WORDS = {
+    "arguments": "rejected before any request was sent",
+    "config": "not sent: the run's configuration is missing something",
+    "budget": "not sent: the call budget was spent",
+    "connect": "the request was made but could not reach the server",
+    "timeout": "the request was sent but no response came in time",
+    "request": "the request was sent but failed in transit",
+    "response": "a response came but could not be used",
+    "redirect": "the API redirected and the redirect was not followed",
+}
+
+
 def _tool_error(error: dict[str, Any], calls: Sequence[ToolCall], frames: list[FramePoint]) -> Attribution:
     tool = str(error["tool"])
     index = _call_for(tool, calls, failed=True)
     line = frames[-1].lineno if frames else (calls[index].line if index is not None else None)
     status = error.get("status")
-    what = f"HTTP {status}" if isinstance(status, int) else "rejected before any request was sent"
+    failure = calls[index].failure if index is not None else None
+    if isinstance(status, int) and failure not in ("redirect", "response"):
+        what = f"HTTP {status}"
+    elif failure in _FAILURE_WORDS:
+        what = _FAILURE_WORDS[failure] + (f" (HTTP {status})" if isinstance(status, int) else "")
+    else:
+        what = "rejected before any request was sent"
     reason = (f"ToolError raised by {tool}" + (f" at line {line}" if line else "")
               + f" ({what}): {str(error.get('message') or '').strip()[:300]}")
     return _with_response(Attribution(tool, reason, index), calls)
@@ -235,6 +257,13 @@ def _attribute(program: str, error: dict[str, Any], calls: Sequence[ToolCall], t
         return _tool_error(error, calls, frames)
     if etype == "CallBudget":
         return _call_budget(calls)
+    waiting = error.get("in_flight")
+    if etype == "Timeout" and isinstance(waiting, int) and 0 <= waiting < len(calls):
+        call = calls[waiting]
+        where = f" at line {call.line}" if call.line is not None else ""
+        reason = (f"Timeout: the program ran out of time waiting for {call.tool}(...){where}: the request was "
+                  f"sent and no response came within {call.duration_ms / 1000:.1f} s")
+        return Attribution(call.tool, reason, waiting)
     if etype in _LIMITS:
         return Attribution(None, f"{etype}: a sandbox limit stopped the program; no single tool call is at fault")
     if etype == "SyntaxError":

@@ -22,7 +22,8 @@ from protocols.errors import ConfigError, UsageError
 from protocols.model import Collection
 from sandbox.api import Backend, ExecutionResult, Limits, Toolset
 
-__all__ = ["run", "arun", "get_backend", "resolve_backend_name", "as_toolset", "close_backends", "pick_sandbox"]
+__all__ = ["run", "arun", "get_backend", "resolve_backend_name", "as_toolset", "close_backends", "pick_sandbox",
+           "check_toolset"]
 
 _BACKENDS: dict[str, Backend] = {}
 _LOCK = threading.Lock()
@@ -70,31 +71,64 @@ def get_backend(name: str | None = None) -> Backend:
         return backend
 
 
-def as_toolset(tools: Toolset | Collection | list[Collection], *, base_url: str | None = None,
-               credentials: dict[str, str] | None = None) -> Toolset:
-    """A ``Toolset`` from what callers have at hand; ``base_url``/``credentials`` override."""
+#: ``base_url`` of ``run``/``solve``: one URL for every collection, or collection name -> URL.
+BaseUrl = str | dict[str, str] | None
+#: ``validation``: one mode (``strict``, ``warn``, ``off``) for every collection, or name -> mode.
+Validation = str | dict[str, str] | None
+
+
+def as_toolset(tools: Toolset | Collection | list[Collection], *, base_url: BaseUrl = None,
+               credentials: dict[str, str] | None = None, validation: Validation = None) -> Toolset:
+    """A ``Toolset`` from what callers have at hand; ``base_url``, ``credentials`` and
+    ``validation`` override (each a single value for all collections, or a dict per collection)."""
     if isinstance(tools, Toolset):
-        if base_url is None and credentials is None:
+        if base_url is None and credentials is None and validation is None:
             return tools
-        return Toolset(collections=tools.collections, base_url=base_url or tools.base_url,
-                       credentials={**tools.credentials, **(credentials or {})})
-    collections = [tools] if isinstance(tools, Collection) else list(tools)
-    if not all(isinstance(c, Collection) for c in collections):
-        raise UsageError("tools must be a Toolset, a Collection or a list of Collections")
-    return Toolset(collections=collections, base_url=base_url, credentials=dict(credentials or {}))
+        base = tools
+        collections = tools.collections
+    else:
+        base = None
+        collections = [tools] if isinstance(tools, Collection) else list(tools)
+        if not all(isinstance(c, Collection) for c in collections):
+            raise UsageError("tools must be a Toolset, a Collection or a list of Collections")
+    one_url = base_url if isinstance(base_url, str) else None
+    urls = dict(base_url) if isinstance(base_url, dict) else {}
+    one_mode = validation if isinstance(validation, str) else None
+    modes = dict(validation) if isinstance(validation, dict) else {}
+    return Toolset(
+        collections=collections,
+        base_url=one_url or (base.base_url if base else None),
+        credentials={**(base.credentials if base else {}), **(credentials or {})},
+        base_urls={**(base.base_urls if base else {}), **urls},
+        validation=one_mode or (base.validation if base else "strict"),
+        validations={**(base.validations if base else {}), **modes},
+    )
+
+
+def check_toolset(toolset: Toolset) -> None:
+    """What would make every call of a run fail, said before the run (``ConfigError``, exit 2):
+    a credential that names neither a security scheme nor a placement, or reads an unset
+    variable; a collection whose spec names no usable server URL and has no ``--base-url``."""
+    from sandbox.http.credentials import check
+
+    check(toolset.credentials, toolset.collections, os.environ)
+    for collection in toolset.collections:
+        if not collection.tools:
+            continue
+        missing = [t.name for t in collection.tools
+                   if not (toolset.base_url_for(t.name) or "").startswith(("http://", "https://"))]
+        if len(missing) == len(collection.tools):
+            base = toolset.base_url_for(collection.tools[0].name)
+            what = f"a relative server URL ({base!r})" if base else "no server URL"
+            several = len(toolset.collections) > 1
+            raise ConfigError(f"collection {collection.name!r}: the spec names {what}",
+                              hint=f"pass --base-url {collection.name + '=' if several else ''}URL "
+                                   "(e.g. http://127.0.0.1:8000)")
 
 
 def _check_credentials(toolset: Toolset) -> None:
-    """Credentials name schemes of the specs and variables of the host; say so before running."""
-    schemes = {s for c in toolset.collections for s in c.security_schemes}
-    for scheme, source in toolset.credentials.items():
-        if schemes and scheme not in schemes:
-            raise ConfigError(f"--credential {scheme}: the tools have no security scheme {scheme!r}",
-                              hint=f"schemes: {', '.join(sorted(schemes))}")
-        var = source[4:] if source.startswith("env:") else source
-        if var not in os.environ:
-            raise ConfigError(f"--credential {scheme}=env:{var}: environment variable {var} is not set",
-                              hint=f"export {var}=... before running")
+    """Kept for callers of the old name: see ``check_toolset``."""
+    check_toolset(toolset)
 
 
 def pick_sandbox(sandbox: str | Backend | None, backend: str | Backend | None) -> str | Backend | None:
@@ -117,19 +151,22 @@ def run(
     limits: Limits | None = None,
     *,
     sandbox: str | Backend | None = None,
-    base_url: str | None = None,
+    base_url: BaseUrl = None,
     credentials: dict[str, str] | None = None,
     backend: str | Backend | None = None,
+    validation: Validation = None,
 ) -> ExecutionResult:
     """Run ``program`` with ``tools`` in a sandbox (``"docker"``, ``"local"``, ``"auto"``/None, or a
     ``Backend``). Every outcome of the program is a result; raises only for bad input
     (``UsageError``/``ConfigError``) or a broken backend (``SandboxError``). ``backend`` is the
-    deprecated name of ``sandbox``."""
+    deprecated name of ``sandbox``. ``base_url``: one URL, or ``{collection: URL}``;
+    ``credentials``: ``{scheme or placement: "env:VAR"}``; ``validation``: ``"strict"`` (default),
+    ``"warn"``, ``"off"``, or ``{collection: mode}``."""
     if not isinstance(program, str):
         raise UsageError("the program must be a string of Python source")
     choice = pick_sandbox(sandbox, backend)
-    toolset = as_toolset(tools, base_url=base_url, credentials=credentials)
-    _check_credentials(toolset)
+    toolset = as_toolset(tools, base_url=base_url, credentials=credentials, validation=validation)
+    check_toolset(toolset)
     chosen = choice if isinstance(choice, Backend) else get_backend(choice)
     return chosen.run(program, toolset, limits or Limits())
 
@@ -140,13 +177,14 @@ async def arun(
     limits: Limits | None = None,
     *,
     sandbox: str | Backend | None = None,
-    base_url: str | None = None,
+    base_url: BaseUrl = None,
     credentials: dict[str, str] | None = None,
     backend: str | Backend | None = None,
+    validation: Validation = None,
 ) -> ExecutionResult:
     """``run`` in a worker thread, for asyncio callers (many programs can run concurrently)."""
     call = functools.partial(run, program, tools, limits, sandbox=pick_sandbox(sandbox, backend),
-                             base_url=base_url, credentials=credentials)
+                             base_url=base_url, credentials=credentials, validation=validation)
     return await asyncio.get_running_loop().run_in_executor(None, call)
 
 

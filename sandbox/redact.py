@@ -14,6 +14,7 @@ replacing every ``"ab"`` inside a response would destroy it and protect nothing.
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -24,8 +25,25 @@ MASK = "[REDACTED]"
 MIN_LENGTH = 4
 
 
+_SCHEME_VALUE = re.compile(r"^([A-Za-z][A-Za-z0-9_-]{0,20})\s+(\S.*)$")
+
+
 def _variants(secret: str) -> set[str]:
-    """The forms a secret takes on the wire and in echoes of it."""
+    """The forms a secret takes on the wire and in echoes of it. A header value given whole
+    (``token abc...``, ``Bearer abc...``, ``Basic dXNlcjpwdw==``) is also hidden without its scheme
+    word, since an API quoting a bad token quotes the token alone (a Basic value also as the
+    ``user:password`` it encodes)."""
+    scheme = _SCHEME_VALUE.match(secret)
+    if scheme is not None:
+        out = _variants(scheme.group(2))
+        if scheme.group(1).lower() == "basic":
+            try:
+                pair = base64.b64decode(scheme.group(2), validate=True).decode("utf-8")
+            except (ValueError, UnicodeDecodeError):
+                pair = ""
+            if ":" in pair:
+                out |= _variants(pair)
+        return out | {secret, quote(secret, safe=""), quote_plus(secret), quote(secret)}
     out = {secret, quote(secret, safe=""), quote_plus(secret), quote(secret)}
     if ":" in secret:  # a Basic "user:password" pair: its header form, and the password alone
         out.add(base64.b64encode(secret.encode()).decode())

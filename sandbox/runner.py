@@ -21,6 +21,23 @@ instruction; columns are 0-based UTF-8 byte offsets, as in ``ast``), blocks for 
 and returns its ``data`` or raises ``ToolError``. Once the host says the call budget is spent it
 raises ``CallBudget``, a BaseException the program cannot usefully catch (the host keeps the
 verdict anyway).
+
+What a program sees besides the plain JSON return value:
+
+- ``tool(..., with_headers=True)`` returns a ``Response`` instead: ``.data`` (the same value),
+  ``.status``, ``.headers`` (a dict with case-insensitive keys) and ``.links`` (the ``Link``
+  header parsed like requests does: ``links["next"]["url"]``), for pagination, ``ETag``,
+  ``Location`` and totals;
+- ``last_response()`` is that ``Response`` for the most recent call (None before any), failed
+  calls included;
+- ``ToolError`` carries ``.tool``, ``.status`` and ``.response`` (the error's ``Response``, or
+  None when no answer came);
+- ``tool(..., extra_query={...})`` passes query parameters the spec does not list (the host
+  checks and sends them).
+
+Output is streamed to the host while the program runs (an ``output`` frame at most every
+``FLUSH_SECONDS``, and the pending output rides on every ``call`` frame as ``out``), so that a
+program stopped at the time limit still reports what it printed so far.
 """
 
 from __future__ import annotations
@@ -29,6 +46,7 @@ import builtins
 import io
 import json
 import os
+import re
 import socket
 import struct
 import sys
@@ -47,6 +65,7 @@ _HEADER = struct.Struct(">I")
 _MAX_FRAME = 64 * 1024 * 1024
 _FRAME_HEAD = 25
 _FRAME_TAIL = 40
+FLUSH_SECONDS = 0.2
 # Bound now: a program that rebinds json.dumps or socket methods must not break the channel.
 _dumps, _loads, _pack, _unpack = json.dumps, json.loads, _HEADER.pack, _HEADER.unpack
 
@@ -77,13 +96,61 @@ def recv(sock: socket.socket) -> Any:
 
 # -- what the program sees ----------------------------------------------------------------------
 
-class ToolError(Exception):
-    """A tool call failed (invalid arguments, HTTP error). ``tool`` and ``status`` say which/how."""
+class Headers(dict):  # type: ignore[type-arg]
+    """Response headers: a plain dict with lower-case names, looked up case-insensitively."""
 
-    def __init__(self, message: str, tool: str | None = None, status: int | None = None) -> None:
+    def __getitem__(self, key: Any) -> Any:
+        return super().__getitem__(key.lower() if isinstance(key, str) else key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return super().get(key.lower() if isinstance(key, str) else key, default)
+
+    def __contains__(self, key: Any) -> bool:
+        return super().__contains__(key.lower() if isinstance(key, str) else key)
+
+
+def _parse_links(value: str) -> dict[str, dict[str, str]]:
+    """``<https://x/?page=2>; rel="next", <...>; rel="last"`` -> ``{"next": {"url", "rel"}, ...}``
+    (the shape requests gives ``response.links``; a URL may itself contain commas)."""
+    links: dict[str, dict[str, str]] = {}
+    for match in re.finditer(r"<([^>]*)>([^<]*)", value):
+        link = {"url": match.group(1).strip()}
+        for param in match.group(2).split(";"):
+            key, _, val = param.strip().strip(",").partition("=")
+            if key.strip():
+                link[key.strip().lower()] = val.strip().strip(",").strip().strip('"')
+        for rel in (link.get("rel") or link["url"]).split():
+            links.setdefault(rel, link)
+    return links
+
+
+class Response:
+    """A call's answer with its HTTP details (``with_headers=True``, ``last_response()``)."""
+
+    __slots__ = ("data", "status", "headers", "links")
+
+    def __init__(self, data: Any, status: Any, headers: Any) -> None:
+        self.data = data
+        self.status = status if isinstance(status, int) else None
+        self.headers = Headers((str(k).lower(), str(v)) for k, v in (headers or {}).items()) \
+            if isinstance(headers, dict) else Headers()
+        self.links = _parse_links(self.headers.get("link", ""))
+
+    def __repr__(self) -> str:
+        shown = repr(self.data)
+        return f"Response(status={self.status}, data={shown[:200] + ('...' if len(shown) > 200 else '')})"
+
+
+class ToolError(Exception):
+    """A tool call failed (invalid arguments, HTTP error). ``tool`` and ``status`` say which/how;
+    ``response`` is the API's answer (a ``Response``; None when no answer came)."""
+
+    def __init__(self, message: str, tool: str | None = None, status: int | None = None,
+                 response: Response | None = None) -> None:
         super().__init__(message)
         self.tool = tool
         self.status = status
+        self.response = response
 
 
 class CallBudget(BaseException):
@@ -97,13 +164,16 @@ class OutputLimit(BaseException):
 
 class CappedText(io.TextIOBase):
     """A text stream that keeps at most ``cap`` bytes (shared with its sibling stream) and then
-    stops the program by raising ``OutputLimit`` on every further write."""
+    stops the program by raising ``OutputLimit`` on every further write. ``on_write`` is called
+    after each write (the output pump's wake-up)."""
 
-    def __init__(self, budget: dict[str, Any], name: str) -> None:
+    def __init__(self, budget: dict[str, Any], name: str, on_write: Callable[[], None] | None = None) -> None:
         super().__init__()
         self._budget = budget
         self._parts: list[str] = []
         self._name = name
+        self._on_write = on_write
+        self.sent = 0  # parts already streamed to the host
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
@@ -134,35 +204,97 @@ class CappedText(io.TextIOBase):
             raise OutputLimit(f"output limit of {budget['cap']} bytes exceeded")
         budget["used"] += size
         self._parts.append(s)
+        if self._on_write is not None and s:
+            self._on_write()
         return len(s)
 
     def getvalue(self) -> str:
         return "".join(self._parts)
 
+    def pending(self) -> str:
+        """What was written since the last call (the parts list only grows)."""
+        end = len(self._parts)
+        text = "".join(self._parts[self.sent:end])
+        self.sent = end
+        return text
+
 
 class Channel:
-    """The runner's end of the host channel; calls from several threads are serialised."""
+    """The runner's end of the host channel. Calls from several threads are serialised; every
+    frame is written under one send lock, so the output pump can send while a call waits."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.lock = threading.Lock()
+        self.send_lock = threading.Lock()
         self.next_id = 0
+        self.last: Response | None = None
+        self.streams: tuple[CappedText, CappedText] | None = None
+        self._wake = threading.Event()
+        self._pump: threading.Thread | None = None
+        self._stopped = False
 
-    def call(self, tool: str, args: dict[str, Any], line: int | None, col: int | None) -> Any:
+    def _pending(self) -> dict[str, str] | None:
+        if self.streams is None:
+            return None
+        out, err = self.streams[0].pending(), self.streams[1].pending()
+        return {"stdout": out, "stderr": err} if out or err else None
+
+    def call(self, tool: str, args: dict[str, Any], line: int | None, col: int | None,
+             with_headers: bool = False) -> Any:
         with self.lock:
             self.next_id += 1
             call_id = self.next_id
-            send(self.sock, {"op": "call", "id": call_id, "tool": tool, "args": args, "line": line, "col": col})
+            frame: dict[str, Any] = {"op": "call", "id": call_id, "tool": tool, "args": args, "line": line, "col": col}
+            with self.send_lock:
+                pending = self._pending()
+                if pending:
+                    frame["out"] = pending
+                send(self.sock, frame)
             reply = recv(self.sock)
         if not isinstance(reply, dict) or reply.get("id") != call_id:
             raise CallBudget("the host channel is out of step")
         if reply.get("ok"):
-            return reply.get("data")
+            answer = Response(reply.get("data"), reply.get("status"), reply.get("headers"))
+            self.last = answer
+            return answer if with_headers else answer.data
         error = reply.get("error") or {}
         message = str(error.get("message") or f"{tool}: call failed")
         if error.get("kind") == "CallBudget":
             raise CallBudget(message)
-        raise ToolError(message, tool=tool, status=error.get("status"))
+        status = error.get("status")
+        response = Response(error.get("data"), status, error.get("headers")) if isinstance(status, int) else None
+        self.last = response
+        raise ToolError(message, tool=tool, status=status, response=response)
+
+    # -- the output pump: what the program prints reaches the host while it runs ----------------
+
+    def wake(self) -> None:
+        if self._pump is None and not self._stopped:
+            self._pump = threading.Thread(target=self._pump_loop, name="atc-output", daemon=True)
+            self._pump.start()
+        self._wake.set()
+
+    def _pump_loop(self) -> None:
+        while not self._stopped:
+            self._wake.wait()
+            time.sleep(FLUSH_SECONDS)  # gather what a loop prints into one frame
+            self._wake.clear()
+            with self.send_lock:
+                if self._stopped:
+                    return
+                pending = self._pending()
+                if pending:
+                    try:
+                        send(self.sock, {"op": "output", **pending})
+                    except OSError:
+                        return
+
+    def stop(self) -> None:
+        """No more output frames (the done frame carries everything)."""
+        with self.send_lock:
+            self._stopped = True
+        self._wake.set()
 
 
 def _position(frame: FrameType) -> tuple[int | None, int | None]:
@@ -183,22 +315,27 @@ def _caller_position() -> tuple[int | None, int | None]:
 
 
 def make_stub(channel: Channel, name: str) -> Callable[..., Any]:
-    """The global function ``name`` of the program: keyword arguments only, JSON values only."""
+    """The global function ``name`` of the program: keyword arguments only, JSON values only;
+    ``with_headers=True`` returns a ``Response``."""
 
     def stub(*args: Any, **kwargs: Any) -> Any:
         if args:
             raise TypeError(f"{name}() takes keyword arguments only, e.g. {name}(name=value); "
                             f"got {len(args)} positional")
+        with_headers = kwargs.pop("with_headers", False)
+        if not isinstance(with_headers, bool):
+            raise TypeError(f"{name}(): with_headers must be True or False")
         try:
             _dumps(kwargs, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"{name}(): argument values must be JSON data (str, int, float, bool, None, "
                             f"list, dict): {exc}") from None
         line, col = _caller_position()
-        return channel.call(name, kwargs, line, col)
+        return channel.call(name, kwargs, line, col, with_headers)
 
     stub.__name__ = stub.__qualname__ = name
-    stub.__doc__ = f"Tool {name}: call with keyword arguments; returns the parsed JSON response."
+    stub.__doc__ = (f"Tool {name}: call with keyword arguments; returns the parsed JSON response "
+                    "(with_headers=True: a Response with .data, .status, .headers, .links).")
     return stub
 
 
@@ -297,8 +434,15 @@ def run_program(channel: Channel, start: dict[str, Any]) -> dict[str, Any]:
     lines = program.splitlines()
     cap = int(start.get("max_output_bytes") or 1_000_000)
     budget = {"cap": cap, "used": 0, "over": False}
-    out, err = CappedText(budget, "<stdout>"), CappedText(budget, "<stderr>")
-    namespace = {"__name__": "__main__", "__builtins__": builtins, "ToolError": ToolError}
+    out, err = CappedText(budget, "<stdout>", channel.wake), CappedText(budget, "<stderr>", channel.wake)
+    channel.streams = (out, err)
+
+    def last_response() -> Response | None:
+        """The ``Response`` of the most recent tool call (None before any call)."""
+        return channel.last
+
+    namespace = {"__name__": "__main__", "__builtins__": builtins, "ToolError": ToolError,
+                 "last_response": last_response}
     for name in start.get("tools") or []:
         if isinstance(name, str) and name.isidentifier():
             namespace[name] = make_stub(channel, name)
@@ -317,6 +461,7 @@ def run_program(channel: Channel, start: dict[str, Any]) -> dict[str, Any]:
         error = describe(exc, lines)
     finally:
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+        channel.stop()
     if budget["over"]:
         error = error if error and error["type"] == "OutputLimit" else {
             "type": "OutputLimit", "message": f"output limit of {cap} bytes exceeded", "traceback": "",

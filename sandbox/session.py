@@ -9,14 +9,18 @@ from a container for Docker), reads its ``ready`` frame (``wait_ready``), and th
     result = build_result(program, outcome, sandbox="local", isolation=[...], started=started,
                           tools=toolset)
 
-``serve`` sends ``start``, answers every ``call`` frame through the gateway, and returns when the
-runner sends ``done``, closes the channel, or the ``deadline`` (a ``time.monotonic()`` value)
-passes. It never raises for anything the runner does; the backend must kill the runner
-afterwards whatever the outcome (a finished runner exits by itself).
+``serve`` sends ``start``, answers every ``call`` frame through the gateway, collects the output
+the runner streams while the program runs (``output`` frames and the ``out`` of call frames), and
+returns when the runner sends ``done``, closes the channel, or the ``deadline`` (a
+``time.monotonic()`` value) passes. A call that is still waiting for its API when the deadline
+comes (the gateway cuts its timeout at the deadline) ends the run as a ``Timeout`` attributed to
+that call (``SessionOutcome.in_flight``). It never raises for anything the runner does; the
+backend must kill the runner afterwards whatever the outcome (a finished runner exits by itself).
 
 ``build_result`` turns the outcome into the contract ``ExecutionResult``: answer and stderr from
-``done``, the error (type, message, line, column, source line, traceback), the attributed tool and
-the explanation from ``sandbox.attribution.attribute``. ``started`` is a ``time.perf_counter()``
+``done`` (or, when the program was stopped, what it had printed so far), the error (type,
+message, line, column, source line, traceback), the attributed tool and the explanation from
+``sandbox.attribution.attribute``. ``started`` is a ``time.perf_counter()``
 value taken when the run began.
 
 Frames are described in ``sandbox/wire.py``; nothing a runner sends is trusted: frames are
@@ -58,10 +62,26 @@ class SessionOutcome:
     calls: list[ToolCall] = field(default_factory=list)
     failure: str | None = None
     detail: str = ""
+    stdout: list[str] = field(default_factory=list)
+    stderr: list[str] = field(default_factory=list)
+    in_flight: int | None = None
+    _streamed: int = field(default=0, init=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"done": self.done, "calls": [c.to_dict() for c in self.calls],
-                "failure": self.failure, "detail": self.detail}
+                "failure": self.failure, "detail": self.detail, "stdout": "".join(self.stdout),
+                "stderr": "".join(self.stderr), "in_flight": self.in_flight}
+
+    def stream(self, frame: Any, cap: int) -> None:
+        """Keep the output a runner streamed (``{"stdout", "stderr"}``), at most ``cap`` bytes in all."""
+        if not isinstance(frame, dict):
+            return
+        for key, parts in (("stdout", self.stdout), ("stderr", self.stderr)):
+            text = frame.get(key)
+            if isinstance(text, str) and text and self._streamed < cap:
+                text = text[: cap - self._streamed]
+                self._streamed += len(text)
+                parts.append(text)
 
 
 def wait_ready(sock: socket.socket, timeout: float) -> dict[str, Any]:
@@ -77,6 +97,10 @@ def wait_ready(sock: socket.socket, timeout: float) -> dict[str, Any]:
 #: Deepest nesting of lists/objects a runner frame may have. A legitimate runner never comes near
 #: it; deeper data would overflow the host's recursive JSON encoder/validators later on.
 MAX_FRAME_DEPTH = 100
+
+
+#: A call that timed out this close to the deadline had its timeout cut by the deadline.
+_CUT_BY_DEADLINE = 0.25
 
 
 #: Total size of the tool-call frames of one run the host accepts: every call's arguments are
@@ -218,12 +242,21 @@ def serve(
                 line = line if line is not None and 0 < line <= line_count else None
                 col = _int_or_none(msg.get("col"))
                 col = col if line is not None and col is not None and 0 <= col <= len(program) else None
+                outcome.stream(msg.get("out"), limits.max_output_bytes)
                 result = gateway.call(msg.get("tool"), msg.get("args"), line=line, col=col)
+                if not result.ok and (result.error or {}).get("failure") == "timeout" and \
+                        deadline - time.monotonic() < _CUT_BY_DEADLINE:
+                    # The gateway cut this call's timeout at the program's deadline: the program
+                    # ran out of time waiting for it. Its tool is the one to blame.
+                    outcome.in_flight = len(gateway.calls) - 1
+                    raise TimeoutError
                 if gateway.budget_exceeded and outcome.failure is None:
                     outcome.failure = "CallBudget"
                     outcome.detail = _MESSAGES["CallBudget"].format(max_calls=limits.max_calls)
                 sock.settimeout(max(0.01, deadline - time.monotonic()))
                 wire.send(sock, result.frame(call_id if call_id is not None else -1))
+            elif op == "output":
+                outcome.stream(msg, limits.max_output_bytes)
             elif op == "done":
                 outcome.done = _sanitize_done(msg, limits)
                 return outcome
@@ -291,6 +324,15 @@ def build_result(
         error_dict = {"type": outcome.failure, "message": message,
                       "traceback": runner_error.get("traceback", ""), "frames": runner_error.get("frames", []),
                       "tool": None, "status": None}
+        waiting = outcome.calls[outcome.in_flight] if outcome.in_flight is not None and \
+            0 <= outcome.in_flight < len(outcome.calls) else None
+        if outcome.failure == "Timeout" and waiting is not None:
+            where = f" called at line {waiting.line}" if waiting.line is not None else ""
+            error_dict["message"] = f"{message} (it was waiting for {waiting.tool}{where})"
+            error_dict["in_flight"] = outcome.in_flight
+            if not error_dict["frames"] and waiting.line is not None:
+                error_dict["frames"] = [{"name": "<module>", "lineno": waiting.line, "end_lineno": waiting.line,
+                                         "col": waiting.col, "end_col": None}]
         if outcome.failure == "CallBudget" and not error_dict["frames"]:
             first = next((c for c in outcome.calls if c.error and "call budget exhausted" in c.error), None)
             if first is not None and first.line is not None:
@@ -318,13 +360,16 @@ def build_result(
             code=_source_line(program, line),
             attribution=attribution,
         )
+    # A program that was stopped sent no done frame: what it printed so far is its answer.
+    answer = done["stdout"] if outcome.done is not None else "".join(outcome.stdout)
+    stderr = done["stderr"] if outcome.done is not None else "".join(outcome.stderr)
     return ExecutionResult(
         ok=error is None and bool(done.get("ok")),
-        answer=done.get("stdout", ""),
+        answer=answer,
         sandbox=sandbox,
         duration_ms=(time.perf_counter() - started) * 1000,
         error=error,
         calls=list(outcome.calls),
-        stderr=done.get("stderr", ""),
+        stderr=stderr,
         isolation=list(isolation),
     )

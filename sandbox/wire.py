@@ -7,7 +7,9 @@ only, in both directions: the host never unpickles anything that comes out of a 
 Runner -> host::
 
     {"op": "ready", "pid": int, "python": "3.11.2"}                      once, after connecting
-    {"op": "call", "id": int, "tool": str, "args": {...}, "line": int|null, "col": int|null}
+    {"op": "call", "id": int, "tool": str, "args": {...}, "line": int|null, "col": int|null,
+     "out": {"stdout": str, "stderr": str}}                               # "out": output since the last frame, optional
+    {"op": "output", "stdout": str, "stderr": str}                        # output so far, while the program runs
     {"op": "done", "ok": bool, "stdout": str, "stderr": str, "truncated": bool,
      "error": null | {"type": str, "message": str, "traceback": str,
                       "frames": [{"name", "lineno", "end_lineno", "col", "end_col"}],   # program frames, outermost first
@@ -16,12 +18,19 @@ Runner -> host::
 Host -> runner::
 
     {"op": "start", "program": str, "tools": [str], "max_output_bytes": int}
-    {"op": "result", "id": int, "ok": true, "data": JSON}
-    {"op": "result", "id": int, "ok": false, "error": {"message": str, "status": int|null, "kind": str}}
+    {"op": "result", "id": int, "ok": true, "data": JSON, "status": int|null, "headers": {str: str}}
+    {"op": "result", "id": int, "ok": false, "error": {"message": str, "status": int|null, "kind": str,
+                                                      "failure": str, "data": JSON, "headers": {str: str}}}
 
-``kind`` is ``ToolError`` for a failed call or ``CallBudget`` once the budget is spent. The host
-trusts nothing in a runner message: a hostile program can write frames of its own, so every
-field is re-validated and every call goes through the same checks as a stub's.
+``kind`` is ``ToolError`` for a failed call or ``CallBudget`` once the budget is spent; ``failure``
+says why a call failed (``sandbox.api.FAILURE_KINDS``); ``data`` and ``headers`` are the API's
+answer (error body included) with the host's secrets taken out, header names in lower case, for
+``with_headers=True``, ``last_response()`` and ``ToolError.response`` in the program. ``args`` of a
+call may hold ``extra_query`` (query parameters the spec does not list); ``with_headers`` never
+leaves the runner. ``output`` frames and ``out`` carry the program's output while it runs, so
+that the host keeps it when it has to stop the program (the ``done`` frame repeats everything).
+The host trusts nothing in a runner message: a hostile program can write frames of its own, so
+every field is re-validated and every call goes through the same checks as a stub's.
 
 The runner (``sandbox/runner.py``) is stdlib-only and standalone because it is mounted into
 containers whose Python has nothing else; it carries its own copy of the four-line framing.

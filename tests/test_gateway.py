@@ -180,7 +180,12 @@ def test_good_call_records_template_status_and_response(api: LibraryAPI, tmp_pat
 def test_http_error_names_tool_status_and_api_text(api: LibraryAPI, tmp_path: Path) -> None:
     gw = Gateway(Toolset([library_collection(api, tmp_path)]))
     out = gw.call("get_book", {"book_id": 999})
-    assert out.error == {"message": "get_book: HTTP 404: book not found", "status": 404, "kind": "ToolError"}
+    assert out.error is not None
+    assert {k: out.error[k] for k in ("message", "status", "kind")} == {
+        "message": "get_book: HTTP 404: book not found", "status": 404, "kind": "ToolError"}
+    # the program also gets the error body and headers (ToolError.response), and the log says why
+    assert out.error["data"] == {"error": "book not found"} and out.error["failure"] == "http"
+    assert out.error["headers"]["content-type"] == "application/json"
     assert gw.calls[0].status == 404 and gw.calls[0].response == {"error": "book not found"}
 
 

@@ -18,27 +18,61 @@ __all__ = ["add_run_options", "limits_from_args", "toolset_from_args", "load_col
            "terminal_safe"]
 
 _CREDENTIAL = re.compile(r"^(?P<scheme>[^=]+)=env:(?P<var>[A-Za-z_][A-Za-z0-9_]*)$")
+#: ``NAME=VALUE`` of the per-collection forms of --base-url and --validation (NAME: a collection).
+_PER_COLLECTION = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)=(?P<value>.+)$")
 
 
 def add_run_options(p: argparse.ArgumentParser, *, tools_flag: bool = True) -> None:
     """RUN OPTIONS of interface.md (and ``--tools`` when the command takes it as a flag)."""
     if tools_flag:
         p.add_argument("--tools", "-t", action="append", required=True, metavar="T",
-                       help="a spec file or the name of an imported collection (repeatable)")
-    p.add_argument("--base-url", help="override the spec's server URL")
-    p.add_argument("--credential", action="append", default=[], metavar="SCHEME=env:VAR",
-                   help="secret for a security scheme, read on the host from env var VAR (repeatable)")
+                       help="a spec file or URL, or the name of an imported collection (repeatable)")
+    p.add_argument("--base-url", action="append", default=[], metavar="[NAME=]URL",
+                   help="override the spec's server URL: for every collection, or for collection NAME (repeatable)")
+    p.add_argument("--credential", action="append", default=[], metavar="KEY=env:VAR",
+                   help="a secret read on the host from env var VAR (repeatable). KEY is a security scheme of the "
+                        "spec, or where the secret goes: header:NAME, query:NAME, cookie:NAME, bearer, basic; "
+                        "prefix COLLECTION: to send it to one API only")
+    p.add_argument("--validation", action="append", default=[], metavar="[NAME=]MODE",
+                   help="argument checks before a call: strict (default: refuse), warn (send, log what failed), "
+                        "off; for every collection, or for collection NAME (repeatable)")
     p.add_argument("--sandbox", choices=["docker", "local"], default=None,
                    help="where programs run (default: docker when an engine and the image are there, else local)")
     p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="wall clock for the program (60)")
     p.add_argument("--memory", type=int, default=512, metavar="MB", help="memory limit (512)")
     p.add_argument("--max-calls", type=int, default=100, metavar="N", help="tool calls per program (100)")
+    p.add_argument("--call-timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="wall clock for one tool call, redirects and body included (30)")
+    p.add_argument("--max-response-bytes", type=int, default=5_000_000, metavar="N",
+                   help="largest response body of one call, compressed and decompressed (5000000)")
 
 
 def limits_from_args(args: argparse.Namespace) -> Limits:
     if args.timeout <= 0 or args.memory <= 0 or args.max_calls < 0:
         raise UsageError("--timeout and --memory must be positive, --max-calls at least 0")
-    return Limits(timeout=args.timeout, memory_mb=args.memory, max_calls=args.max_calls)
+    call_timeout = getattr(args, "call_timeout", 30.0)
+    max_response = getattr(args, "max_response_bytes", 5_000_000)
+    if call_timeout <= 0 or max_response <= 0:
+        raise UsageError("--call-timeout and --max-response-bytes must be positive")
+    return Limits(timeout=args.timeout, memory_mb=args.memory, max_calls=args.max_calls,
+                  call_timeout=call_timeout, max_response_bytes=max_response)
+
+
+def split_per_collection(flag: str, items: list[str], *, is_default: Any) -> tuple[str | None, dict[str, str]]:
+    """``(value for every collection, {collection: value})`` of a repeatable ``[NAME=]VALUE`` flag.
+    ``is_default(item)`` tells an unprefixed value (a URL, a mode) from ``NAME=VALUE``."""
+    every: str | None = None
+    per: dict[str, str] = {}
+    for item in items:
+        m = _PER_COLLECTION.match(item)
+        if m and not is_default(item):
+            per[m.group("name")] = m.group("value")
+        elif every is None:
+            every = item
+        else:
+            raise UsageError(f"{flag} given twice without a collection name ({every!r}, {item!r})",
+                             hint=f"use {flag} NAME=VALUE to set it for one collection")
+    return every, per
 
 
 def parse_credentials(items: list[str]) -> dict[str, str]:
@@ -46,33 +80,48 @@ def parse_credentials(items: list[str]) -> dict[str, str]:
     for item in items:
         m = _CREDENTIAL.match(item)
         if not m:
-            raise UsageError(f"--credential {item!r} is not SCHEME=env:VAR",
-                             hint="example: --credential api_key=env:TMDB_TOKEN")
+            raise UsageError(f"--credential {item!r} is not SCHEME=env:VAR (or PLACEMENT=env:VAR)",
+                             hint="examples: --credential api_key=env:TMDB_TOKEN, "
+                                  "--credential header:Authorization=env:API_AUTH")
         creds[m.group("scheme")] = f"env:{m.group('var')}"
     return creds
 
 
 def load_collections(specs: list[str], *, base_url: str | None = None) -> list[Any]:
-    """Each T of ``--tools``: a spec file when the path exists, else a collection in the store."""
+    """Each T of ``--tools``: a spec file when the path exists (or an http(s) URL), else a
+    collection in the store."""
     from protocols import Store, load_spec
 
     store = None
     out = []
     for t in specs:
         path = Path(t).expanduser()
-        if path.exists():
-            out.append(load_spec(path))
+        if path.exists() or t.startswith(("http://", "https://")):
+            out.append(load_spec(t if t.startswith(("http://", "https://")) else path))
         else:
             store = store or Store(atc_home())
             out.append(store.get(t))
     return out
 
 
+def _looks_like_url(item: str) -> bool:
+    return "://" in item.split("=", 1)[0] or not _PER_COLLECTION.match(item)
+
+
 def toolset_from_args(args: argparse.Namespace) -> Toolset:
+    base_url, base_urls = split_per_collection("--base-url", list(args.base_url or []), is_default=_looks_like_url)
+    for url in [base_url, *base_urls.values()]:
+        if url is not None and not re.match(r"^https?://[^/\s]+", url):
+            raise UsageError(f"--base-url {url!r} is not an http(s) URL", hint="example: --base-url http://127.0.0.1:8000")
+    validation, validations = split_per_collection(
+        "--validation", list(getattr(args, "validation", None) or []), is_default=lambda item: "=" not in item)
     return Toolset(
         collections=load_collections(args.tools),
-        base_url=args.base_url,
+        base_url=base_url,
         credentials=parse_credentials(args.credential),
+        base_urls=base_urls,
+        validation=validation or "strict",
+        validations=validations,
     )
 
 

@@ -21,12 +21,17 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     sub = tools.add_subparsers(dest="tools_command", metavar="SUBCOMMAND")
     tools.set_defaults(handler=lambda args: _help(tools))
 
-    p = sub.add_parser("import", parents=parents, help="add a collection from a spec file or folder",
+    p = sub.add_parser("import", parents=parents, help="add a collection from a spec file, folder or URL",
                        description="Import an OpenAPI 3.0/3.1 or Swagger 2.0 document (JSON or YAML), a "
-                       "ToolBench/RapidAPI tool file, folder or query file, or an MCP tools/list result.")
-    p.add_argument("spec", metavar="SPEC", help="spec file or ToolBench folder")
+                       "ToolBench/RapidAPI tool file, folder or query file, or an MCP tools/list result. SPEC may "
+                       "be an http(s) URL that serves the spec. Repairs of well-known spec mistakes and problems "
+                       "the import worked around are printed as warnings.")
+    p.add_argument("spec", metavar="SPEC", help="spec file, ToolBench folder, or http(s) URL")
     p.add_argument("--name", help="collection name (default: from the spec title or file name)")
     p.add_argument("--base-url", help="server URL to use instead of the spec's servers")
+    p.add_argument("--credential", action="append", default=[], metavar="KEY=env:VAR",
+                   help="a secret for fetching SPEC from a URL (header:NAME, query:NAME, cookie:NAME, bearer, "
+                        "basic); used for the download only, never stored")
     p.set_defaults(handler=_import)
 
     p = sub.add_parser("list", parents=parents, help="the collections in the store")
@@ -53,18 +58,67 @@ def _help(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
+#: Warnings printed by ``tools import`` before "... and N more" (all of them are in --json).
+_SHOWN_WARNINGS = 20
+
+
+def _fetch_with(spec: str, items: list[str]) -> tuple[dict[str, str], str | None]:
+    """Headers, and the URL with query credentials added, for fetching ``spec`` (a URL)."""
+    import os
+
+    from atc.cli.common import parse_credentials
+    from atc.errors import ConfigError, UsageError
+    from sandbox.http.credentials import PLACEMENT_FORMS, apply_secret, env_var, parse_placement
+
+    if not items:
+        return {}, None
+    if not spec.lower().startswith(("http://", "https://")):
+        raise UsageError("--credential of 'tools import' is for fetching a spec from a URL",
+                         hint="give the secrets at run time: atc run/solve --credential ...")
+    headers: dict[str, str] = {}
+    query: list[tuple[str, str]] = []
+    cookies: list[tuple[str, str]] = []
+    for key, source in parse_credentials(items).items():
+        placement = parse_placement(key)
+        if placement is None:
+            raise UsageError(f"--credential {key}: say where the secret goes to fetch the spec",
+                             hint=f"one of: {PLACEMENT_FORMS}")
+        var = env_var(source)
+        if var not in os.environ:
+            raise ConfigError(f"--credential {key}=env:{var}: environment variable {var} is not set",
+                              hint=f"export {var}=... before importing")
+        apply_secret(placement.scheme(), os.environ[var], headers, query, cookies)
+    if cookies:
+        headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies)
+    if not query:
+        return headers, None
+    from urllib.parse import urlencode
+
+    return headers, spec + ("&" if "?" in spec else "?") + urlencode(query)
+
+
 def _import(args: argparse.Namespace) -> int:
     from protocols.loaders import load_spec
     from protocols.store import Store
 
-    collection = load_spec(args.spec, name=args.name, base_url=args.base_url)
+    headers, fetch_url = _fetch_with(args.spec, list(getattr(args, "credential", None) or []))
+    collection = load_spec(args.spec, name=args.name, base_url=args.base_url, headers=headers or None,
+                           fetch_url=fetch_url)
     Store(atc_home()).add(collection)
+    warnings = collection.warnings
     if args.json:
         print_json({"ok": True, "collection": collection.name, "tools": len(collection.tools),
                     "source": collection.source, "source_format": collection.source_format,
-                    "servers": collection.servers, "names": [t.name for t in collection.tools]})
+                    "servers": collection.servers, "names": [t.name for t in collection.tools],
+                    "security_schemes": {k: v.to_dict() for k, v in collection.security_schemes.items()},
+                    "warnings": [w.to_dict() for w in warnings]})
     else:
-        server = f", server {collection.servers[0]}" if collection.servers else ""
+        for w in warnings[:_SHOWN_WARNINGS]:
+            sys.stderr.write(f"atc: warning: {collection.name}: {w}\n")
+        if len(warnings) > _SHOWN_WARNINGS:
+            sys.stderr.write(f"atc: warning: {collection.name}: ... and {len(warnings) - _SHOWN_WARNINGS} more "
+                             "(all of them: --json, or 'atc tools show NAME --json')\n")
+        server = f", server {collection.servers[0]}" if collection.servers and collection.servers[0] else ""
         print(f"imported {collection.name}: {len(collection.tools)} tools ({collection.source_format}{server})")
     return 0
 
@@ -97,8 +151,13 @@ def _show(args: argparse.Namespace) -> int:
         from protocols.render import render_compact
 
         head = f"{collection.name}: {len(collection.tools)} tools ({collection.source_format})"
-        if collection.servers:
+        if collection.servers and collection.servers[0]:
             head += f", server {collection.servers[0]}"
+        else:
+            head += ", no server URL (runs need --base-url)"
+        head += "\n" + _auth_lines(collection)
+        if collection.warnings:
+            head += f"\n{len(collection.warnings)} import warning(s): see --json"
         _out(head + "\n\n" + render_compact(collection.tools) + "\n")
         return 0
     tool = store.get_tool(args.name)
@@ -109,6 +168,25 @@ def _show(args: argparse.Namespace) -> int:
 
     _out(render_full(tool) + "\n")
     return 0
+
+
+def _auth_lines(collection: Any) -> str:
+    """How the collection authenticates, and how to give each credential at run time."""
+    schemes = collection.security_schemes
+    if not schemes:
+        return ("auth: the spec declares no security scheme (if the API wants a key, say where it goes: "
+                "--credential header:NAME=env:VAR, query:NAME=..., cookie:NAME=..., bearer=..., basic=...)")
+    lines = ["auth:"]
+    for key, scheme in schemes.items():
+        if scheme.type == "apiKey":
+            what = f"API key in {scheme.location} {scheme.param!r}"
+        elif scheme.type == "http":
+            what = f"HTTP {scheme.scheme or 'bearer'}"
+        else:
+            what = scheme.type
+        used = sum(1 for t in collection.tools if any(key in alt for alt in t.security))
+        lines.append(f"  {key}: {what}; used by {used} tool(s); --credential {key}=env:VAR")
+    return "\n".join(lines)
 
 
 def _search(args: argparse.Namespace) -> int:
