@@ -20,7 +20,7 @@ from atc.errors import AtcError, UsageError
 
 __all__ = ["main", "build_parser"]
 
-COMMAND_MODULES = ("tools", "run", "solve", "mock", "sandbox")
+COMMAND_MODULES = ("tools", "run", "solve", "probe", "mock", "sandbox")
 
 
 class _Parser(argparse.ArgumentParser):
