@@ -158,6 +158,8 @@ class Caller:
         duration = (time.perf_counter() - started) * 1000
         if outcome.ok:
             kind = "redirect" if status is not None and 300 <= status < 400 else classify_body(outcome.data)
+            if kind == "empty" and tool.method.upper() == "HEAD":
+                kind = "ok"  # a HEAD answer has no body by definition: its status is the answer
             error = None if kind == "ok" else _body_problem(kind, status)
             obs = self._new(tool.name, args, kind, status=status, data=outcome.data, error=error,
                             duration_ms=duration, **extra)

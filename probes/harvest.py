@@ -11,7 +11,11 @@ its sibling fields, and the request that produced it (whose arguments a later ca
 ======  ========================================================================================
 0.95    a field with the parameter's exact name (``season_number`` <- ``seasons[].season_number``)
 0.9     the parameter's attribute of an object of its entity (``movie_id`` <- ``id`` of a movie,
-        ``network_id`` <- ``networks[].id``, ``{id}`` under ``/albums/`` <- ``albums.items[].id``)
+        ``network_id`` <- ``networks[].id``, ``{id}`` under ``/albums/`` <- ``albums.items[].id``),
+        the entity's id under its full name (``{id}`` under ``/users/`` <- ``userId``), or a
+        synonym of the name (``username`` <- ``login``)
+0.8-87  for a parameter named by a bare noun (``{owner}``, ``{repo}``): an identifying field of an
+        object of that entity (``owner.login``, a repo's ``name``; handles before ids before names)
 0.85    for free text: a name or title of the kind of thing the endpoint searches
 0.7     a field whose name ends with the parameter's name (``primary_movie_id``); any name/title
 0.3     a bare ``id`` for a bare ``id`` parameter with no noun to check against
@@ -23,13 +27,15 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from probes.calls import Observation, Source
 from probes.naming import (
     ID_WORDS,
+    IDENT_FIELDS,
     NAME_FIELDS,
+    SYNONYMS,
     EndpointNouns,
     ParamRole,
     endpoint_nouns,
@@ -47,6 +53,8 @@ MAX_PER_FIELD = 5
 #: Nodes of one response walked at most.
 MAX_NODES = 5000
 _MAX_TEXT = 200
+#: Candidates a (tool, parameter) keeps (more than it shows, so that values ruled out leave others).
+_KEEP = 40
 #: Matches below this score are loose guesses, used only when ``weak`` is asked for.
 STRONG_MATCH = 0.3
 
@@ -98,7 +106,8 @@ class Harvest:
         self._per_field: dict[tuple[str, str], list[Any]] = {}
         self._nouns: dict[str, EndpointNouns] = {}
         self._by_key: dict[str, list[int]] = {}
-        self._memo: dict[tuple[str, str, bool], tuple[int, list[Candidate]]] = {}
+        self._key_order: list[str] = []
+        self._memo: dict[tuple[str, str, bool], _Memo] = {}
 
     def _endpoint(self, tool: Tool) -> EndpointNouns:
         nouns = self._nouns.get(tool.name)
@@ -120,7 +129,11 @@ class Harvest:
                 if value in kept or len(kept) >= MAX_PER_FIELD:
                     continue
                 kept.append(value)
-                self._by_key.setdefault(norm(key), []).append(len(self.values))
+                nkey = norm(key)
+                if nkey not in self._by_key:
+                    self._by_key[nkey] = []
+                    self._key_order.append(nkey)
+                self._by_key[nkey].append(len(self.values))
                 self.values.append(Seen(value=value, key=key, path=(*path, key), field=fpath, owner=owner,
                                         obs=obs.id, tool=tool.name, siblings=scalars))
                 added += 1
@@ -131,24 +144,29 @@ class Harvest:
     def candidates(self, tool: Tool, pname: str, role: ParamRole, *, weak: bool = False,
                    limit: int = 8) -> list[Candidate]:
         """Harvested values for parameter ``pname`` of ``tool``, best first. ``weak`` also admits
-        loose matches (any id-like field of the right type) for the last, guessing round."""
-        cache_key = (tool.name, pname, weak)
-        hit = self._memo.get(cache_key)
-        if hit is not None and hit[0] == len(self.values):
-            return hit[1]
-        schema = tool.properties.get(pname)
-        schema = schema if isinstance(schema, dict) else {}
+        loose matches (any id-like field of the right type) for the last, guessing round.
+
+        Incremental: each (tool, parameter) remembers how far it has read the harvest, so asking
+        again after a few more responses costs only those responses (probing a collection of
+        hundreds of tools asks this thousands of times)."""
+        memo = self._memo.get((tool.name, pname, weak))
+        if memo is None:
+            memo = self._memo[(tool.name, pname, weak)] = _Memo()
+        if memo.size == len(self.values):
+            return memo.top[:limit]
         binding = tool.bindings.get(pname)
         wire = norm(binding.name if binding and binding.name else pname)
+        for key in self._key_order[memo.keys_seen:]:
+            if _relevant(key, wire, role, weak):
+                memo.positions[key] = 0
+        memo.keys_seen = len(self._key_order)
+        schema = tool.properties.get(pname)
+        schema = schema if isinstance(schema, dict) else {}
         searched = self._endpoint(tool).items
-        if role.text:
-            keys = [k for k in self._by_key if k in NAME_FIELDS]
-        else:
-            keys = [k for k in self._by_key if k in (wire, role.attribute) or k.endswith("_" + wire)
-                    or (weak and role.id_like and (k in ID_WORDS or k.endswith("_id")))]
-        scored: list[tuple[float, int, Candidate]] = []
-        for key in keys:
-            for index in self._by_key[key]:
+        fresh = False
+        for key, pos in memo.positions.items():
+            indices = self._by_key[key]
+            for index in indices[pos:]:
                 seen = self.values[index]
                 score = text_score(seen, searched) if role.text else match_score(role, wire, seen)
                 if score <= 0 or (score < STRONG_MATCH and not weak):
@@ -156,21 +174,48 @@ class Harvest:
                 value = coerce(seen.value, schema)
                 if value is None or not _fits(value, role):
                     continue
+                if type(value) is not type(seen.value):
+                    score -= 0.1  # a number where the API wants text is a weaker fit (a repo's id vs its name)
                 source: Source = {"kind": "harvest", "obs": seen.obs, "path": list(seen.path), "tool": seen.tool,
                                   "field": seen.field}
-                scored.append((score, index, Candidate(value, score, source, seen)))
-        scored.sort(key=lambda item: (-item[0], item[1]))
-        out: list[Candidate] = []
-        taken: list[Any] = []
-        for _, _, cand in scored:
-            if cand.value in taken:
-                continue
-            taken.append(cand.value)
-            out.append(cand)
-            if len(out) >= limit:
-                break
-        self._memo[cache_key] = (len(self.values), out)
-        return out
+                memo.scored.append((score, index, Candidate(value, score, source, seen)))
+                fresh = True
+            memo.positions[key] = len(indices)
+        memo.size = len(self.values)
+        if fresh:
+            memo.scored.sort(key=lambda item: (-item[0], item[1]))
+            del memo.scored[_KEEP:]
+            memo.top = []
+            taken: list[Any] = []
+            for _, _, cand in memo.scored:
+                if cand.value not in taken:
+                    taken.append(cand.value)
+                    memo.top.append(cand)
+        return memo.top[:limit]
+
+
+@dataclass
+class _Memo:
+    """How far one (tool, parameter) has read the harvest, and its best candidates so far."""
+
+    size: int = -1
+    keys_seen: int = 0
+    positions: dict[str, int] = field(default_factory=dict)
+    scored: list[tuple[float, int, Candidate]] = field(default_factory=list)
+    top: list[Candidate] = field(default_factory=list)
+
+
+def _relevant(key: str, wire: str, role: ParamRole, weak: bool) -> bool:
+    """Whether values under field name ``key`` can match the parameter at all (see ``match_score``)."""
+    if role.text:
+        return key in NAME_FIELDS
+    if key in (wire, role.attribute) or key.endswith("_" + wire) or key in SYNONYMS.get(wire, ()):
+        return True
+    if role.entity and role.attribute and key == f"{role.entity}_{role.attribute}":
+        return True
+    if role.attribute == "" and key in IDENT_FIELDS:
+        return True
+    return weak and role.id_like and (key in ID_WORDS or key.endswith("_id"))
 
 
 def match_score(role: ParamRole, pname: str, seen: Seen) -> float:
@@ -179,6 +224,12 @@ def match_score(role: ParamRole, pname: str, seen: Seen) -> float:
     bare = pname in ID_WORDS
     if key == pname and not bare:
         return 0.95
+    if key in SYNONYMS.get(pname, ()):
+        return 0.9
+    if role.entity and role.attribute == "" and key in IDENT_FIELDS:
+        return IDENT_FIELDS[key] if same_entity(seen.owner, role.entity) else 0.0
+    if role.entity and role.attribute and key == f"{role.entity}_{role.attribute}":
+        return 0.9  # ``{id}`` under ``/users/`` <- ``userId`` of a post
     if role.entity and key == role.attribute:
         if same_entity(seen.owner, role.entity):
             return 0.9

@@ -40,6 +40,8 @@ __all__ = [
     "ID_WORDS",
     "TEXT_PARAM_WORDS",
     "NAME_FIELDS",
+    "IDENT_FIELDS",
+    "SYNONYMS",
 ]
 
 #: Keys of wrappers around "the list this endpoint returns"; they name no entity themselves.
@@ -59,6 +61,13 @@ ID_WORDS = frozenset("id ids uuid guid key slug code ref handle number no num sk
 #: Words of parameter names that take free text.
 TEXT_PARAM_WORDS = frozenset("q query search keyword keywords term terms text phrase search_term searchterm "
                              "s k find filter title name".split())
+#: Fields that identify their object, for a parameter named by a bare noun (``{owner}`` <- ``owner.login``),
+#: with the belief in each: handles and slugs are what paths usually take, then ids, then names.
+IDENT_FIELDS = {"login": 0.87, "username": 0.87, "handle": 0.87, "slug": 0.87, "id": 0.85, "uuid": 0.85,
+                "key": 0.8, "code": 0.8, "name": 0.8}
+#: Other spellings of a parameter's name that a response may use for the same value.
+SYNONYMS = {"username": ("login", "handle", "screen_name", "user_name"), "user": ("login", "username"),
+            "login": ("username", "handle")}
 #: Response fields that hold a human-readable name of their object (good free-text search words).
 NAME_FIELDS = frozenset("name title original_title original_name display_name full_name label username "
                         "screen_name headline".split())
@@ -119,7 +128,8 @@ def same_entity(a: str | None, b: str | None) -> bool:
 @dataclass(frozen=True)
 class ParamRole:
     """What a parameter asks for. ``entity`` is the thing it identifies (None: no noun in its name),
-    ``attribute`` what it takes from it (``id``, ``number``, ``name``), ``id_like`` whether only a
+    ``attribute`` what it takes from it (``id``, ``number``, ``name``; ``""`` for a bare noun such as
+    ``{repo}``: any identifier of a repo), ``id_like`` whether only a
     value the API handed out can work (an id, a key, a path segment), ``text`` whether it takes
     free text (a search query)."""
 
@@ -141,16 +151,21 @@ def param_role(tool: Tool, pname: str) -> ParamRole:
     has_choices = bool(schema.get("enum")) or "const" in schema
     kind = schema.get("type")
     attribute = ws[-1] if ws else pname
+    if attribute == "ids":
+        attribute = "id"
     entity: str | None = None
+    textual = kind in (None, "string") and not has_choices and not schema.get("format")
+    text = textual and location in ("query", "body") and (
+        norm(wire) in TEXT_PARAM_WORDS or (bool(ws) and ws[-1] in TEXT_PARAM_WORDS and ws[-1] not in ("name", "title")))
     if len(ws) > 1:
         entity = "_".join(singular(w) for w in ws[:-1])
     elif location == "path" and ws and ws[0] in ID_WORDS:
         entity = _path_noun_before(tool.path, wire)
-    textual = kind in (None, "string") and not has_choices and not schema.get("format")
-    text = textual and location in ("query", "body") and (
-        norm(wire) in TEXT_PARAM_WORDS or (bool(ws) and ws[-1] in TEXT_PARAM_WORDS and ws[-1] not in ("name", "title")))
+    elif location == "path" and ws and not has_choices and not text and kind != "boolean":
+        # ``/repos/{owner}/{repo}``: a bare noun names the thing; any identifier of it will do.
+        entity, attribute = singular(ws[0]), ""
     id_like = not has_choices and not text and (
-        attribute in ID_WORDS or location == "path" or norm(wire) in ("username", "user", "login"))
+        attribute in ID_WORDS or attribute == "" or location == "path" or norm(wire) in ("username", "user", "login"))
     if kind == "boolean":
         id_like = False
     return ParamRole(name=pname, entity=entity, attribute=attribute, id_like=id_like, text=text)

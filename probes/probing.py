@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from atc.config import atc_home
 from atc.errors import ConfigError, UsageError
@@ -71,13 +72,22 @@ def resolve_toolset(tools: ToolsArg, base_url: str | None = None,
 
 
 def _check_reachable(toolset: Toolset) -> None:
+    """Every tool has an absolute http(s) server to go to (else no request could be made)."""
     if toolset.base_url:
-        return
-    for collection in toolset.collections:
-        for tool in collection.tools:
-            if not (tool.servers or collection.servers):
-                raise ConfigError(f"{collection.name}: the spec names no server URL for {tool.name}",
-                                  hint="pass --base-url URL")
+        servers = [(toolset.base_url, "--base-url")]
+    else:
+        servers = []
+        for collection in toolset.collections:
+            for tool in collection.tools:
+                url = next((s for s in tool.servers or collection.servers if s), None)
+                if url is None:
+                    raise ConfigError(f"{collection.name}: the spec names no server URL for {tool.name}",
+                                      hint="pass --base-url URL")
+                servers.append((url, f"the server of {tool.name}"))
+    for url, what in servers:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(f"{what} {url!r} is not an absolute http(s) URL", hint="pass --base-url URL")
 
 
 def _check_credentials(toolset: Toolset) -> None:
@@ -159,6 +169,7 @@ def probe(
     caller = Caller(toolset, limits, budget, cache)
 
     last_write = [0.0]
+    write_every = [WRITE_EVERY]
     rounds_used = [0]
     usage = {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
     sandbox_used: list[str | None] = [None]
@@ -176,11 +187,13 @@ def probe(
         if out is None:
             return
         now = time.monotonic()
-        if not final and now - last_write[0] < WRITE_EVERY:
+        if not final and now - last_write[0] < write_every[0]:
             return
-        last_write[0] = now
         report = build(interrupted=interrupted)
         report.outputs = write_outputs(out, toolset.collections, report)
+        # Writing must not take over the probe: wait at least 5 times as long as a write took.
+        last_write[0] = time.monotonic()
+        write_every[0] = max(WRITE_EVERY, 5 * (last_write[0] - now))
 
     def event(kind: str, state: ToolState) -> None:
         if on_event is not None:

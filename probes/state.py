@@ -56,7 +56,7 @@ class ToolState:
         return out
 
     def schema(self) -> dict[str, Any] | None:
-        return merge_schema([o.data for o in self.successes] + self.helper_samples)
+        return merge_schema([o.data for o in self.successes if o.data is not None] + self.helper_samples)
 
 
 class Session:
@@ -73,6 +73,7 @@ class Session:
         self.on_event = on_event
         self.auth_failures = 0
         self.stop_reason: str | None = None
+        self._reports: dict[str, tuple[tuple[Any, ...], ToolReport]] = {}
 
     # -- bookkeeping --------------------------------------------------------------------------
 
@@ -122,7 +123,18 @@ class Session:
     # -- reports ------------------------------------------------------------------------------
 
     def report(self, state: ToolState) -> ToolReport:
-        """The ``ToolReport`` of a tool, as known now."""
+        """The ``ToolReport`` of a tool, as known now (rebuilt only when the tool's state changed:
+        ``--out`` files are rewritten while probing, and merging schemas is the costly part)."""
+        stamp = (state.status, state.reason, len(state.successes), len(state.observations), len(state.helper_samples),
+                 self.caller.budget.by_tool.get(state.name, 0))
+        hit = self._reports.get(state.name)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        report = self._build_report(state)
+        self._reports[state.name] = (stamp, report)
+        return report
+
+    def _build_report(self, state: ToolState) -> ToolReport:
         tool = state.tool
         status = state.status if state.status != "pending" else "skipped"
         reason = state.reason

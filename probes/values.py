@@ -7,6 +7,7 @@ is shared with harvested values (``probes.harvest``), so the planner can compare
 0.95    ``const``; a value the API itself handed out under the parameter's exact name
 0.9     ``enum`` members and ``default``
 0.8     the spec's ``example`` of a parameter that takes no id
+0.7     a common value for a parameter known by its name alone (``language`` -> ``en``, ``limit`` -> 10)
 0.6     a spec example of an id-like parameter; a value made for a ``format`` (date, email...);
         a common search word for a free-text parameter
 0.5     a value of the right type and bounds, made up (``1``, ``false``, ``"test"``)
@@ -20,9 +21,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from probes.naming import ParamRole
+from probes.naming import ParamRole, norm
 
-__all__ = ["Made", "schema_values", "COMMON_WORDS", "coerce", "type_ok", "STRONG", "GUESS"]
+__all__ = ["Made", "schema_values", "COMMON_WORDS", "NAMED", "coerce", "type_ok", "STRONG", "GUESS"]
 
 #: The lowest score a plan needs in the ordinary rounds (below it only the last, guessing round).
 STRONG = 0.5
@@ -31,6 +32,16 @@ GUESS = 0.1
 
 #: Words that find something in almost any search index (tried after names seen in responses).
 COMMON_WORDS = ("love", "the", "star", "world", "time", "music", "new", "life")
+
+#: Plausible values for parameters known by their name alone: the generic vocabulary of web APIs.
+NAMED: dict[str, Any] = {
+    "language": "en", "lang": "en", "locale": "en-US", "hl": "en", "country": "US", "country_code": "US",
+    "region": "US", "currency": "USD", "units": "metric", "unit": "metric", "format": "json", "order": "asc",
+    "direction": "asc", "page": 1, "per_page": 10, "limit": 10, "page_size": 10, "pagesize": 10, "size": 10,
+    "count": 10, "max_results": 10, "offset": 0, "start": 0, "year": 2020, "month": 1, "day": 1, "lat": 51.5,
+    "latitude": 51.5, "lon": -0.12, "lng": -0.12, "longitude": -0.12, "city": "London", "timezone": "UTC",
+    "tz": "UTC", "date": "2024-01-15",
+}
 
 _FORMATS: dict[str, Any] = {
     "date": "2024-01-15",
@@ -117,8 +128,12 @@ def coerce(value: Any, schema: dict[str, Any]) -> Any:
         if isinstance(value, int):
             return str(value)
         return None
-    if kind in (None,):
+    if kind is None:
         return value if isinstance(value, str | int | float) else None
+    if kind == "array" and not isinstance(value, list):
+        items = schema.get("items")
+        inner = coerce(value, items if isinstance(items, dict) else {})
+        return [inner] if inner is not None else None
     return value if type_ok(value, schema) else None
 
 
@@ -159,6 +174,9 @@ def schema_values(schema: Any, role: ParamRole) -> list[Made]:
         if ex is not None and type_ok(ex, schema):
             out.append(Made(ex, 0.6 if id_like else 0.8, "example"))
     kind = _kind(schema)
+    named = NAMED.get(norm(role.name))
+    if named is not None and coerce(named, schema) is not None:
+        out.append(Made(coerce(named, schema), 0.7, "name"))
     fmt = schema.get("format")
     if isinstance(fmt, str) and fmt in _FORMATS and type_ok(_FORMATS[fmt], schema):
         out.append(Made(_FORMATS[fmt], 0.6, "format"))
@@ -178,7 +196,7 @@ def schema_values(schema: Any, role: ParamRole) -> list[Made]:
     elif kind in ("string", None):
         low = schema.get("minLength")
         text = "test" if not isinstance(low, int) or low <= 4 else "x" * low
-        out.append(Made(text, 0.1 if id_like else 0.4, "guess" if id_like else "type"))
+        out.append(Made(text, 0.1 if id_like else 0.5, "guess" if id_like else "type"))
     seen: list[Any] = []
     unique: list[Made] = []
     for made in out:
