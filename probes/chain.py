@@ -200,14 +200,16 @@ class ChainProber:
     # -- after the rounds -----------------------------------------------------------------------
 
     def extra_samples(self, round_: int) -> None:
-        """More samples for documented tools whose schema still has gaps, while budget remains."""
+        """More samples for documented tools whose schema still has gaps, while budget remains. A
+        sample that fills none of the gaps ends it for that tool: the gap is in the API's data
+        (a list that is always empty, a field that is always null), not in the sample."""
         s = self.s
         for state in list(s.states.values()):
             if s.stopped:
                 return
-            while (state.status == "documented" and len(state.successes) < s.settings.samples
-                   and gaps(state.schema()) > 0 and s.caller.budget.left(state.name) > 0 and not s.stopped):
-                before = len(state.successes)
+            open_gaps = gaps(state.schema()) if state.status == "documented" else 0
+            while (open_gaps > 0 and len(state.successes) < s.settings.samples
+                   and s.caller.budget.left(state.name) > 0 and not s.stopped):
                 plan = self._best(state, STRONG)
                 if plan is None:
                     break
@@ -216,11 +218,14 @@ class ChainProber:
                     continue
                 obs = s.caller.call(state.tool, plan.args, provenance=plan.provenance, round_=round_)
                 s.observe(state, obs)
-                if obs.ok:
-                    state.successes.append(obs)
-                    s.harvest.add(obs, state.tool)
-                if len(state.successes) == before and not obs.ok:
+                if not obs.ok:
                     break
+                state.successes.append(obs)
+                s.harvest.add(obs, state.tool)
+                left = gaps(state.schema())
+                if left >= open_gaps:
+                    break
+                open_gaps = left
 
     def finish(self) -> None:
         """Decide every tool still pending: failed (it was tried) or skipped (it never could be)."""

@@ -43,7 +43,7 @@ from probes.naming import (
     norm,
     same_entity,
 )
-from probes.values import coerce
+from probes.values import coerce, within
 from protocols.model import Tool
 
 __all__ = ["Seen", "Candidate", "Harvest", "field_path", "MAX_PER_FIELD"]
@@ -172,7 +172,7 @@ class Harvest:
                 if score <= 0 or (score < STRONG_MATCH and not weak):
                     continue
                 value = coerce(seen.value, schema)
-                if value is None or not _fits(value, role):
+                if value is None or not _fits(value, role) or not within(value, schema):
                     continue
                 if type(value) is not type(seen.value):
                     score -= 0.1  # a number where the API wants text is a weaker fit (a repo's id vs its name)

@@ -23,7 +23,7 @@ from typing import Any
 from probes.calls import Observation, Source
 from probes.harvest import Candidate, Harvest, field_path
 from probes.naming import ParamRole, norm, param_role
-from probes.values import coerce, schema_values
+from probes.values import coerce, schema_values, within
 from protocols.model import Tool
 
 __all__ = ["Plan", "Planner", "signature"]
@@ -165,7 +165,7 @@ class Planner:
         for key, value in seen.siblings.items():
             if norm(key) == wanted and key != seen.key:
                 fixed = coerce(value, schema)
-                if fixed is not None and fixed not in bad:
+                if fixed is not None and fixed not in bad and within(fixed, schema):
                     path = [*seen.path[:-1], key]
                     return Candidate(fixed, anchor.score, {"kind": "harvest", "obs": seen.obs, "path": path,
                                                            "tool": seen.tool, "field": field_path(tuple(path))})
@@ -174,7 +174,7 @@ class Planner:
             for arg, value in origin.args.items():
                 if norm(arg) == wanted:
                     fixed = coerce(value, schema)
-                    if fixed is not None and fixed not in bad:
+                    if fixed is not None and fixed not in bad and within(fixed, schema):
                         return Candidate(fixed, anchor.score, {"kind": "inherit", "obs": origin.id, "arg": arg})
         return None
 

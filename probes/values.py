@@ -23,7 +23,7 @@ from typing import Any
 
 from probes.naming import ParamRole, norm
 
-__all__ = ["Made", "schema_values", "COMMON_WORDS", "NAMED", "coerce", "type_ok", "STRONG", "GUESS"]
+__all__ = ["Made", "schema_values", "COMMON_WORDS", "NAMED", "coerce", "within", "type_ok", "STRONG", "GUESS"]
 
 #: The lowest score a plan needs in the ordinary rounds (below it only the last, guessing round).
 STRONG = 0.5
@@ -135,6 +135,24 @@ def coerce(value: Any, schema: dict[str, Any]) -> Any:
         inner = coerce(value, items if isinstance(items, dict) else {})
         return [inner] if inner is not None else None
     return value if type_ok(value, schema) else None
+
+
+def within(value: Any, schema: dict[str, Any]) -> bool:
+    """Whether a value (already of the right type) keeps the schema's ``enum`` and bounds."""
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum and value not in enum:
+        return False
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        low, high = schema.get("minimum"), schema.get("maximum")
+        if isinstance(low, int | float) and not isinstance(low, bool) and value < low:
+            return False
+        if isinstance(high, int | float) and not isinstance(high, bool) and value > high:
+            return False
+    if isinstance(value, str):
+        short, long_ = schema.get("minLength"), schema.get("maxLength")
+        if isinstance(short, int) and len(value) < short or isinstance(long_, int) and len(value) > long_:
+            return False
+    return True
 
 
 def _number(schema: dict[str, Any], integer: bool) -> Any:

@@ -1,7 +1,7 @@
 """Probing is built for APIs in general, not for one fixture: two more APIs on 127.0.0.1 in the
 styles of well-known real ones, with their own naming habits.
 
-- a code forge (GitHub style): root-list responses, ``{username}`` filled from ``login``,
+- a code forge (GitHub style): root-list responses, a field that is null in one record only, ``{username}`` filled from ``login``,
   ``/repos/{owner}/{repo}`` from a repo's ``name`` and its ``owner.login``, issue numbers that only
   exist for their repo, and a HEAD operation;
 - a blog (json-server style): ``{id}`` under ``/authors/`` filled from a post's ``authorId``, nested
@@ -22,7 +22,8 @@ import pytest
 from probes import probe
 from protocols import load_data
 
-USERS = {"octo": {"login": "octo", "id": 1, "name": "Octo Cat"}, "mona": {"login": "mona", "id": 2, "name": "Mona"}}
+USERS = {"octo": {"login": "octo", "id": 1, "name": "Octo Cat", "bio": None},
+         "mona": {"login": "mona", "id": 2, "name": "Mona", "bio": "Painter"}}
 REPOS = {("octo", "hello"): {"id": 10, "name": "hello", "full_name": "octo/hello", "stars": 5,
                              "owner": {"login": "octo", "id": 1}},
          ("mona", "lisa"): {"id": 11, "name": "lisa", "full_name": "mona/lisa", "stars": 9,
@@ -152,6 +153,9 @@ def test_forge_and_blog_styles(server: str) -> None:
     head = report.tool("check_user")
     assert head.response_schema is None and head.status_codes == {"200": 1}
     # Every tool worked at its first request: chains were found before the tools that need them ran.
-    assert report.calls == len(Handler.log) == len(report.tools)
+    # One more request went to get_user: its first answer had a null "bio", so its type was unknown.
+    assert report.calls == len(Handler.log) == len(report.tools) + 1
+    user = report.tool("get_user")
+    assert user.samples == 2 and set(user.response_schema["properties"]["bio"]["type"]) == {"null", "string"}
     assert not [path for method, path in Handler.log if "/issues/" in path and method == "GET"
                 and not path.endswith(("/issues/3", "/issues/8"))]

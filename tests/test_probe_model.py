@@ -146,3 +146,34 @@ def test_without_a_configured_model_it_probes_without_one(catalog: CatalogAPI) -
     report = probe(_collection(catalog))
     assert report.mode == "no-llm" and "without a model" in (report.note or "")
     assert report.count("documented") == 5
+
+
+def _docker_ready() -> bool:
+    try:
+        from sandbox.docker_backend import docker_available
+    except ImportError:
+        return False
+    try:
+        return bool(docker_available())
+    except Exception:
+        return False
+
+
+@pytest.mark.docker
+def test_model_programs_run_in_the_docker_sandbox(catalog: CatalogAPI, model: ScriptedOpenAI) -> None:
+    if not _docker_ready():
+        pytest.skip("no Docker engine or no sandbox image")
+    collection = load_data(catalog.spec(only=("/shelves", "/shelves/{shelf_id}/items")), source="catalog")
+    report = probe(collection, client=_client(model), sandbox="docker", request_timeout=2)
+    assert report.sandbox == "docker"
+    assert [(t.name, t.status, t.source) for t in report.tools] == [
+        ("list_shelves", "documented", "model"), ("list_shelf_items", "documented", "model")]
+    assert report.tool("list_shelf_items").depends_on == ["list_shelves"]
+    assert report.calls == len(catalog.requests)
+
+
+def test_the_python_api_exposes_probe() -> None:
+    import atc
+    import probes.probing
+
+    assert atc.probe is probes.probing.probe and atc.ProbeReport.__name__ == "ProbeReport"
