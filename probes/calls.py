@@ -16,6 +16,7 @@ validated, and timeouts and size caps apply. ``Caller`` adds what probing needs 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -78,7 +79,22 @@ def classify_body(data: Any) -> str:
         head = data.lstrip()[:15].lower()
         if head.startswith(("{", "[")) or head.startswith(("<!doctype", "<html", "<?xml", "<head", "<body")):
             return "garbage"
+    if isinstance(data, dict) and _error_shaped(data):
+        return "refused"
     return "ok"
+
+
+#: Keys of a body that says only "this failed" (many APIs answer errors with status 200).
+_ERROR_KEYS = frozenset({"error", "errors", "message", "msg", "status", "code", "success", "ok", "detail",
+                         "details", "status_code", "status_message", "error_code", "error_message", "reason"})
+
+
+def _error_shaped(data: dict[str, Any]) -> bool:
+    """A 2xx body that is an error report: nothing but error-ish keys, and one of them says so."""
+    if not data or not set(data) <= _ERROR_KEYS:
+        return False
+    return bool(data.get("error") or data.get("errors") or data.get("error_code") or data.get("error_message")
+                or data.get("success") is False or data.get("ok") is False)
 
 
 @dataclass
@@ -160,7 +176,7 @@ class Caller:
             kind = "redirect" if status is not None and 300 <= status < 400 else classify_body(outcome.data)
             if kind == "empty" and tool.method.upper() == "HEAD":
                 kind = "ok"  # a HEAD answer has no body by definition: its status is the answer
-            error = None if kind == "ok" else _body_problem(kind, status)
+            error = None if kind == "ok" else _body_problem(kind, status, outcome.data)
             obs = self._new(tool.name, args, kind, status=status, data=outcome.data, error=error,
                             duration_ms=duration, **extra)
         else:
@@ -180,12 +196,26 @@ class Caller:
         return obs
 
 
-def _body_problem(kind: str, status: int | None) -> str:
+def _body_problem(kind: str, status: int | None, data: Any = None) -> str:
+    if kind == "refused":
+        return f"HTTP {status} with an error body: {_said(data)}"
     if kind == "empty":
         return f"HTTP {status}: the answer has no body"
     if kind == "redirect":
         return f"HTTP {status}: a redirect, not data"
     return f"HTTP {status}: the body is not JSON data (malformed JSON or an HTML page)"
+
+
+def _said(data: Any) -> str:
+    """The words of an error body, short."""
+    if isinstance(data, dict):
+        for key in ("message", "error_message", "status_message", "detail", "msg", "error", "errors"):
+            value = data.get(key)
+            if isinstance(value, dict):
+                value = value.get("message") or value.get("detail")
+            if isinstance(value, str) and value.strip():
+                return " ".join(value.split())[:200]
+    return json.dumps(data, ensure_ascii=False, default=str)[:200]
 
 
 def _failure_kind(message: str, status: int | None, kind: str) -> str:

@@ -123,8 +123,8 @@ class ChainProber:
         """Up to ``tries`` requests for ``state``'s tool with the best untried plans; True on success."""
         s = self.s
         invalid = 0
-        sent = 0
-        while sent < tries and not s.stopped:
+        made = 0  # answers from the cache count too, so a re-run retraces the first run exactly
+        while made < tries and not s.stopped:
             if s.caller.budget.left(state.name) <= 0:
                 if s.caller.budget.left() <= 0:
                     s.stop_reason = "the request budget (--max-calls) is spent"
@@ -142,8 +142,7 @@ class ChainProber:
                 continue
             obs = s.caller.call(state.tool, plan.args, provenance=plan.provenance, round_=round_)
             s.observe(state, obs)
-            if not obs.cached:
-                sent += 1
+            made += 1
             if obs.ok:
                 s.succeed(state, obs, round_)
                 return True
@@ -164,6 +163,11 @@ class ChainProber:
             s.emit("failed", state)
             return False
         if obs.kind in ("empty", "redirect", "invalid"):
+            return True
+        if obs.kind == "refused":
+            for p in params_named(state, obs.error or "") or (list(plan.args) if len(plan.args) == 1 else []):
+                if p in plan.args:
+                    state.bad.setdefault(p, []).append(plan.args[p])
             return True
         status = obs.status or 0
         if status in (401, 403, 407):

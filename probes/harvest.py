@@ -254,7 +254,10 @@ def text_score(seen: Seen, searched: str | None) -> float:
 
 
 def _fits(value: Any, role: ParamRole) -> bool:
-    """Identifiers have no spaces and are short; anything else is a sentence, not an id."""
+    """Identifiers have no spaces and are short (anything else is a sentence, not an id), and a
+    path segment holds no ``/`` (``/poster.jpg`` is a path, not an id)."""
+    if role.in_path and isinstance(value, str) and "/" in value:
+        return False
     if role.id_like and isinstance(value, str):
         return 0 < len(value) <= 100 and not any(c.isspace() for c in value)
     return True

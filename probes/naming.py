@@ -138,6 +138,7 @@ class ParamRole:
     attribute: str
     id_like: bool
     text: bool
+    in_path: bool = False
 
 
 def param_role(tool: Tool, pname: str) -> ParamRole:
@@ -168,7 +169,8 @@ def param_role(tool: Tool, pname: str) -> ParamRole:
         attribute in ID_WORDS or attribute == "" or location == "path" or norm(wire) in ("username", "user", "login"))
     if kind == "boolean":
         id_like = False
-    return ParamRole(name=pname, entity=entity, attribute=attribute, id_like=id_like, text=text)
+    return ParamRole(name=pname, entity=entity, attribute=attribute, id_like=id_like, text=text,
+                     in_path=location == "path")
 
 
 def _path_noun_before(path: str, wire: str) -> str | None:

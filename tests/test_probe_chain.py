@@ -96,6 +96,7 @@ def test_failures_have_reasons_and_never_crash(catalog: CatalogAPI) -> None:
     assert reasons["get_slow"][0] == "failed" and "no response within" in reasons["get_slow"][1]
     assert reasons["get_garbage"][0] == "failed" and "not JSON" in reasons["get_garbage"][1]
     assert reasons["get_html"][0] == "failed" and "HTML" in reasons["get_html"][1]
+    assert reasons["get_quota"][0] == "failed" and "error body: the quota service is unavailable" in reasons["get_quota"][1]
     assert report.tool("get_slow").calls == 1  # a timeout is not retried
 
 
@@ -114,9 +115,10 @@ def test_a_second_probe_reuses_recorded_answers(catalog: CatalogAPI) -> None:
     first = _probe(catalog)
     catalog.reset()
     second = _probe(catalog)
-    # Only what was not recorded is asked again: server errors, timeouts and garbage.
-    assert sorted(catalog.paths()) == ["/broken", "/garbage", "/html", "/slow"]
-    assert second.calls == 4 and second.cached == first.calls - 4
+    # Only what was not recorded is asked again: server errors, timeouts, garbage and error bodies.
+    failing = ["/broken", "/garbage", "/html", "/quota", "/slow"]
+    assert sorted(catalog.paths()) == failing
+    assert second.calls == len(failing) and second.cached == first.calls - len(failing)
     assert [(t.name, t.status, t.response_schema) for t in second.tools] == \
         [(t.name, t.status, t.response_schema) for t in first.tools]
     catalog.reset()

@@ -199,6 +199,11 @@ def test_bodies_are_classified() -> None:
     assert classify_body({"a": 1}) == "ok" and classify_body([]) == "ok" and classify_body("plain text") == "ok"
     assert classify_body(None) == classify_body("") == "empty"
     assert classify_body('{"a": ') == classify_body("<!DOCTYPE html><p>") == "garbage"
+    # Errors answered with status 200: only error-ish keys, and one of them says it failed.
+    assert classify_body({"success": False, "error": {"message": "no"}}) == "refused"
+    assert classify_body({"ok": False, "message": "quota"}) == "refused"
+    assert classify_body({"status": "ok", "message": "hello"}) == "ok"
+    assert classify_body({"error": None, "data": [1]}) == "ok"
 
 
 # -- the cache ----------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ reachable through other tools.
 - ``GET /account`` needs the ``X-Key`` header and echoes it back (the gateway must redact it);
 - ``POST /items``, ``DELETE /items/{sku}`` and ``GET /items/{sku}/delete`` change data;
 - ``GET /broken`` fails (500), ``GET /slow`` never answers in time, ``GET /garbage`` answers broken
-  JSON, ``GET /html`` an HTML page.
+  JSON, ``GET /html`` an HTML page, ``GET /quota`` an error report with status 200.
 
 Ids are random-looking strings, so none can be guessed; unknown ids get 404. Every request is
 recorded (``requests``) so tests assert on what the server really saw. ``mode="locked"`` answers
@@ -89,11 +89,14 @@ class CatalogAPI:
                 pass
 
             def _send(self, status: int, body: bytes, ctype: str = "application/json") -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", ctype)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up waiting (the slow endpoint): nothing to answer
 
             def _json(self, status: int, obj: Any) -> None:
                 self._send(status, json.dumps(obj).encode())
@@ -164,6 +167,8 @@ class CatalogAPI:
                     return self._json(200, {"late": True})
                 if parts == ["garbage"]:
                     return self._send(200, b'{"items": [1, 2, ')
+                if parts == ["quota"]:
+                    return self._json(200, {"ok": False, "error": "the quota service is unavailable"})
                 if parts == ["html"]:
                     return self._send(200, b"<!DOCTYPE html><html><body>Sign in</body></html>", "text/html")
                 self._json(404, {"error": "not found"})
@@ -229,6 +234,7 @@ def catalog_spec(url: str, *, only: tuple[str, ...] | None = None) -> dict[str, 
         "/slow": {"get": _op("getSlow", "Never answers in time.")},
         "/garbage": {"get": _op("getGarbage", "Answers broken JSON.")},
         "/html": {"get": _op("getHtml", "Answers an HTML page.")},
+        "/quota": {"get": _op("getQuota", "Answers an error with status 200.")},
     }
     if only is not None:
         paths = {p: item for p, item in paths.items() if p in only}
