@@ -226,7 +226,8 @@ def probe(
             from probes.llm import remember
 
             for state in session.states.values():
-                if state.successes and state.source != "model":
+                # A tool documented from recorded answers has its finding already.
+                if state.successes and state.source != "model" and not state.successes[0].cached:
                     remember(session, state, state.successes[0])
     except KeyboardInterrupt:
         report = build(interrupted=True)
