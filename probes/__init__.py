@@ -6,8 +6,9 @@
 The room, in the order data flows through it: ``naming`` (what names mean), ``values`` (arguments
 made from schemas), ``calls`` (budget, cache, gateway, what an answer means) with ``cache``,
 ``harvest`` (values seen in responses and how they fit parameters), ``planner`` (coherent
-arguments), ``chain`` (the model-free chain of probing) and ``llm`` (the model's rounds), ``state``
-and ``document`` (from responses to protocols), ``outputs`` (OpenAPI, Markdown, store), ``safety``
+arguments), ``chain`` (the model-free chain of probing) and ``llm`` (the model's rounds),
+``findings`` (how each tool was documented, for re-runs), ``state`` and ``document`` (from
+responses to protocols), ``outputs`` (OpenAPI, Markdown, store), ``safety``
 (the one "may we call this" decision), ``report`` (the result dataclasses) and ``probing`` (the
 entry point). Names are imported lazily so that importing one module stays light.
 """

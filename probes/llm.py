@@ -37,6 +37,7 @@ from atc.extract import extract_program
 from atc.model import Message, ModelClient
 from probes.cache import cacheable
 from probes.calls import Observation, Source, classify_body
+from probes.findings import remember, replay
 from probes.harvest import field_path
 from probes.naming import norm
 from probes.state import Session, ToolState
@@ -139,7 +140,7 @@ class ModelProber:
             for state in pending:
                 if s.stopped or self.model_error:
                     break
-                if self._replay(state, round_):
+                if replay(s, state, round_):
                     progressed = True
                     continue
                 helpers = [] if round_ == 0 else self.select_helpers(state)
@@ -345,101 +346,6 @@ class ModelProber:
             last = own[-1]
             reason = last.error or f"{state.name} answered HTTP {last.status} without data"
         return " ".join(reason.split())[:400]
-
-    # -- reuse ----------------------------------------------------------------------------------
-
-    def _replay(self, state: ToolState, round_: int) -> bool:
-        """Document a tool from a finding recorded by an earlier run (no model, no request)."""
-        cache = self.s.caller.cache
-        finding = cache.finding(state.name) if cache is not None else None
-        if not finding or not isinstance(finding.get("calls"), list):
-            return False
-        caller = self.s.caller
-        own: Observation | None = None
-        base = len(caller.observations)
-        for rec in finding["calls"]:
-            if not isinstance(rec, dict) or rec.get("tool") not in self.toolset.tools:
-                continue
-            raw = rec.get("provenance")
-            prov: dict[str, Any] = raw if isinstance(raw, dict) else {}
-            obs = Observation(id=len(caller.observations), tool=str(rec["tool"]), args=dict(rec.get("args") or {}),
-                              kind=str(rec.get("kind")), status=rec.get("status"), data=rec.get("data"),
-                              error=rec.get("error"), cached=True, round=round_,
-                              provenance=_rebase(prov, base, len(caller.observations)),
-                              helper_for=state.name if rec["tool"] != state.name else None)
-            caller.observations.append(obs)
-            if obs.tool == state.name:
-                self.s.observe(state, obs)
-                if obs.ok and own is None:
-                    own = obs
-            elif obs.ok:
-                self.s.helper_sample(obs)
-        if own is None:
-            return False
-        if cache is not None:
-            cache.hits += 1
-        if finding.get("program"):
-            state.programs[own.id] = {"program": str(finding["program"]), "question": str(finding.get("question") or "")}
-        recorded_round = finding.get("round")
-        self.s.succeed(state, own, recorded_round if isinstance(recorded_round, int) else round_,
-                       source=str(finding.get("source") or "model"))
-        return True
-
-
-def chain_of(obs: Observation, observations: Sequence[Observation]) -> list[Observation]:
-    """``obs`` and every earlier observation its arguments came from (recursively), in order."""
-    found: dict[int, Observation] = {}
-
-    def visit(o: Observation, depth: int) -> None:
-        if o.id in found or depth > 12:
-            return
-        found[o.id] = o
-        for src in o.provenance.values():
-            origin = src.get("obs")
-            if isinstance(origin, int) and 0 <= origin < o.id and origin < len(observations):
-                visit(observations[origin], depth + 1)
-
-    visit(obs, 0)
-    return [found[i] for i in sorted(found)]
-
-
-def remember(session: Session, state: ToolState, own: Observation) -> None:
-    """Record how ``state``'s tool was documented (the chain of calls up to its first success, and
-    the model's question and program when there were some), so that a later probe in model mode
-    documents it again without the model or the API."""
-    cache = session.caller.cache
-    if cache is None:
-        return
-    chain = chain_of(own, session.caller.observations)
-    rank = {o.id: i for i, o in enumerate(chain)}
-    calls = []
-    for o in chain:
-        prov: dict[str, Any] = {}
-        for arg, src in o.provenance.items():
-            moved = dict(src)
-            if isinstance(src.get("obs"), int):
-                moved = {**moved, "obs": rank[src["obs"]]} if src["obs"] in rank else {"kind": "model"}
-            prov[arg] = moved
-        calls.append({**o.record(), "provenance": prov})
-    given = state.programs.get(own.id) or {}
-    cache.put_finding(state.name, {"program": given.get("program", ""), "question": given.get("question", ""),
-                                   "source": state.source, "round": state.round, "calls": calls})
-
-
-def _rebase(provenance: dict[str, Any], base: int, own_id: int) -> dict[str, Source]:
-    """Recorded provenance (observation ids as ranks in the recorded chain) moved to where the
-    replayed calls now sit."""
-    out: dict[str, Source] = {}
-    for arg, src in provenance.items():
-        if not isinstance(src, dict):
-            continue
-        moved = dict(src)
-        if isinstance(src.get("obs"), int):
-            moved["obs"] = base + src["obs"]
-            if moved["obs"] >= own_id:
-                moved = {"kind": "model"}
-        out[str(arg)] = moved
-    return out
 
 
 def _names_in(text: str, allowed: list[str]) -> list[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,6 +28,7 @@ from atc.model import ModelClient, make_client
 from probes.cache import ResponseCache
 from probes.calls import Budget, Caller
 from probes.chain import ChainProber
+from probes.findings import remember
 from probes.outputs import learnt_collection, write_outputs
 from probes.report import ProbeInterrupted, ProbeReport, ProbeSettings
 from probes.safety import call_safety
@@ -116,6 +118,100 @@ def _pick_client(settings: ProbeSettings, client: ModelClient | None, model: str
         return None, f"probed without a model: {exc.message}"
 
 
+class _Run:
+    """One probe: the session, its outputs, and what the report says about how it ran."""
+
+    def __init__(self, toolset: Toolset, settings: ProbeSettings, llm: ModelClient | None, note: str | None,
+                 out: str | Path | None, on_event: Event | None) -> None:
+        self.started = time.perf_counter()
+        self.toolset = toolset
+        self.settings = settings
+        self.llm = llm
+        self.note = note
+        self.out = out
+        self.on_event = on_event
+        self.rounds = 0
+        self.usage = {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        self.sandbox: str | None = None
+        self._last_write = 0.0
+        self._write_every = WRITE_EVERY
+        tools = [t for c in toolset.collections for t in c.tools]
+        unsafe = {}
+        for collection in toolset.collections:
+            for tool in collection.tools:
+                verdict = call_safety(tool, collection, allow_unsafe=settings.allow_unsafe)
+                if not verdict.safe:
+                    unsafe[tool.name] = verdict.reason
+        self.budget = Budget(total=settings.budget_for(len(tools) - len(unsafe)), per_tool=settings.per_tool)
+        self.limits = Limits(timeout=settings.timeout, memory_mb=settings.memory_mb,
+                             call_timeout=settings.request_timeout, max_calls=max(1, self.budget.total))
+        self.name = "+".join(c.name for c in toolset.collections)
+        self.cache = ResponseCache(atc_home(), self.name, toolset.base_url or "", credentials=toolset.credentials,
+                                   refresh=settings.refresh, enabled=settings.cache)
+        self.session = Session(tools, Caller(toolset, self.limits, self.budget, self.cache), settings,
+                               on_event=self._event)
+        for name, reason in unsafe.items():
+            self.session.settle(self.session.states[name], "skipped", reason)
+
+    def report(self, *, interrupted: bool = False) -> ProbeReport:
+        return ProbeReport(
+            tools=self.session.reports(), calls=self.budget.spent, collection=self.name,
+            mode="model" if self.llm is not None else "no-llm", base_url=self.toolset.base_url,
+            budget=self.budget.total, rounds=self.rounds, cached=self.cache.hits,
+            duration_ms=(time.perf_counter() - self.started) * 1000, interrupted=interrupted, note=self.note,
+            model=getattr(self.llm, "model", None), usage=dict(self.usage), sandbox=self.sandbox)
+
+    def finish(self, *, interrupted: bool = False, update: bool = False) -> ProbeReport:
+        """The final report, with the ``--out`` files and the store written from it."""
+        report = self.report(interrupted=interrupted)
+        if self.out is not None:
+            report.outputs = write_outputs(self.out, self.toolset.collections, report)
+        if update:
+            from protocols.store import Store
+
+            store = Store(atc_home())
+            for collection in self.toolset.collections:
+                store.add(learnt_collection(collection, report))
+            report.outputs["store"] = ", ".join(c.name for c in self.toolset.collections)
+        return report
+
+    def _event(self, kind: str, state: ToolState) -> None:
+        if self.on_event is not None:
+            self.on_event(kind, state)
+        if kind in ("documented", "failed", "skipped") and self.out is not None:
+            now = time.monotonic()
+            if now - self._last_write >= self._write_every:
+                report = self.report()
+                report.outputs = write_outputs(self.out, self.toolset.collections, report)
+                # Writing must not take over the probe: wait at least 5 times as long as a write took.
+                self._last_write = time.monotonic()
+                self._write_every = max(WRITE_EVERY, 5 * (self._last_write - now))
+
+    def run(self, sandbox: str | Backend | None) -> None:
+        """The model's rounds (when there is a model), then the model-free chain for the rest."""
+        first_round = 0
+        if self.llm is not None:
+            from probes.llm import ModelProber
+            from sandbox.execute import get_backend
+
+            backend = sandbox if isinstance(sandbox, Backend) else get_backend(sandbox)
+            model_prober = ModelProber(self.session, self.llm, self.toolset, sandbox=backend, limits=self.limits)
+            try:
+                self.rounds = model_prober.run()
+            finally:
+                self.usage.update(model_prober.usage)
+                self.sandbox = model_prober.sandbox_name
+            if model_prober.model_error:
+                self.note = f"the model failed ({model_prober.model_error}); the rest was probed without it"
+            first_round = max(1, self.rounds)
+        self.rounds = max(self.rounds, ChainProber(self.session).run(first_round=first_round))
+        if self.settings.cache:
+            for state in self.session.states.values():
+                # A tool documented from recorded answers has its finding already.
+                if state.successes and state.source != "model" and not state.successes[0].cached:
+                    remember(self.session, state, state.successes[0])
+
+
 def probe(
     tools: ToolsArg,
     *,
@@ -137,111 +233,22 @@ def probe(
     ``samples``, ``rounds``, ``allow_unsafe``, ``request_timeout``, ``cache``, ``refresh``...)
     say how; ``no_llm`` probes without a model even when one is configured. ``out`` writes the
     OpenAPI document, the Markdown page and the JSON report there; ``update`` writes the learnt
-    schemas and examples into the store. ``on_event(event, state)`` reports progress."""
-    started = time.perf_counter()
+    schemas and examples into the store. ``on_event(event, state)`` reports progress. Ctrl-C
+    raises ``ProbeInterrupted`` with the report of what was learnt (also written to ``out`` and,
+    with ``update``, the store)."""
     if settings is None:
         settings = ProbeSettings(**options)
     elif options:
         raise UsageError("give settings= or keyword options, not both")
     if no_llm:
-        settings = ProbeSettings(**{**settings.to_dict(), "use_llm": False})
+        settings = replace(settings, use_llm=False)
     toolset = resolve_toolset(tools, base_url, credentials)
     _check_reachable(toolset)
     _check_credentials(toolset)
     llm, note = _pick_client(settings, client, model)
-
-    probe_tools = []
-    skipped: dict[str, str] = {}
-    for collection in toolset.collections:
-        for tool in collection.tools:
-            verdict = call_safety(tool, collection, allow_unsafe=settings.allow_unsafe)
-            if verdict.safe:
-                probe_tools.append(tool)
-            else:
-                skipped[tool.name] = verdict.reason
-    all_tools = [t for c in toolset.collections for t in c.tools]
-    budget = Budget(total=settings.budget_for(len(probe_tools)), per_tool=settings.per_tool)
-    limits = Limits(timeout=settings.timeout, memory_mb=settings.memory_mb, call_timeout=settings.request_timeout,
-                    max_calls=max(1, budget.total))
-    names = "+".join(c.name for c in toolset.collections)
-    cache = ResponseCache(atc_home(), names, toolset.base_url or "", credentials=toolset.credentials,
-                          refresh=settings.refresh, enabled=settings.cache)
-    caller = Caller(toolset, limits, budget, cache)
-
-    last_write = [0.0]
-    write_every = [WRITE_EVERY]
-    rounds_used = [0]
-    usage = {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
-    sandbox_used: list[str | None] = [None]
-
-    def build(*, interrupted: bool = False) -> ProbeReport:
-        report = ProbeReport(
-            tools=session.reports(), calls=budget.spent, collection=names,
-            mode="model" if llm is not None else "no-llm", base_url=toolset.base_url, budget=budget.total,
-            rounds=rounds_used[0], cached=cache.hits, duration_ms=(time.perf_counter() - started) * 1000,
-            interrupted=interrupted, note=note, model=getattr(llm, "model", None), usage=dict(usage),
-            sandbox=sandbox_used[0])
-        return report
-
-    def write(final: bool = False, *, interrupted: bool = False) -> None:
-        if out is None:
-            return
-        now = time.monotonic()
-        if not final and now - last_write[0] < write_every[0]:
-            return
-        report = build(interrupted=interrupted)
-        report.outputs = write_outputs(out, toolset.collections, report)
-        # Writing must not take over the probe: wait at least 5 times as long as a write took.
-        last_write[0] = time.monotonic()
-        write_every[0] = max(WRITE_EVERY, 5 * (last_write[0] - now))
-
-    def event(kind: str, state: ToolState) -> None:
-        if on_event is not None:
-            on_event(kind, state)
-        if kind in ("documented", "failed", "skipped"):
-            write()
-
-    session = Session(all_tools, caller, settings, on_event=event)
-    for name, reason in skipped.items():
-        session.settle(session.states[name], "skipped", reason)
+    run = _Run(toolset, settings, llm, note, out, on_event)
     try:
-        first_round = 0
-        if llm is not None:
-            from probes.llm import ModelProber
-            from sandbox.execute import get_backend
-
-            backend = sandbox if isinstance(sandbox, Backend) else get_backend(sandbox)
-            model_prober = ModelProber(session, llm, toolset, sandbox=backend, limits=limits)
-            try:
-                rounds_used[0] = model_prober.run()
-            finally:
-                usage.update(model_prober.usage)
-                sandbox_used[0] = model_prober.sandbox_name
-            if model_prober.model_error:
-                note = f"the model failed ({model_prober.model_error}); the rest was probed without it"
-            first_round = max(1, rounds_used[0])
-        chain_rounds = ChainProber(session).run(first_round=first_round)
-        rounds_used[0] = max(rounds_used[0], chain_rounds)
-        if settings.cache:
-            from probes.llm import remember
-
-            for state in session.states.values():
-                # A tool documented from recorded answers has its finding already.
-                if state.successes and state.source != "model" and not state.successes[0].cached:
-                    remember(session, state, state.successes[0])
+        run.run(sandbox)
     except KeyboardInterrupt:
-        report = build(interrupted=True)
-        if out is not None:
-            report.outputs = write_outputs(out, toolset.collections, report)
-        raise ProbeInterrupted(report) from None
-    report = build()
-    if out is not None:
-        report.outputs = write_outputs(out, toolset.collections, report)
-    if update:
-        from protocols.store import Store
-
-        store = Store(atc_home())
-        for collection in toolset.collections:
-            store.add(learnt_collection(collection, report))
-        report.outputs["store"] = ", ".join(c.name for c in toolset.collections)
-    return report
+        raise ProbeInterrupted(run.finish(interrupted=True, update=update)) from None
+    return run.finish(update=update)
