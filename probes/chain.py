@@ -19,7 +19,8 @@ structure and makes it cheap:
 Each answer teaches something: a 400 naming a parameter the call lacked makes it required
 (``required_learned``); a 400 naming a given parameter, or a 404, rules the value out; 401/403
 stop the tool (and, when the first tools all get it, the probe: the API wants credentials); 429
-waits; timeouts, network errors and garbage end the tool with that reason.
+waits; a second server error (5xx), timeouts, network errors and garbage end the tool with that
+reason.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ __all__ = ["ChainProber", "TRIES_PER_ROUND", "AUTH_WALL"]
 TRIES_PER_ROUND = 2
 #: Tools refused with 401/403 before any success after which the probe stops (credentials missing).
 AUTH_WALL = 3
+#: Server errors (5xx) after which a tool is given up: the fault is the server's, not the arguments'.
+SERVER_ERRORS = 2
 _MAX_INVALID = 20
 
 
@@ -179,7 +182,9 @@ class ChainProber:
                 s.stop_reason = (f"the API refused the first {s.auth_failures} tools with HTTP {status}: "
                                  "it wants credentials (pass --credential SCHEME=env:VAR)")
             return False
-        if status in (405, 501):
+        if status in (405, 501) or (status >= 500 and sum(1 for o in state.observations
+                                                           if (o.status or 0) >= 500) >= SERVER_ERRORS):
+            # Not allowed, or the server keeps failing whatever it is sent: other values will not help.
             state.status = "failed"
             s.emit("failed", state)
             return False

@@ -98,6 +98,8 @@ def test_failures_have_reasons_and_never_crash(catalog: CatalogAPI) -> None:
     assert reasons["get_html"][0] == "failed" and "HTML" in reasons["get_html"][1]
     assert reasons["get_quota"][0] == "failed" and "error body: the quota service is unavailable" in reasons["get_quota"][1]
     assert report.tool("get_slow").calls == 1  # a timeout is not retried
+    history = report.tool("get_item_history")  # a server failing whatever it is sent: given up after two
+    assert history.status == "failed" and history.calls == 2 and "history service is down" in history.reason
 
 
 def test_credentials_stay_on_the_host(catalog: CatalogAPI, tmp_path: Path) -> None:
@@ -116,7 +118,8 @@ def test_a_second_probe_reuses_recorded_answers(catalog: CatalogAPI) -> None:
     catalog.reset()
     second = _probe(catalog)
     # Only what was not recorded is asked again: server errors, timeouts, garbage and error bodies.
-    failing = ["/broken", "/garbage", "/html", "/quota", "/slow"]
+    failing = ["/broken", "/garbage", "/html", "/items/SKU-4K7P/history", "/items/SKU-91X2/history", "/quota",
+               "/slow"]
     assert sorted(catalog.paths()) == failing
     assert second.calls == len(failing) and second.cached == first.calls - len(failing)
     assert [(t.name, t.status, t.response_schema) for t in second.tools] == \

@@ -11,7 +11,7 @@ reachable through other tools.
   required (the API answers 400 naming it), and common search words find nothing;
 - ``GET /account`` needs the ``X-Key`` header and echoes it back (the gateway must redact it);
 - ``POST /items``, ``DELETE /items/{sku}`` and ``GET /items/{sku}/delete`` change data;
-- ``GET /broken`` fails (500), ``GET /slow`` never answers in time, ``GET /garbage`` answers broken
+- ``GET /items/{sku}/history`` fails (503) whatever the item, ``GET /broken`` fails (500), ``GET /slow`` never answers in time, ``GET /garbage`` answers broken
   JSON, ``GET /html`` an HTML page, ``GET /quota`` an error report with status 200.
 
 Ids are random-looking strings, so none can be guessed; unknown ids get 404. Every request is
@@ -140,6 +140,8 @@ class CatalogAPI:
                                                 "maker": {"maker_ref": maker["maker_ref"], "name": maker["name"]},
                                                 "variants": [{"variant_no": v["variant_no"], "color": v["color"]}
                                                              for v in item["variants"]]})
+                    if parts[2:] == ["history"]:
+                        return self._json(503, {"error": "the history service is down"})
                     if len(parts) == 4 and parts[2] == "variants":
                         variant = next((v for v in item["variants"] if str(v["variant_no"]) == parts[3]), None)
                         if variant is None:
@@ -224,6 +226,7 @@ def catalog_spec(url: str, *, only: tuple[str, ...] | None = None) -> dict[str, 
         "/items/{sku}/variants/{variant_no}": {"get": _op(
             "getItemVariant", "One variant of an item.", [_path("sku"), _path("variant_no", "integer")])},
         "/makers/{maker_ref}": {"get": _op("getMaker", "A maker by reference.", [_path("maker_ref")])},
+        "/items/{sku}/history": {"get": _op("getItemHistory", "Price history of an item.", [_path("sku")])},
         "/search": {"get": _op("searchItems", "Find items by words of their names.", [
             {"name": "q", "in": "query", "schema": {"type": "string"}, "description": "words to look for"}])},
         "/items": {"post": _op("createItem", "Add an item.", requestBody={"required": True, "content": {
