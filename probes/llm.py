@@ -271,10 +271,14 @@ class ModelProber:
                 error = f"{static.get('type')}: {static.get('message')}"
             else:
                 result = self._run(program, scope, left)
-                own = self._record(state, result, round_, helpers)
-                if own is not None:
-                    state.programs[own.id] = {"program": program, "question": question or ""}
-                    remember(self.s, state, own)
+                own = self._record(state, result, round_)
+                if own:
+                    state.programs[own[0].id] = {"program": program, "question": question or ""}
+                    s.succeed(state, own[0], round_, source="model")
+                    for more in own[1:]:
+                        state.successes.append(more)
+                        s.harvest.add(more, state.tool)
+                    remember(s, state, own[0])
                     return True
                 error = self._why(state, result)
             state.reason = f"model-written programs failed: {error}"[:300]
@@ -296,24 +300,20 @@ class ModelProber:
         self.sandbox_name = result.sandbox
         return result
 
-    def _record(self, state: ToolState, result: ExecutionResult, round_: int, helpers: list[str]) -> Observation | None:
-        """Account for every call the program made; the tool's first successful observation, if any."""
+    def _record(self, state: ToolState, result: ExecutionResult, round_: int) -> list[Observation]:
+        """Account for every call the program made (budget, cache, harvest); the tool's own
+        successful observations, in order."""
         s = self.s
         caller = s.caller
         earlier: list[Observation] = []
-        first_own: Observation | None = None
+        own: list[Observation] = []
         for call in result.calls:
             tool = self.toolset.tools.get(call.tool)
             if tool is None:
                 continue
-            sent = call.status is not None or bool(call.error and ("no response within" in call.error
-                                                                    or "request failed" in call.error))
+            kind, sent = _kind_of(call)
             if sent:
                 caller.budget.charge(state.name)
-            kind = ("http" if call.status is not None and call.status >= 400 else
-                    "redirect" if call.status is not None and 300 <= call.status < 400 else
-                    classify_body(call.response) if call.ok else "timeout" if call.error and
-                    "no response within" in call.error else "invalid")
             obs = Observation(id=len(caller.observations), tool=call.tool, args=dict(call.args), kind=kind,
                               status=call.status, data=call.response if call.ok or call.status else None,
                               error=call.error, duration_ms=call.duration_ms, provenance=trace_args(call, earlier),
@@ -323,17 +323,13 @@ class ModelProber:
                 caller.cache.put(caller.cache.key(tool, obs.args, caller.server(tool)), obs.record())
             if call.tool == state.name:
                 s.observe(state, obs)
-                if obs.ok and first_own is None:
-                    first_own = obs
-                    s.succeed(state, obs, round_, source="model")
-                elif obs.ok:
-                    state.successes.append(obs)
-                    s.harvest.add(obs, state.tool)
+                if obs.ok:
+                    own.append(obs)
             elif obs.ok:
                 s.helper_sample(obs)
             if obs.ok:
                 earlier.append(obs)
-        return first_own
+        return own
 
     def _why(self, state: ToolState, result: ExecutionResult) -> str:
         own = [c for c in result.calls if c.tool == state.name]
@@ -346,6 +342,24 @@ class ModelProber:
             last = own[-1]
             reason = last.error or f"{state.name} answered HTTP {last.status} without data"
         return " ".join(reason.split())[:400]
+
+
+def _kind_of(call: ToolCall) -> tuple[str, bool]:
+    """(``Observation.kind``, whether a request was sent) of a call a program made."""
+    error = call.error or ""
+    if call.status is not None:
+        if call.status >= 400:
+            return "http", True
+        if call.status >= 300:
+            return "redirect", True
+        if call.ok:
+            return classify_body(call.response), True
+        return ("too_large" if "larger than the" in error else "garbage"), True
+    if "no response within" in error:
+        return "timeout", True
+    if "request failed" in error:
+        return "network", True
+    return "invalid", False  # refused by the gateway before sending (arguments, budget)
 
 
 def _names_in(text: str, allowed: list[str]) -> list[str]:
