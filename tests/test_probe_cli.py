@@ -134,3 +134,20 @@ def test_ctrl_c_writes_what_was_learnt(catalog: CatalogAPI, tmp_path: Path) -> N
     again = atc("probe", str(spec), "--no-llm", "--json", "--request-timeout", "0.5")
     assert json.loads(again.stdout)["cached"] >= doc["documented"]
     assert len(catalog.requests) < sent + 20
+
+
+def test_model_mode_from_the_environment(catalog: CatalogAPI, tmp_path: Path) -> None:
+    from tests.fakes.openai_server import ScriptedOpenAI
+
+    spec = catalog.write_spec(tmp_path / "catalog.json", only=("/shelves",))
+    reply = "Question: Which shelves are there?\n```python\nprint(list_shelves()['count'])\n```"
+    with ScriptedOpenAI(router=lambda body: reply) as model:
+        done = atc("probe", str(spec), "--sandbox", "local", "--json",
+                   env={"OPENAI_BASE_URL": model.base_url, "ATC_MODEL": "scripted"})
+        asked = len(model.requests)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["mode"] == "model" and doc["model"] == "scripted" and doc["usage"]["llm_calls"] == asked == 1
+    shelves = doc["tools"][0]
+    assert shelves["source"] == "model" and shelves["examples"][0]["question"] == "Which shelves are there?"
+    assert "list_shelves()['count']" in shelves["examples"][0]["program"]
