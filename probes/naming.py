@@ -109,8 +109,13 @@ def singular(word: str) -> str:
 
 
 def _noun(name: str) -> str | None:
-    """The entity a plural or compound key names: ``production_companies`` -> ``company``."""
-    ws = [w for w in words(name) if w not in VIEW_WORDS]
+    """The entity a plural or compound key names: ``production_companies`` -> ``company``. Words
+    after ``by``/``with`` qualify rather than name (``findByStatus`` names no entity)."""
+    ws = words(name)
+    for cut in ("by", "with"):
+        if cut in ws:
+            ws = ws[: ws.index(cut)]
+    ws = [w for w in ws if w not in VIEW_WORDS]
     return singular(ws[-1]) if ws else None
 
 

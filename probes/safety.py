@@ -20,10 +20,11 @@ from protocols.model import Collection, Tool
 __all__ = ["Safety", "call_safety", "SAFE_METHODS", "DESTRUCTIVE_WORDS"]
 
 SAFE_METHODS = frozenset({"GET", "HEAD"})
-#: Words in an operation's name or path that announce a change, even on a GET.
+#: Words in an operation's name or path that announce a change, even on a GET. (Not ``archive`` or
+#: ``block``: as nouns they name things one reads, a news archive, a blockchain block.)
 DESTRUCTIVE_WORDS = frozenset(
     "delete remove destroy purge drop erase wipe cancel revoke terminate kill reset unsubscribe deactivate "
-    "disable shutdown ban block suspend archive truncate logout signout".split()
+    "disable shutdown ban suspend truncate logout signout".split()
 )
 
 

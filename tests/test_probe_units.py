@@ -72,6 +72,7 @@ def test_endpoint_nouns_and_singulars() -> None:
     assert (reviews.root, reviews.items) == ("movie", "review")
     assert endpoint_nouns(tool("p", "/search/person")).items == "person"
     assert endpoint_nouns(tool("searchItems", "/search")).items == "item"  # the name when the path says nothing
+    assert endpoint_nouns(tool("find", "/pet/findByStatus")).items == "pet"  # "by status" qualifies, names nothing
 
 
 # -- values ---------------------------------------------------------------------------------------
