@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from probes.cache import ResponseCache, cacheable
 from probes.calls import Observation, classify_body
@@ -282,3 +284,32 @@ def test_settings_refuse_nonsense(bad: dict[str, Any]) -> None:
     with pytest.raises(UsageError):
         ProbeSettings(**bad)
     assert ProbeSettings().budget_for(10) == 50 and ProbeSettings(max_calls=7).budget_for(10) == 7
+
+
+# -- any response -------------------------------------------------------------------------------------
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_json)
+def test_any_response_is_harvested_documented_and_condensed(data: Any) -> None:
+    """Whatever an API answers, documenting it yields JSON and never raises."""
+    source = tool("list_things", "/things")
+    target = tool("get_thing", "/things/{thing_id}", {"thing_id": {"type": "string"}})
+    h = Harvest()
+    first = Observation(id=0, tool=source.name, args={}, kind=classify_body(data), status=200, data=data)
+    h.add(first, source)
+    plans = Planner(h, [first]).plans(target, target.required, weak=True)
+    schema = merge_schema([data])
+    json.dumps(schema)
+    assert gaps(schema) >= 0 and isinstance(leaf_paths(schema), set)
+    json.dumps(condense_value(data))
+    for plan in plans:
+        second = Observation(id=1, tool=target.name, args=plan.args, kind="ok", status=200, data=data,
+                             provenance=plan.provenance)
+        program = example_program(second, [first, second], [source.name, target.name])
+        compile(program, "<example>", "exec")
