@@ -181,3 +181,24 @@ def test_the_example_program_runs_in_the_sandbox(catalog: CatalogAPI) -> None:
     assert result.ok, result.error
     assert result.answer.strip() in ("Okafor and Sons", "Lindqvist Works")
     assert [c.tool for c in result.calls] == ["list_shelves", "list_shelf_items", "get_item", "get_maker"]
+
+
+def test_the_openapi_document_round_trips(catalog: CatalogAPI, tmp_path: Path) -> None:
+    """``atc tools import`` of the written document gives back the documented tools as they are."""
+    from probes.outputs import learnt_collection
+
+    original = load_data(catalog.spec(), source="catalog")
+    report = probe(original, no_llm=True, request_timeout=0.5, credentials=CRED, out=tmp_path / "out")
+    learnt = learnt_collection(original, report)
+    again = load_spec(tmp_path / "out" / "openapi.json")
+    assert again.source_format == "openapi-3.1" and again.servers == original.servers
+    assert [t.name for t in again.tools] == [t.name for t in learnt.tools]
+    for before, after in zip(learnt.tools, again.tools, strict=True):
+        assert (after.method, after.path, after.bindings) == (before.method, before.path, before.bindings)
+        assert after.parameters == before.parameters, before.name
+        assert after.response_schema == before.response_schema, before.name
+        assert [(e["args"], e["response"], e.get("program")) for e in after.examples] == \
+            [(e["args"], e["response"], e.get("program")) for e in before.examples], before.name
+        assert after.security == before.security
+    assert again.tool("search_items").required == ["q"]  # learnt as required, kept as required
+    assert set(again.security_schemes) == {"key"}
