@@ -196,9 +196,10 @@ def openapi_document(collection: Collection, report: ProbeReport | None = None) 
 
 
 def mermaid_graph(report: ProbeReport) -> str:
-    """The dependency graph: an edge from each tool to the tools its arguments came from."""
+    """The dependency graph: every tool a node (the undocumented ones dashed), and an edge labelled
+    with the parameter from each tool to the tools its arguments came from."""
     lines = ["```mermaid", "graph LR"]
-    edges = 0
+    lines += [f"  {tool.name}" for tool in report.tools]
     for tool in report.tools:
         if tool.status != "documented":
             continue
@@ -206,14 +207,10 @@ def mermaid_graph(report: ProbeReport) -> str:
             source = where.get("tool") if isinstance(where, dict) else None
             if isinstance(source, str) and source != tool.name:
                 lines.append(f"  {source} -->|{param}| {tool.name}")
-                edges += 1
-    for tool in report.tools:
-        if not edges or tool.status == "documented":
-            lines.append(f"  {tool.name}")
-    failed = [t.name for t in report.tools if t.status != "documented"]
-    if failed:
+    undone = [t.name for t in report.tools if t.status != "documented"]
+    if undone:
         lines.append("  classDef notdone stroke-dasharray: 5 5,color:#888")
-        lines.append(f"  class {','.join(failed)} notdone")
+        lines.append(f"  class {','.join(undone)} notdone")
     lines.append("```")
     return "\n".join(lines)
 
