@@ -45,6 +45,10 @@ _LAZY: dict[str, str] = {
     "solve_many": "atc.solving",
     "Solution": "atc.solving",
     "Attempt": "atc.solving",
+    # probing
+    "probe": "probes.probing",
+    "ProbeReport": "probes.report",
+    "ProbeSettings": "probes.report",
     # errors
     "AtcError": "atc.errors",
     "ConfigError": "atc.errors",

@@ -1,1 +1,49 @@
-"""Black-box probing of undocumented tools (planned; see the project issues)."""
+"""Black-box probing: document an API collection by calling it (``atc probe``).
+
+    from probes import probe
+    report = probe("spec.json", base_url="http://127.0.0.1:8000", no_llm=True, out="probed/")
+
+The room, in the order data flows through it: ``naming`` (what names mean), ``values`` (arguments
+made from schemas), ``calls`` (budget, cache, gateway, what an answer means) with ``cache``,
+``harvest`` (values seen in responses and how they fit parameters), ``planner`` (coherent
+arguments), ``chain`` (the model-free chain of probing) and ``llm`` (the model's rounds),
+``findings`` (how each tool was documented, for re-runs), ``state`` and ``document`` (from
+responses to protocols), ``outputs`` (OpenAPI, Markdown, store), ``safety``
+(the one "may we call this" decision), ``report`` (the result dataclasses) and ``probing`` (the
+entry point). Names are imported lazily so that importing one module stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from probes.probing import probe
+    from probes.report import ProbeInterrupted, ProbeReport, ProbeSettings, ToolReport
+    from probes.safety import Safety, call_safety
+
+_LAZY: dict[str, str] = {
+    "probe": "probes.probing",
+    "ProbeReport": "probes.report",
+    "ToolReport": "probes.report",
+    "ProbeSettings": "probes.report",
+    "ProbeInterrupted": "probes.report",
+    "call_safety": "probes.safety",
+    "Safety": "probes.safety",
+}
+
+__all__ = ["ProbeInterrupted", "ProbeReport", "ProbeSettings", "Safety", "ToolReport", "call_safety", "probe"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'probes' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

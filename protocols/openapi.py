@@ -424,7 +424,7 @@ class _Build:
             for key, ex in entry["examples"].items():
                 ex, _ = self.refs.follow(ex, f"{rp}/content/{escape(media)}/examples/{escape(str(key))}")
                 if isinstance(ex, dict) and "value" in ex:
-                    examples.append({"args": {}, "response": ex["value"], "status": status})
+                    examples.append(_example(ex, status))
         if isinstance(schema, dict) and "example" in schema and not examples:
             examples.append({"args": {}, "response": schema["example"], "status": status})
         return schema if isinstance(schema, dict) else None, examples, codes
@@ -445,6 +445,17 @@ class _Build:
             if isinstance(req, dict):
                 out.append([str(k) for k in req])
         return [r for r in out if r]
+
+
+def _example(ex: dict[str, Any], status: int | None) -> dict[str, Any]:
+    """A Tool example from an OpenAPI Example Object. ``x-atc-args``, ``x-atc-program`` and
+    ``x-atc-question`` (written by ``atc probe``) carry the call that produced the response."""
+    args = ex.get("x-atc-args")
+    out: dict[str, Any] = {"args": args if isinstance(args, dict) else {}, "response": ex["value"], "status": status}
+    for key in ("program", "question"):
+        if isinstance(ex.get(f"x-atc-{key}"), str) and ex[f"x-atc-{key}"]:
+            out[key] = ex[f"x-atc-{key}"]
+    return out
 
 
 def _flag(value: Any) -> bool:

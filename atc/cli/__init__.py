@@ -1,6 +1,6 @@
 """The ``atc`` command: a thin layer over the library.
 
-Each command group lives in its own module (``tools``, ``run``, ``solve``, ``mock``,
+Each command group lives in its own module (``tools``, ``run``, ``solve``, ``probe``, ``mock``,
 ``sandbox``) exposing ``register(subparsers, parents)``; handlers take the parsed arguments and
 return the exit code. This module owns the conventions of ``shared/interface.md``: exit codes,
 one or two readable lines on stderr, no traceback unless ``--debug``, and with ``--json`` exactly
@@ -20,7 +20,7 @@ from atc.errors import AtcError, UsageError
 
 __all__ = ["main", "build_parser"]
 
-COMMAND_MODULES = ("tools", "run", "solve", "mock", "sandbox")
+COMMAND_MODULES = ("tools", "run", "solve", "probe", "mock", "sandbox")
 
 
 class _Parser(argparse.ArgumentParser):

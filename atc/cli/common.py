@@ -22,8 +22,9 @@ _CREDENTIAL = re.compile(r"^(?P<scheme>[^=]+)=env:(?P<var>[A-Za-z_][A-Za-z0-9_]*
 _PER_COLLECTION = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)=(?P<value>.+)$")
 
 
-def add_run_options(p: argparse.ArgumentParser, *, tools_flag: bool = True) -> None:
-    """RUN OPTIONS of interface.md (and ``--tools`` when the command takes it as a flag)."""
+def add_run_options(p: argparse.ArgumentParser, *, tools_flag: bool = True, max_calls: bool = True) -> None:
+    """RUN OPTIONS of interface.md (and ``--tools`` when the command takes it as a flag).
+    ``max_calls=False`` leaves ``--max-calls`` to the command (``atc probe`` gives it another meaning)."""
     if tools_flag:
         p.add_argument("--tools", "-t", action="append", required=True, metavar="T",
                        help="a spec file or URL, or the name of an imported collection (repeatable)")
@@ -40,7 +41,8 @@ def add_run_options(p: argparse.ArgumentParser, *, tools_flag: bool = True) -> N
                    help="where programs run (default: docker when an engine and the image are there, else local)")
     p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="wall clock for the program (60)")
     p.add_argument("--memory", type=int, default=512, metavar="MB", help="memory limit (512)")
-    p.add_argument("--max-calls", type=int, default=100, metavar="N", help="tool calls per program (100)")
+    if max_calls:
+        p.add_argument("--max-calls", type=int, default=100, metavar="N", help="tool calls per program (100)")
     p.add_argument("--call-timeout", type=float, default=30.0, metavar="SECONDS",
                    help="wall clock for one tool call, redirects and body included (30)")
     p.add_argument("--max-response-bytes", type=int, default=5_000_000, metavar="N",

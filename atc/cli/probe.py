@@ -1,0 +1,112 @@
+"""``atc probe T [RUN OPTIONS] [--out DIR] [--no-llm] [--max-calls N] [--allow-unsafe] [--json]``.
+
+Black-box probing: call the API's read-only tools, learn their response schemas, record working
+examples and which tool feeds which. Progress goes to stderr, one line per tool as it is decided
+(nothing with ``--json``, where stdout holds only the report). Exit 0 when at least one tool was
+documented, 1 when none was, 2 for bad input, 130 on Ctrl-C (after writing what was learnt, and
+with ``--json`` still printing the report of it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from atc.cli.common import add_run_options, parse_credentials, print_json
+from atc.errors import UsageError
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "probe", parents=parents, help="document an API's tools by calling them (black-box probing)",
+        description="Call the tools of T (GET/HEAD only unless --allow-unsafe) to learn what they return: "
+        "response schemas, working examples, and which tool's output feeds which tool's input. "
+        "Uses the model when one is configured (OPENAI_BASE_URL/OPENAI_API_KEY and ATC_MODEL), else "
+        "probes without one.")
+    p.add_argument("tools", metavar="T", nargs="+", help="a spec file or the name of an imported collection")
+    add_run_options(p, tools_flag=False, max_calls=False)
+    p.add_argument("--out", metavar="DIR", help="write openapi.json, probe.md and report.json here")
+    p.add_argument("--no-llm", action="store_true", help="probe without a model even when one is configured")
+    p.add_argument("--max-calls", type=int, default=None, metavar="N",
+                   help="requests in all (default: --per-tool times the number of tools)")
+    p.add_argument("--per-tool", type=int, default=5, metavar="N", help="requests per tool at most (5)")
+    p.add_argument("--samples", type=int, default=3, metavar="N",
+                   help="successful responses merged per tool at most; model samples per tool and round (3)")
+    p.add_argument("--rounds", type=int, default=4, metavar="N", help="chain-of-probing iterations, beta (4)")
+    p.add_argument("--allow-unsafe", action="store_true", help="also call tools that may change data (POST, DELETE...)")
+    p.add_argument("--request-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="the longest one request may take (10)")
+    p.add_argument("--update", action="store_true", help="write the learnt schemas and examples into the store")
+    p.add_argument("--no-cache", action="store_true", help="neither reuse nor record responses in ATC_HOME")
+    p.add_argument("--refresh", action="store_true", help="ignore recorded responses (and record anew)")
+    p.add_argument("--model", "-m", help="model name (default: $ATC_MODEL)")
+    p.set_defaults(handler=_handle)
+
+
+class _Progress:
+    """One stderr line per tool as it is decided."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = 0
+
+    def __call__(self, event: str, state: Any) -> None:
+        if event not in ("documented", "failed", "skipped"):
+            return
+        self.done += 1
+        if event == "documented":
+            deps = f" <- {', '.join(state.depends_on)}" if state.depends_on else ""
+            detail = f"round {state.round}{deps}"
+        else:
+            detail = " ".join(str(state.reason or "").split())[:140]
+        sys.stderr.write(f"[{self.done}/{self.total}] {event:<10} {state.name}  {detail}\n")
+        sys.stderr.flush()
+
+
+def _summary(report: Any) -> str:
+    documented = report.count("documented")
+    per = f" ({report.calls / documented:.2f} per documented tool)" if documented else ""
+    cached = f", {report.cached} answers reused from the cache" if report.cached else ""
+    line = (f"documented {documented} of {len(report.tools)} tools with {report.calls} requests{per}{cached}; "
+            f"{report.count('failed')} failed, {report.count('skipped')} skipped\n")
+    if report.note:
+        line += f"  note: {report.note}\n"
+    for kind, path in report.outputs.items():
+        line += f"  {kind}: {path}\n"
+    return line
+
+
+def _handle(args: argparse.Namespace) -> int:
+    from probes.probing import probe
+    from probes.report import ProbeInterrupted, ProbeSettings
+
+    if args.max_calls is not None and args.max_calls < 0:
+        raise UsageError("--max-calls must be 0 or more")
+    settings = ProbeSettings(
+        max_calls=args.max_calls, per_tool=args.per_tool, samples=args.samples, rounds=args.rounds,
+        allow_unsafe=args.allow_unsafe, use_llm=not args.no_llm, request_timeout=args.request_timeout,
+        timeout=args.timeout, memory_mb=args.memory, cache=not args.no_cache, refresh=args.refresh)
+    progress = None if args.json else _Progress(0)
+    try:
+        from probes.probing import resolve_toolset
+
+        toolset = resolve_toolset(args.tools, args.base_url, parse_credentials(args.credential))
+        if progress is not None:
+            progress.total = len(toolset.tools)
+        report = probe(toolset, settings=settings, model=args.model, sandbox=args.sandbox, out=args.out,
+                       update=args.update, on_event=progress)
+    except ProbeInterrupted as stop:
+        report = stop.report
+        if args.json:
+            print_json(report.to_dict())
+        else:
+            sys.stderr.write("atc: interrupted; " + _summary(report))
+        return 130
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        sys.stderr.write(_summary(report))
+    return 0 if report.ok else 1

@@ -1,0 +1,254 @@
+"""``probe``: document an API collection by calling it (``atc probe``, ``atc.probe``).
+
+    import atc
+    report = atc.probe("spec.json", base_url="http://127.0.0.1:8000", no_llm=True, out="probed/")
+    print(report.count("documented"), report.calls)
+    get_movie = report.tool("get_movie_movie_id")
+
+Order of work: resolve the tools and how to reach them; set the unsafe ones aside (skipped, with
+the reason); open the response cache and the budget; then the model's rounds (when a model is
+configured and ``no_llm`` is not set) followed by the model-free chain for whatever the model left,
+or the model-free chain alone. While it runs, ``--out`` files are rewritten (atomically, at most
+once a second) so an interrupted probe leaves its latest state behind; Ctrl-C raises
+``ProbeInterrupted`` carrying the report of what was learnt.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from atc.config import atc_home
+from atc.errors import ConfigError, UsageError
+from atc.model import ModelClient, make_client
+from probes.cache import ResponseCache
+from probes.calls import Budget, Caller
+from probes.chain import ChainProber
+from probes.findings import remember
+from probes.outputs import learnt_collection, write_outputs
+from probes.report import ProbeInterrupted, ProbeReport, ProbeSettings
+from probes.safety import call_safety
+from probes.state import Event, Session, ToolState
+from protocols.model import Collection
+from sandbox.api import Backend, Limits, Toolset
+
+__all__ = ["probe", "resolve_toolset"]
+
+ToolsArg = Toolset | Collection | Sequence[Collection | str | Path] | str | Path
+#: Seconds between two rewrites of the ``--out`` files while probing.
+WRITE_EVERY = 1.0
+
+
+def resolve_toolset(tools: ToolsArg, base_url: str | None = None,
+                    credentials: dict[str, str] | None = None) -> Toolset:
+    """A ``Toolset`` from a Toolset, Collection(s), spec paths or stored collection names."""
+    if isinstance(tools, Toolset):
+        if base_url is None and not credentials:
+            return tools
+        return Toolset(tools.collections, base_url=base_url or tools.base_url,
+                       credentials={**tools.credentials, **(credentials or {})})
+    items: list[Any] = [tools] if isinstance(tools, Collection | str | Path) else list(tools)
+    if not items:
+        raise UsageError("no tools given", hint="pass a spec file or the name of an imported collection")
+    collections: list[Collection] = []
+    for item in items:
+        if isinstance(item, Collection):
+            collections.append(item)
+        elif isinstance(item, str | Path):
+            path = Path(item).expanduser()
+            if path.exists():
+                from protocols.loaders import load_spec
+
+                collections.append(load_spec(path))
+            else:
+                from protocols.store import Store
+
+                collections.append(Store(atc_home()).get(str(item)))
+        else:
+            raise UsageError(f"tools must be Collections, spec paths or collection names, not {type(item).__name__}")
+    return Toolset(collections, base_url=base_url, credentials=dict(credentials or {}))
+
+
+def _check_reachable(toolset: Toolset) -> None:
+    """Every tool has an absolute http(s) server to go to (else no request could be made)."""
+    if toolset.base_url:
+        servers = [(toolset.base_url, "--base-url")]
+    else:
+        servers = []
+        for collection in toolset.collections:
+            for tool in collection.tools:
+                url = next((s for s in tool.servers or collection.servers if s), None)
+                if url is None:
+                    raise ConfigError(f"{collection.name}: the spec names no server URL for {tool.name}",
+                                      hint="pass --base-url URL")
+                servers.append((url, f"the server of {tool.name}"))
+    for url, what in servers:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(f"{what} {url!r} is not an absolute http(s) URL", hint="pass --base-url URL")
+
+
+def _check_credentials(toolset: Toolset) -> None:
+    """Every ``--credential`` names a scheme of the specs and a variable that is set (before any request)."""
+    import os
+
+    schemes = {s for c in toolset.collections for s in c.security_schemes}
+    for scheme, source in toolset.credentials.items():
+        if schemes and scheme not in schemes:
+            raise ConfigError(f"--credential {scheme}: the tools have no security scheme {scheme!r}",
+                              hint=f"schemes: {', '.join(sorted(schemes))}")
+        var = source[4:] if source.startswith("env:") else source
+        if var not in os.environ:
+            raise ConfigError(f"--credential {scheme}=env:{var}: environment variable {var} is not set",
+                              hint=f"export {var}=... before probing")
+
+
+def _pick_client(settings: ProbeSettings, client: ModelClient | None, model: str | None) -> tuple[ModelClient | None, str | None]:
+    if not settings.use_llm:
+        return None, None
+    if client is not None:
+        return client, None
+    try:
+        return make_client(model), None
+    except ConfigError as exc:
+        return None, f"probed without a model: {exc.message}"
+
+
+class _Run:
+    """One probe: the session, its outputs, and what the report says about how it ran."""
+
+    def __init__(self, toolset: Toolset, settings: ProbeSettings, llm: ModelClient | None, note: str | None,
+                 out: str | Path | None, on_event: Event | None) -> None:
+        self.started = time.perf_counter()
+        self.toolset = toolset
+        self.settings = settings
+        self.llm = llm
+        self.note = note
+        self.out = out
+        self.on_event = on_event
+        self.rounds = 0
+        self.usage = {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        self.sandbox: str | None = None
+        self._last_write = 0.0
+        self._write_every = WRITE_EVERY
+        tools = [t for c in toolset.collections for t in c.tools]
+        unsafe = {}
+        for collection in toolset.collections:
+            for tool in collection.tools:
+                verdict = call_safety(tool, collection, allow_unsafe=settings.allow_unsafe)
+                if not verdict.safe:
+                    unsafe[tool.name] = verdict.reason
+        self.budget = Budget(total=settings.budget_for(len(tools) - len(unsafe)), per_tool=settings.per_tool)
+        self.limits = Limits(timeout=settings.timeout, memory_mb=settings.memory_mb,
+                             call_timeout=settings.request_timeout, max_calls=max(1, self.budget.total))
+        self.name = "+".join(c.name for c in toolset.collections)
+        self.cache = ResponseCache(atc_home(), self.name, toolset.base_url or "", credentials=toolset.credentials,
+                                   refresh=settings.refresh, enabled=settings.cache)
+        self.session = Session(tools, Caller(toolset, self.limits, self.budget, self.cache), settings,
+                               on_event=self._event)
+        for name, reason in unsafe.items():
+            self.session.settle(self.session.states[name], "skipped", reason)
+
+    def report(self, *, interrupted: bool = False) -> ProbeReport:
+        return ProbeReport(
+            tools=self.session.reports(), calls=self.budget.spent, collection=self.name,
+            mode="model" if self.llm is not None else "no-llm", base_url=self.toolset.base_url,
+            budget=self.budget.total, rounds=self.rounds, cached=self.cache.hits,
+            duration_ms=(time.perf_counter() - self.started) * 1000, interrupted=interrupted, note=self.note,
+            model=getattr(self.llm, "model", None), usage=dict(self.usage), sandbox=self.sandbox)
+
+    def finish(self, *, interrupted: bool = False, update: bool = False) -> ProbeReport:
+        """The final report, with the ``--out`` files and the store written from it."""
+        report = self.report(interrupted=interrupted)
+        if self.out is not None:
+            report.outputs = write_outputs(self.out, self.toolset.collections, report)
+        if update:
+            from protocols.store import Store
+
+            store = Store(atc_home())
+            for collection in self.toolset.collections:
+                store.add(learnt_collection(collection, report))
+            report.outputs["store"] = ", ".join(c.name for c in self.toolset.collections)
+        return report
+
+    def _event(self, kind: str, state: ToolState) -> None:
+        if self.on_event is not None:
+            self.on_event(kind, state)
+        if kind in ("documented", "failed", "skipped") and self.out is not None:
+            now = time.monotonic()
+            if now - self._last_write >= self._write_every:
+                report = self.report()
+                report.outputs = write_outputs(self.out, self.toolset.collections, report)
+                # Writing must not take over the probe: wait at least 5 times as long as a write took.
+                self._last_write = time.monotonic()
+                self._write_every = max(WRITE_EVERY, 5 * (self._last_write - now))
+
+    def run(self, sandbox: str | Backend | None) -> None:
+        """The model's rounds (when there is a model), then the model-free chain for the rest."""
+        first_round = 0
+        if self.llm is not None:
+            from probes.llm import ModelProber
+            from sandbox.execute import get_backend
+
+            backend = sandbox if isinstance(sandbox, Backend) else get_backend(sandbox)
+            model_prober = ModelProber(self.session, self.llm, self.toolset, sandbox=backend, limits=self.limits)
+            try:
+                self.rounds = model_prober.run()
+            finally:
+                self.usage.update(model_prober.usage)
+                self.sandbox = model_prober.sandbox_name
+            if model_prober.model_error:
+                self.note = f"the model failed ({model_prober.model_error}); the rest was probed without it"
+            first_round = max(1, self.rounds)
+        self.rounds = max(self.rounds, ChainProber(self.session).run(first_round=first_round))
+        if self.settings.cache:
+            for state in self.session.states.values():
+                # A tool documented from recorded answers has its finding already.
+                if state.successes and state.source != "model" and not state.successes[0].cached:
+                    remember(self.session, state, state.successes[0])
+
+
+def probe(
+    tools: ToolsArg,
+    *,
+    base_url: str | None = None,
+    credentials: dict[str, str] | None = None,
+    settings: ProbeSettings | None = None,
+    no_llm: bool = False,
+    model: str | None = None,
+    client: ModelClient | None = None,
+    sandbox: str | Backend | None = None,
+    out: str | Path | None = None,
+    update: bool = False,
+    on_event: Event | None = None,
+    **options: Any,
+) -> ProbeReport:
+    """Probe ``tools`` and return the report (see ``ProbeReport``).
+
+    ``settings`` (or keyword ``options`` naming its fields: ``max_calls``, ``per_tool``,
+    ``samples``, ``rounds``, ``allow_unsafe``, ``request_timeout``, ``cache``, ``refresh``...)
+    say how; ``no_llm`` probes without a model even when one is configured. ``out`` writes the
+    OpenAPI document, the Markdown page and the JSON report there; ``update`` writes the learnt
+    schemas and examples into the store. ``on_event(event, state)`` reports progress. Ctrl-C
+    raises ``ProbeInterrupted`` with the report of what was learnt (also written to ``out`` and,
+    with ``update``, the store)."""
+    if settings is None:
+        settings = ProbeSettings(**options)
+    elif options:
+        raise UsageError("give settings= or keyword options, not both")
+    if no_llm:
+        settings = replace(settings, use_llm=False)
+    toolset = resolve_toolset(tools, base_url, credentials)
+    _check_reachable(toolset)
+    _check_credentials(toolset)
+    llm, note = _pick_client(settings, client, model)
+    run = _Run(toolset, settings, llm, note, out, on_event)
+    try:
+        run.run(sandbox)
+    except KeyboardInterrupt:
+        raise ProbeInterrupted(run.finish(interrupted=True, update=update)) from None
+    return run.finish(update=update)
