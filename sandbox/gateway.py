@@ -39,17 +39,16 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from http.cookiejar import CookieJar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
-
-import httpx
-import jsonschema
 
 from protocols.errors import ToolError
 from protocols.model import Collection, Tool
 from sandbox.api import Limits, ToolCall, Toolset
 from sandbox.redact import Redactor
+
+if TYPE_CHECKING:  # imported when the first call is made: a run without calls never pays for them
+    import httpx
 
 __all__ = ["Gateway", "CallOutcome", "validator_for", "shared_client"]
 
@@ -63,6 +62,7 @@ _VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
 _VALIDATORS_LOCK = threading.Lock()
 _CLIENT: httpx.Client | None = None
 _CLIENT_LOCK = threading.Lock()
+_LOADED: list[bool] = []  # non-empty once a gateway of this process has loaded its dependencies
 
 
 def validator_for(schema: dict[str, Any]) -> Any:
@@ -74,6 +74,8 @@ def validator_for(schema: dict[str, Any]) -> Any:
     hit = _VALIDATORS.get(key)
     if hit is not None and hit[0] is schema:
         return hit[1]
+    import jsonschema
+
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     validator = _safe_validator_class(cls)(schema)
     with _VALIDATORS_LOCK:
@@ -100,6 +102,8 @@ def _safe_validator_class(cls: Any) -> Any:
     still enforces both itself."""
     safe = _SAFE_CLASSES.get(cls)
     if safe is None:
+        import jsonschema
+
         unique = cls.VALIDATORS.get("uniqueItems")
 
         def bounded_unique(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
@@ -112,26 +116,71 @@ def _safe_validator_class(cls: Any) -> Any:
     return safe
 
 
-class NoCookies(CookieJar):
+def _no_cookies() -> Any:
     """A cookie jar that keeps nothing. The shared client serves every run and every API of the
-    process: a cookie one response sets must not ride along on anyone else's request."""
+    process: a cookie one response sets must not ride along on anyone else's request. (Made with
+    the client: ``http.cookiejar`` costs as much to import as httpx itself.)"""
+    from http.cookiejar import CookieJar
 
-    def set_cookie(self, cookie: Any) -> None:
-        return None
+    class NoCookies(CookieJar):
+        def set_cookie(self, cookie: Any) -> None:
+            return None
 
-    def extract_cookies(self, response: Any, request: Any) -> None:
-        return None
+        def extract_cookies(self, response: Any, request: Any) -> None:
+            return None
+
+    return NoCookies()
 
 
 def shared_client() -> httpx.Client:
     """The process-wide HTTP client of gateways that were not given one (connection reuse; no
-    cookie jar, see ``NoCookies``)."""
+    cookie jar, see ``_no_cookies``). Its transport makes the TLS side on the first ``https``
+    request (``_scheme_router``)."""
     global _CLIENT
     with _CLIENT_LOCK:
         if _CLIENT is None:
-            _CLIENT = httpx.Client(follow_redirects=False, trust_env=False, cookies=NoCookies(),
-                                   limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
+            import httpx
+
+            limits = httpx.Limits(max_connections=64, max_keepalive_connections=32)
+            _CLIENT = httpx.Client(follow_redirects=False, trust_env=False, cookies=_no_cookies(),
+                                   transport=_scheme_router(limits))
         return _CLIENT
+
+
+def _scheme_router(limits: httpx.Limits) -> httpx.BaseTransport:
+    """A transport with one connection pool per scheme, the ``https`` one made on first use.
+
+    httpx loads the certificate store when a transport is made (about 0.1 s), which a command that
+    calls only local ``http`` APIs (``atc mock``, a server on 127.0.0.1) never needs. ``https`` is
+    verified exactly as httpx's default transport does; other schemes are refused. (Defined here
+    because httpx is imported only once a call is made.)"""
+    import httpx
+
+    class Router(httpx.BaseTransport):
+        def __init__(self) -> None:
+            # verify=False only skips loading certificates: this pool never sees https.
+            self._plain = httpx.HTTPTransport(verify=False, limits=limits, trust_env=False)
+            self._tls: httpx.HTTPTransport | None = None
+            self._lock = threading.Lock()
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            if request.url.scheme == "http":
+                return self._plain.handle_request(request)
+            if request.url.scheme != "https":
+                raise httpx.UnsupportedProtocol(f"unsupported URL scheme {request.url.scheme!r}",
+                                                request=request)
+            with self._lock:
+                if self._tls is None:
+                    self._tls = httpx.HTTPTransport(limits=limits, trust_env=False)
+            return self._tls.handle_request(request)
+
+        def close(self) -> None:
+            self._plain.close()
+            with self._lock:
+                if self._tls is not None:
+                    self._tls.close()
+
+    return Router()
 
 
 def uses_cookies(collection: Collection) -> bool:
@@ -254,7 +303,7 @@ class Gateway:
     ) -> None:
         self.toolset = toolset
         self.limits = limits or Limits()
-        self.client = client or shared_client()
+        self._client = client
         self.environ = os.environ if environ is None else environ
         self.deadline = deadline
         self.calls: list[ToolCall] = []
@@ -265,10 +314,19 @@ class Gateway:
         # collection -> host -> cookie name -> value; only for collections that declare cookies.
         self._jars: dict[str, dict[str, dict[str, str]]] = {}
 
+    @property
+    def client(self) -> httpx.Client:
+        """The HTTP client: the one given, else ``shared_client()`` (made when first needed)."""
+        if self._client is None:
+            self._client = shared_client()
+        return self._client
+
     # -- the one entry point ------------------------------------------------------------------
 
     def call(self, tool: Any, args: Any, *, line: Any = None, col: Any = None) -> CallOutcome:
         """Serve one call (never raises for anything the program sent)."""
+        if not _LOADED:
+            self._load()
         line = line if isinstance(line, int) and not isinstance(line, bool) else None
         col = col if isinstance(col, int) and not isinstance(col, bool) else None
         name = tool if isinstance(tool, str) else repr(tool)[:80]
@@ -317,6 +375,16 @@ class Gateway:
             with self._lock:
                 self.calls.append(record)
 
+    def _load(self) -> None:
+        """Import what serving calls takes (jsonschema, httpx) and make the client, once per
+        process and before a call's clock starts: a run that makes no call never pays for them,
+        and the first call's ``duration_ms`` is the call's own."""
+        import httpx  # noqa: F401
+        import jsonschema  # noqa: F401
+
+        _ = self.client
+        _LOADED.append(True)
+
     # -- secrets --------------------------------------------------------------------------------
 
     def redactor(self) -> Redactor:
@@ -354,6 +422,8 @@ class Gateway:
             if key not in args:
                 raise ToolError(f"{tool.name}: missing required argument {key!r}", tool=tool.name, parameter=key)
         validator = validator_for(tool.parameters)
+        import jsonschema
+
         error = jsonschema.exceptions.best_match(validator.iter_errors(args))
         if error is not None:
             param = str(error.absolute_path[0]) if error.absolute_path else None
@@ -522,6 +592,8 @@ class Gateway:
 
     def _send(self, tool: Tool, args: dict[str, Any]) -> tuple[int, Any, bytes]:
         """(status, decoded body, raw body) of the call's HTTP exchange."""
+        import httpx
+
         request = self._build(tool, args)
         timeout = self._timeout()
         end = time.monotonic() + timeout
