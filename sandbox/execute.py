@@ -32,6 +32,7 @@ __all__ = ["run", "arun", "get_backend", "resolve_backend_name", "as_toolset", "
 
 _BACKENDS: dict[str, Backend] = {}
 _ONE_SHOT: list[Backend] = []  # backends made by prepare(one_shot=True): closed with the others
+_PENDING: list[Pending] = []  # prepares under way: close_backends waits for them
 _LOCK = threading.Lock()
 BACKEND_NAMES = ("local", "docker")
 #: A Docker client that ``auto``'s probe connected, for the Docker backend to use (one connect, not two).
@@ -105,6 +106,8 @@ class Pending:
         self._backend: Backend | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._make, args=(make,), name="atc-prepare", daemon=True)
+        with _LOCK:
+            _PENDING.append(self)
         self._thread.start()
 
     def _make(self, make: Any) -> None:
@@ -112,6 +115,12 @@ class Pending:
             self._backend = make()
         except BaseException as exc:  # re-raised in the caller's thread by backend()
             self._error = exc
+        finally:
+            with _LOCK:
+                _PENDING.remove(self)
+
+    def wait(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
 
     def backend(self) -> Backend:
         """The backend, once ready; raises what making it raised (``SandboxError``...)."""
@@ -233,7 +242,13 @@ async def arun(
 
 
 def close_backends() -> None:
-    """Close every cached backend (their warm runners and containers)."""
+    """Close every cached backend (their warm runners and containers). A backend still being
+    prepared is waited for first (a caller that failed before it needed the backend, with a bad
+    spec say, must not leave a runner or a container starting behind it)."""
+    with _LOCK:
+        pending = list(_PENDING)
+    for p in pending:
+        p.wait(timeout=60)
     with _LOCK:
         backends = list(_BACKENDS.values()) + _ONE_SHOT
         _BACKENDS.clear()

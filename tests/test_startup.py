@@ -234,3 +234,48 @@ def test_the_first_calls_clock_excludes_loading(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["call"] < doc["wall"] / 2, doc
+
+
+@pytest.mark.docker
+def test_a_command_that_fails_early_leaves_no_container(tmp_path: Path) -> None:
+    """``atc run`` starts the container while it loads the tools; when the tools turn out to be
+    bad (exit 2), the container that was starting is still removed before the process ends."""
+    from sandbox.docker_engine import OWNER_LABEL, connect, docker_available
+
+    if not docker_available(refresh=True):
+        pytest.skip("no Docker engine or no sandbox image (atc sandbox build)")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"openapi": "3.0.0", "paths": ')
+    program = tmp_path / "p.py"
+    program.write_text("print(1)\n")
+    atc = Path(sys.executable).parent / "atc"
+    proc = subprocess.Popen([str(atc), "run", str(program), "--tools", str(bad), "--sandbox", "docker"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in err
+    client = connect()
+    try:
+        left = client.api.containers(all=True, filters={"label": [f"{OWNER_LABEL}={proc.pid}"]})
+    finally:
+        client.close()
+    assert left == []
+
+
+@pytest.mark.docker
+def test_closing_waits_for_a_backend_still_being_prepared(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox.docker_engine import INSTANCE_LABEL, connect, docker_available
+
+    if not docker_available(refresh=True):
+        pytest.skip("no Docker engine or no sandbox image (atc sandbox build)")
+    monkeypatch.setattr(execute, "_ONE_SHOT", [])
+    pending = execute.prepare("docker", Limits(timeout=30), one_shot=True)
+    execute.close_backends()  # at once: the backend is not made yet
+    backend = pending.backend()
+    assert execute._PENDING == [] and backend._closed  # type: ignore[attr-defined]
+    time.sleep(1)  # a container a forgotten reservation started would show up by now
+    client = connect()
+    try:
+        left = client.api.containers(all=True, filters={"label": [f"{INSTANCE_LABEL}={backend.instance}"]})  # type: ignore[attr-defined]
+    finally:
+        client.close()
+    assert left == []
