@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
-from atc.config import model_settings
+from atc.config import ModelSettings, model_settings
 from atc.errors import AtcError, ConfigError, ModelError
 
-__all__ = ["Message", "Completion", "ModelClient", "OpenAIModel", "make_client", "translate_error", "CONFIG_HINT"]
+__all__ = ["Message", "Completion", "ModelClient", "OpenAIModel", "make_client", "configured_settings",
+           "translate_error", "CONFIG_HINT"]
 
 #: One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``.
 Message = dict[str, str]
@@ -104,18 +105,12 @@ class OpenAIModel:
         cls, model: str | None = None, *, base_url: str | None = None, temperature: float | None = None, **kw: Any
     ) -> OpenAIModel:
         """Build the client from explicit values, else the environment (``atc.config.model_settings``)."""
-        settings = model_settings(model, temperature=temperature)
-        url = base_url or settings.base_url
-        if not settings.api_key and not url:
-            raise ConfigError(
-                "no model is configured: set OPENAI_API_KEY or OPENAI_BASE_URL, and ATC_MODEL",
-                hint=CONFIG_HINT,
-            )
-        if not settings.model:
-            raise ConfigError("no model name is configured: set ATC_MODEL or pass --model", hint=CONFIG_HINT)
+        settings = configured_settings(model, base_url=base_url, temperature=temperature)
         kw.setdefault("timeout", settings.timeout)
         kw.setdefault("max_retries", settings.max_retries)
-        return cls(settings.model, api_key=settings.api_key, base_url=url, temperature=settings.temperature, **kw)
+        assert settings.model is not None
+        return cls(settings.model, api_key=settings.api_key, base_url=settings.base_url,
+                   temperature=settings.temperature, **kw)
 
     def complete(self, messages: Sequence[Message]) -> Completion:
         """One chat completion, retried on transient failures; raises ``ModelError`` otherwise."""
@@ -153,6 +148,23 @@ class OpenAIModel:
 
     def __repr__(self) -> str:
         return f"OpenAIModel(model={self.model!r}, base_url={self.base_url!r})"
+
+
+def configured_settings(model: str | None = None, *, base_url: str | None = None,
+                        temperature: float | None = None) -> ModelSettings:
+    """The model settings from explicit values, else the environment; ``ConfigError`` when no
+    model server or no model name is configured. Cheap (nothing imported, nothing contacted), so
+    that a missing configuration is reported before anything slow starts."""
+    settings = model_settings(model, temperature=temperature)
+    settings = replace(settings, base_url=base_url or settings.base_url)
+    if not settings.api_key and not settings.base_url:
+        raise ConfigError(
+            "no model is configured: set OPENAI_API_KEY or OPENAI_BASE_URL, and ATC_MODEL",
+            hint=CONFIG_HINT,
+        )
+    if not settings.model:
+        raise ConfigError("no model name is configured: set ATC_MODEL or pass --model", hint=CONFIG_HINT)
+    return settings
 
 
 def make_client(model: str | None = None, **kw: Any) -> OpenAIModel:

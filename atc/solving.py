@@ -28,11 +28,11 @@ from atc import prompts
 from atc.checks import check_program
 from atc.errors import AtcError, ModelError, UsageError
 from atc.extract import extract_program
-from atc.model import Completion, Message, ModelClient, make_client
+from atc.model import Completion, Message, ModelClient, configured_settings, make_client
 from atc.reflection import ask_model_for_tool, feedback, needs_model_attribution
 from protocols.model import Collection, Tool
 from sandbox.api import Backend, ExecutionResult, Limits, ToolCall, Toolset
-from sandbox.execute import BaseUrl, Validation, pick_sandbox
+from sandbox.execute import BaseUrl, Validation, pick_sandbox, prepare
 
 __all__ = ["Usage", "Attempt", "Solution", "solve", "asolve", "solve_many", "choose_tools", "DEFAULT_TOP_K"]
 
@@ -196,22 +196,6 @@ def choose_tools(query: str, toolset: Toolset, top_k: int | None = None) -> list
 # -- one attempt ------------------------------------------------------------------------------
 
 
-def _backend(backend: str | Backend | None, limits: Limits) -> Backend:
-    """The backend instance to run on, warmed up while the model is still writing (a local
-    backend spawns its runner processes ahead of time when it can)."""
-    if backend is None or isinstance(backend, str):
-        from sandbox.execute import get_backend
-
-        backend = get_backend(backend)
-    warm_up = getattr(backend, "warm_up", None)
-    prewarm = getattr(backend, "prewarm", None)
-    if callable(warm_up):  # local: spawns runners in the background
-        warm_up(limits)
-    elif callable(prewarm):  # docker: starts containers in the background (timeout 0: do not wait)
-        prewarm(limits, timeout=0)
-    return backend
-
-
 def _run(program: str, toolset: Toolset, limits: Limits, backend: Backend) -> ExecutionResult:
     from sandbox.execute import run
 
@@ -302,10 +286,15 @@ def solve(
 
     check_toolset(toolset)
     shown = choose_tools(query, toolset, top_k)
+    limits = limits or Limits()
+    if client is None:
+        configured_settings(model)  # a missing model configuration is said before anything starts
+    # The sandbox gets ready (backend made, runners starting) while the model client loads and the
+    # model writes: loading the openai package alone takes about a second.
+    pending = prepare(pick_sandbox(sandbox, backend), limits)
     if client is None:
         client = make_client(model)
-    limits = limits or Limits()
-    runner = _backend(pick_sandbox(sandbox, backend), limits)
+    runner = pending.backend()
 
     from protocols.render import render_compact
 

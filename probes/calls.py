@@ -137,10 +137,7 @@ class Caller:
 
     def server(self, tool: Tool) -> str:
         """The base URL a request of ``tool`` goes to (as the gateway chooses it)."""
-        if self.toolset.base_url:
-            return self.toolset.base_url.rstrip("/")
-        servers = tool.servers or self.toolset.collection_of(tool.name).servers
-        return next((s for s in servers if s), "").rstrip("/")
+        return (self.toolset.base_url_for(tool.name) or "").rstrip("/")
 
     def valid(self, tool: Tool, args: dict[str, Any]) -> str | None:
         """Why ``args`` would be refused by the gateway's validation (None: they pass)."""

@@ -231,7 +231,7 @@ class ModelProber:
                                           source=owner.source, source_format=owner.source_format,
                                           servers=owner.servers, security_schemes=owner.security_schemes,
                                           version=owner.version))
-        return Toolset(collections, base_url=self.toolset.base_url, credentials=dict(self.toolset.credentials))
+        return replace(self.toolset, collections=collections)
 
     def _values(self, state: ToolState) -> str:
         lines = []

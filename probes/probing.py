@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from atc.config import atc_home
 from atc.errors import ConfigError, UsageError
@@ -35,6 +34,7 @@ from probes.safety import call_safety
 from probes.state import Event, Session, ToolState
 from protocols.model import Collection
 from sandbox.api import Backend, Limits, Toolset
+from sandbox.execute import BaseUrl, as_toolset, check_toolset
 
 __all__ = ["probe", "resolve_toolset"]
 
@@ -43,14 +43,12 @@ ToolsArg = Toolset | Collection | Sequence[Collection | str | Path] | str | Path
 WRITE_EVERY = 1.0
 
 
-def resolve_toolset(tools: ToolsArg, base_url: str | None = None,
+def resolve_toolset(tools: ToolsArg, base_url: BaseUrl = None,
                     credentials: dict[str, str] | None = None) -> Toolset:
-    """A ``Toolset`` from a Toolset, Collection(s), spec paths or stored collection names."""
+    """A ``Toolset`` from a Toolset, Collection(s), spec paths or stored collection names.
+    ``base_url``: one URL for every collection, or ``{collection: URL}`` (as in ``atc.run``)."""
     if isinstance(tools, Toolset):
-        if base_url is None and not credentials:
-            return tools
-        return Toolset(tools.collections, base_url=base_url or tools.base_url,
-                       credentials={**tools.credentials, **(credentials or {})})
+        return as_toolset(tools, base_url=base_url, credentials=credentials or None)
     items: list[Any] = [tools] if isinstance(tools, Collection | str | Path) else list(tools)
     if not items:
         raise UsageError("no tools given", hint="pass a spec file or the name of an imported collection")
@@ -70,41 +68,7 @@ def resolve_toolset(tools: ToolsArg, base_url: str | None = None,
                 collections.append(Store(atc_home()).get(str(item)))
         else:
             raise UsageError(f"tools must be Collections, spec paths or collection names, not {type(item).__name__}")
-    return Toolset(collections, base_url=base_url, credentials=dict(credentials or {}))
-
-
-def _check_reachable(toolset: Toolset) -> None:
-    """Every tool has an absolute http(s) server to go to (else no request could be made)."""
-    if toolset.base_url:
-        servers = [(toolset.base_url, "--base-url")]
-    else:
-        servers = []
-        for collection in toolset.collections:
-            for tool in collection.tools:
-                url = next((s for s in tool.servers or collection.servers if s), None)
-                if url is None:
-                    raise ConfigError(f"{collection.name}: the spec names no server URL for {tool.name}",
-                                      hint="pass --base-url URL")
-                servers.append((url, f"the server of {tool.name}"))
-    for url, what in servers:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ConfigError(f"{what} {url!r} is not an absolute http(s) URL", hint="pass --base-url URL")
-
-
-def _check_credentials(toolset: Toolset) -> None:
-    """Every ``--credential`` names a scheme of the specs and a variable that is set (before any request)."""
-    import os
-
-    schemes = {s for c in toolset.collections for s in c.security_schemes}
-    for scheme, source in toolset.credentials.items():
-        if schemes and scheme not in schemes:
-            raise ConfigError(f"--credential {scheme}: the tools have no security scheme {scheme!r}",
-                              hint=f"schemes: {', '.join(sorted(schemes))}")
-        var = source[4:] if source.startswith("env:") else source
-        if var not in os.environ:
-            raise ConfigError(f"--credential {scheme}=env:{var}: environment variable {var} is not set",
-                              hint=f"export {var}=... before probing")
+    return as_toolset(collections, base_url=base_url, credentials=credentials)
 
 
 def _pick_client(settings: ProbeSettings, client: ModelClient | None, model: str | None) -> tuple[ModelClient | None, str | None]:
@@ -215,7 +179,7 @@ class _Run:
 def probe(
     tools: ToolsArg,
     *,
-    base_url: str | None = None,
+    base_url: BaseUrl = None,
     credentials: dict[str, str] | None = None,
     settings: ProbeSettings | None = None,
     no_llm: bool = False,
@@ -243,8 +207,9 @@ def probe(
     if no_llm:
         settings = replace(settings, use_llm=False)
     toolset = resolve_toolset(tools, base_url, credentials)
-    _check_reachable(toolset)
-    _check_credentials(toolset)
+    # What would make every request fail is said before the first one: a credential that names
+    # neither a scheme nor a placement or reads an unset variable, a collection with no server.
+    check_toolset(toolset)
     llm, note = _pick_client(settings, client, model)
     run = _Run(toolset, settings, llm, note, out, on_event)
     try:

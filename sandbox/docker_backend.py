@@ -17,10 +17,10 @@ once and removes it, and a background thread starts the next. Containers are nev
 
 Containers are always removed: after every run (also on timeout), on ``close()``, at interpreter
 exit, and, for owners that died without cleaning up (``kill -9``), by the next backend that starts
-on this host (containers carry ``atc.owner=<pid>`` and ``atc.host=<hostname>`` labels). A runner
-whose socket closes exits, so a killed atc leaves only stopped containers behind. We do not use
-Docker's ``auto_remove``: it would delete the container before we can read ``State.OOMKilled``,
-which is how a memory kill is told apart from a program that kills itself.
+on this host, in the background (containers carry ``atc.owner=<pid>`` and ``atc.host=<hostname>``
+labels). A runner whose socket closes exits, so a killed atc leaves only stopped containers
+behind. We do not use Docker's ``auto_remove``: it would delete the container before we can read
+``State.OOMKilled``, which is how a memory kill is told apart from a program that kills itself.
 """
 
 from __future__ import annotations
@@ -160,7 +160,6 @@ class DockerBackend:
             self.client.images.get(image)
         except Exception as exc:
             raise translate_docker_error(exc, image=image) from exc
-        reap_stale_containers(self.client)
         #: Labels every container of this backend carries; ``instance`` tells backends of one process apart.
         self.instance = uuid.uuid4().hex[:12]
         self._labels = {ROLE_LABEL: "1", OWNER_LABEL: str(os.getpid()), HOST_LABEL: socket.gethostname(),
@@ -170,8 +169,11 @@ class DockerBackend:
         self._starting: dict[_Key, int] = {}
         self._closed = False
         self._refillers: list[threading.Thread] = []
+        self._reservers: list[threading.Thread] = []
         self._reaper = ThreadPoolExecutor(max_workers=2, thread_name_prefix="atc-docker-rm")
         self._live: dict[str, str] = {}  # container id -> its socket directory
+        # Leftovers of dead owners go in the background: the first container need not wait (close waits).
+        self._reaper.submit(self._reap_stale)
         atexit.register(self.close)
 
     # -- the Backend interface ---------------------------------------------------------------------
@@ -227,7 +229,7 @@ class DockerBackend:
             pooled = [w for pool in self._pools.values() for w in pool]
             self._pools.clear()
             self._lock.notify_all()
-        for thread in self._refillers:
+        for thread in self._refillers + self._reservers:
             thread.join(timeout=self.start_timeout + 5)
         for warm in pooled:
             warm.conn.close()
@@ -266,10 +268,45 @@ class DockerBackend:
 
     # -- the pool ----------------------------------------------------------------------------------
 
+    def reserve(self, limits: Limits | None = None) -> None:
+        """Start one container for ``limits`` now, in the background, for the next run, whatever the
+        pool size: a caller that will run one program (``atc run``, ``pool_size=0``) gets it started
+        while it reads its program and its tools."""
+        key = _key_of(limits or Limits())
+        with self._lock:
+            if self._closed:
+                return
+            self._pools.setdefault(key, [])
+            self._starting[key] = self._starting.get(key, 0) + 1
+            thread = threading.Thread(target=self._start_into_pool, args=(key,), name="atc-docker-reserve",
+                                      daemon=True)
+            self._reservers.append(thread)
+        thread.start()
+
+    def _start_into_pool(self, key: _Key) -> None:
+        try:
+            warm: _Warm | None = self._start(key)
+        except SandboxError:
+            warm = None
+        with self._lock:
+            self._starting[key] -= 1
+            if warm is not None and not self._closed:
+                self._pools.setdefault(key, []).append(warm)
+                warm = None
+            self._lock.notify_all()
+        if warm is not None:  # closed meanwhile
+            warm.conn.close()
+            self._discard(warm)
+
     def _take(self, key: _Key) -> _Warm:
-        """A warm container for ``key`` whose runner is still waiting, else a freshly started one."""
+        """A warm container for ``key`` whose runner is still waiting, else the one being started
+        for it in the background (waiting costs less than starting another), else a fresh one."""
         while True:
             with self._lock:
+                deadline = time.monotonic() + self.start_timeout
+                while (not self._closed and not self._pools.get(key) and self._starting.get(key)
+                       and time.monotonic() < deadline):
+                    self._lock.wait(timeout=max(0.01, deadline - time.monotonic()))
                 if self._closed:
                     raise SandboxError("this Docker backend is closed")
                 pool = self._pools.setdefault(key, [])
@@ -446,6 +483,12 @@ class DockerBackend:
         elif outcome.failure is None or outcome.detail.startswith("the runner stopped"):
             outcome.failure = "SandboxError"
             outcome.detail = f"the sandbox process exited with status {state.get('ExitCode')} without a result"
+
+    def _reap_stale(self) -> None:
+        try:
+            reap_stale_containers(self.client)
+        except SandboxError:  # the engine refused a cleanup: the runs themselves will say if it is gone
+            pass
 
     def _discard(self, warm: _Warm) -> None:
         """Kill and remove a used container in the background (the result need not wait)."""

@@ -153,11 +153,13 @@ _available_lock = threading.Lock()
 _AVAILABLE_TTL = {True: 60.0, False: 5.0}
 
 
-def docker_available(image: str = DEFAULT_IMAGE, *, refresh: bool = False) -> bool:
+def docker_available(image: str = DEFAULT_IMAGE, *, refresh: bool = False, keep: list[Any] | None = None) -> bool:
     """Whether the Docker backend can run now: the engine answers quickly and ``image`` exists.
 
     The answer is cached (a minute when yes, a few seconds when no) because ``--sandbox auto``
-    asks before every run; ``refresh`` asks again.
+    asks before every run; ``refresh`` asks again. When the engine was asked and answered yes, the
+    connected client is appended to ``keep`` (if given) instead of being closed: the caller owns
+    it then (``sandbox.execute`` hands it to the backend it makes).
     """
     now = time.monotonic()
     where = (image, os.environ.get("DOCKER_HOST", ""))
@@ -176,7 +178,10 @@ def docker_available(image: str = DEFAULT_IMAGE, *, refresh: bool = False) -> bo
             answer = False
         finally:
             if client is not None:
-                client.close()
+                if answer and keep is not None:
+                    keep.append(client)
+                else:
+                    client.close()
     with _available_lock:
         _available[where] = (time.monotonic(), answer)
     return answer

@@ -6,37 +6,48 @@
 ``sandbox`` is a ``Backend`` instance, a name (``"local"``, ``"docker"``) or ``None``/``"auto"``:
 Docker when an engine answers and the sandbox image exists (``sandbox.docker_backend.
 docker_available()``), else local. Backends are cached per process so that repeated runs reuse
-their warm pools; the cache is closed at interpreter exit.
+their warm pools; the cache is closed at interpreter exit. The Docker client that ``auto``'s probe
+connected is handed to the Docker backend it picks, rather than connecting twice.
+
+``prepare`` gets a backend ready in a background thread -- made, and its first runner starting --
+while the caller does other work (reads the tools, loads the model client): the sandbox's start
+then overlaps with the caller's own start-up instead of following it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import functools
 import os
 import threading
 import warnings
+from typing import Any
 
 from protocols.errors import ConfigError, UsageError
 from protocols.model import Collection
 from sandbox.api import Backend, ExecutionResult, Limits, Toolset
 
 __all__ = ["run", "arun", "get_backend", "resolve_backend_name", "as_toolset", "close_backends", "pick_sandbox",
-           "check_toolset"]
+           "check_toolset", "prepare", "Pending", "warm"]
 
 _BACKENDS: dict[str, Backend] = {}
+_ONE_SHOT: list[Backend] = []  # backends made by prepare(one_shot=True): closed with the others
+_PENDING: list[Pending] = []  # prepares under way: close_backends waits for them
 _LOCK = threading.Lock()
 BACKEND_NAMES = ("local", "docker")
+#: A Docker client that ``auto``'s probe connected, for the Docker backend to use (one connect, not two).
+_PROBED: list[Any] = []
 
 
 def _docker_available() -> bool:
     try:
-        from sandbox.docker_backend import docker_available
+        from sandbox.docker_engine import docker_available
     except ImportError:
         return False
     try:
-        return bool(docker_available())
+        with _LOCK:
+            keep = None if "docker" in _BACKENDS or _PROBED else _PROBED
+        return bool(docker_available(keep=keep))
     except Exception:  # an engine that answers garbage is no engine
         return False
 
@@ -50,24 +61,30 @@ def resolve_backend_name(name: str | None) -> str:
     return name
 
 
+def _make_backend(resolved: str, **options: Any) -> Backend:
+    """A new backend of a resolved name (``options`` go to its constructor)."""
+    if resolved == "local":
+        from sandbox.local_backend import LocalBackend
+
+        return LocalBackend(**options)
+    try:
+        from sandbox.docker_backend import DockerBackend
+    except ImportError as exc:
+        raise ConfigError("the Docker backend is not available in this installation",
+                          hint="use --sandbox local") from exc
+    client = _PROBED.pop() if _PROBED else None
+    if client is not None:
+        client.api.timeout = 60  # the probe's client was made with a short timeout
+    return DockerBackend(client=client, **options)
+
+
 def get_backend(name: str | None = None) -> Backend:
     """The process-wide backend of that name (created on first use, kept warm)."""
     resolved = resolve_backend_name(name)
     with _LOCK:
         backend = _BACKENDS.get(resolved)
         if backend is None:
-            if resolved == "local":
-                from sandbox.local_backend import LocalBackend
-
-                backend = LocalBackend()
-            else:
-                try:
-                    from sandbox.docker_backend import DockerBackend
-                except ImportError as exc:
-                    raise ConfigError("the Docker backend is not available in this installation",
-                                      hint="use --sandbox local") from exc
-                backend = DockerBackend()
-            _BACKENDS[resolved] = backend
+            backend = _BACKENDS[resolved] = _make_backend(resolved)
         return backend
 
 
@@ -75,6 +92,77 @@ def get_backend(name: str | None = None) -> Backend:
 BaseUrl = str | dict[str, str] | None
 #: ``validation``: one mode (``strict``, ``warn``, ``off``) for every collection, or name -> mode.
 Validation = str | dict[str, str] | None
+
+
+def warm(backend: Backend, limits: Limits) -> None:
+    """Start runners for ``limits`` in the background, when ``backend`` keeps warm ones (a local
+    backend spawns its runner processes, a Docker backend starts containers); never waits."""
+    warm_up = getattr(backend, "warm_up", None)
+    prewarm = getattr(backend, "prewarm", None)
+    if callable(warm_up):
+        warm_up(limits)
+    elif callable(prewarm):
+        prewarm(limits, timeout=0)
+
+
+class Pending:
+    """A backend being made ready in a background thread (see ``prepare``)."""
+
+    def __init__(self, make: Any) -> None:
+        self._backend: Backend | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._make, args=(make,), name="atc-prepare", daemon=True)
+        with _LOCK:
+            _PENDING.append(self)
+        self._thread.start()
+
+    def _make(self, make: Any) -> None:
+        try:
+            self._backend = make()
+        except BaseException as exc:  # re-raised in the caller's thread by backend()
+            self._error = exc
+        finally:
+            with _LOCK:
+                _PENDING.remove(self)
+
+    def wait(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def backend(self) -> Backend:
+        """The backend, once ready; raises what making it raised (``SandboxError``...)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._backend is not None
+        return self._backend
+
+
+def prepare(sandbox: str | Backend | None, limits: Limits | None = None, *, one_shot: bool = False) -> Pending:
+    """Get the backend for ``sandbox`` ready in the background and start a runner for ``limits``.
+
+    By default that is the process-wide backend of ``get_backend`` with its pool warming up.
+    ``one_shot`` is for a caller that runs ONE program (``atc run``): a backend of its own without
+    a pool starts exactly one runner, so nothing is started that the process would only stop again
+    at exit. Call ``.backend()`` on the result when the backend is needed."""
+    limits = limits or Limits()
+
+    def make() -> Backend:
+        if isinstance(sandbox, Backend):
+            warm(sandbox, limits)
+            return sandbox
+        if not one_shot:
+            backend = get_backend(sandbox)
+            warm(backend, limits)
+            return backend
+        backend = _make_backend(resolve_backend_name(sandbox), pool_size=0)
+        with _LOCK:
+            _ONE_SHOT.append(backend)
+        reserve = getattr(backend, "reserve", None)
+        if callable(reserve):
+            reserve(limits)
+        return backend
+
+    return Pending(make)
 
 
 def as_toolset(tools: Toolset | Collection | list[Collection], *, base_url: BaseUrl = None,
@@ -183,16 +271,32 @@ async def arun(
     validation: Validation = None,
 ) -> ExecutionResult:
     """``run`` in a worker thread, for asyncio callers (many programs can run concurrently)."""
+    import asyncio
+
     call = functools.partial(run, program, tools, limits, sandbox=pick_sandbox(sandbox, backend),
                              base_url=base_url, credentials=credentials, validation=validation)
     return await asyncio.get_running_loop().run_in_executor(None, call)
 
 
 def close_backends() -> None:
-    """Close every cached backend (their warm runners and containers)."""
+    """Close every cached backend (their warm runners and containers). A backend still being
+    prepared is waited for first (a caller that failed before it needed the backend, with a bad
+    spec say, must not leave a runner or a container starting behind it)."""
     with _LOCK:
-        backends = list(_BACKENDS.values())
+        pending = list(_PENDING)
+    for p in pending:
+        p.wait(timeout=60)
+    with _LOCK:
+        backends = list(_BACKENDS.values()) + _ONE_SHOT
         _BACKENDS.clear()
+        _ONE_SHOT.clear()
+        probed = list(_PROBED)
+        _PROBED.clear()
+    for client in probed:
+        try:
+            client.close()
+        except Exception:
+            pass
     for b in backends:
         try:
             b.close()

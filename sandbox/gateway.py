@@ -40,21 +40,38 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import httpx
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from protocols.building import RESERVED_ARGUMENTS
 from protocols.errors import ToolError
-from protocols.model import Tool
+from protocols.model import Collection, Tool
 from sandbox.api import Limits, ToolCall, Toolset
 from sandbox.http.credentials import env_var
 from sandbox.http.decoding import is_binary_object
-from sandbox.http.transport import HttpTransport, Reply, SendFailure, shared_client, uses_cookies
 from sandbox.redact import Redactor
 
+if TYPE_CHECKING:  # imported when the first call comes: a run without calls never pays for them
+    import httpx
+
+    from sandbox.http.transport import HttpTransport, Reply
+
 __all__ = ["Gateway", "CallOutcome", "validator_for", "shared_client", "uses_cookies"]
+
+_LOADED: list[bool] = []  # non-empty once a gateway of this process has loaded its dependencies
+
+
+def shared_client() -> httpx.Client:
+    """The process-wide HTTP client (``sandbox.http.transport.shared_client``)."""
+    from sandbox.http.transport import shared_client as make
+
+    return make()
+
+
+def uses_cookies(collection: Collection) -> bool:
+    """Does the spec declare cookies (``sandbox.http.transport.uses_cookies``)?"""
+    from sandbox.http.transport import uses_cookies as declared
+
+    return declared(collection)
 
 _VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
 _VALIDATORS_LOCK = threading.Lock()
@@ -69,6 +86,8 @@ def validator_for(schema: dict[str, Any]) -> Any:
     hit = _VALIDATORS.get(key)
     if hit is not None and hit[0] is schema:
         return hit[1]
+    import jsonschema
+
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     validator = _safe_validator_class(cls)(schema)
     with _VALIDATORS_LOCK:
@@ -95,6 +114,8 @@ def _safe_validator_class(cls: Any) -> Any:
     still enforces both itself."""
     safe = _SAFE_CLASSES.get(cls)
     if safe is None:
+        import jsonschema
+
         unique = cls.VALIDATORS.get("uniqueItems")
 
         def bounded_unique(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
@@ -204,7 +225,7 @@ class Gateway:
     ) -> None:
         self.toolset = toolset
         self.limits = limits or Limits()
-        self.client = client or shared_client()
+        self._client = client
         self.environ = os.environ if environ is None else environ
         self.deadline = deadline
         self.calls: list[ToolCall] = []
@@ -212,12 +233,43 @@ class Gateway:
         self._attempts = 0
         self._lock = threading.Lock()
         self._redactor: Redactor | None = None
-        self.http = HttpTransport(toolset, self.limits, self.client, self.environ, deadline)
+        self._http: HttpTransport | None = None
+
+    @property
+    def client(self) -> httpx.Client:
+        """The HTTP client: the one given, else ``shared_client()`` (made when first needed)."""
+        if self._client is None:
+            self._client = shared_client()
+        return self._client
+
+    @property
+    def http(self) -> HttpTransport:
+        """The run's HTTP transport (made with the first call that needs it)."""
+        if self._http is None:
+            from sandbox.http.transport import HttpTransport
+
+            self._http = HttpTransport(self.toolset, self.limits, self.client, self.environ, self.deadline)
+        return self._http
+
+    def _load(self) -> None:
+        """Import what serving calls takes (jsonschema, httpx, the transport) and make the client,
+        once per process and before a call's clock starts: a run that makes no call never pays
+        for them, and the first call's ``duration_ms`` is the call's own."""
+        import jsonschema  # noqa: F401
+
+        import sandbox.http.transport  # noqa: F401
+
+        _ = self.client
+        _LOADED.append(True)
 
     # -- the one entry point ------------------------------------------------------------------
 
     def call(self, tool: Any, args: Any, *, line: Any = None, col: Any = None) -> CallOutcome:
         """Serve one call (never raises for anything the program sent)."""
+        if not _LOADED:
+            self._load()
+        from sandbox.http.transport import SendFailure
+
         line = line if isinstance(line, int) and not isinstance(line, bool) else None
         col = col if isinstance(col, int) and not isinstance(col, bool) else None
         name = tool if isinstance(tool, str) else repr(tool)[:80]
@@ -382,6 +434,8 @@ class Gateway:
         except Exception as exc:  # a schema jsonschema cannot use: the spec's fault, not the call's
             return out, (f"{tool.name}: the spec's parameter schema cannot be checked "
                          f"({type(exc).__name__}: {str(exc)[:120]}); the arguments were sent unchecked")
+        import jsonschema
+
         best = jsonschema.exceptions.best_match(iter(errors)) if errors else None
         for error in ([best] if best is not None else []) + [e for e in errors if e is not best]:
             param = str(error.absolute_path[0]) if error.absolute_path else None

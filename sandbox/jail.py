@@ -10,7 +10,9 @@ starts::
 
 and reads ONE JSON line from the jail's stdout: ``{"pid": int, "isolation": [...]}`` -- ``pid`` is
 the host pid of the process that runs the program (the backend kills it directly, besides the
-process group) and ``isolation`` lists what is in force. Then the runner speaks on fd N.
+process group) and ``isolation`` lists what is in force; ``"workdir"`` is added when the jail fell
+back to running without namespaces and made a work directory itself (the backend removes it).
+Then the runner speaks on fd N.
 
 Where the OS allows it (root, or unprivileged user namespaces), the jail
 
@@ -387,11 +389,13 @@ def main(argv: list[str]) -> int:
         except OSError:
             isolation = []
     if not namespaces:
+        made = {}
         if not opts.get("workdir"):
-            # The backend expected namespaces and made no directory: make one (rare; not removed).
+            # The backend expected namespaces and made no directory: make one, named after the
+            # backend's process like the ones it makes, and report it (the backend removes it).
             import tempfile
 
-            opts["workdir"] = tempfile.mkdtemp(prefix="atc-run-")
+            opts["workdir"] = made["workdir"] = tempfile.mkdtemp(prefix=f"atc-run-{os.getppid()}-")
             if os.geteuid() == 0:
                 os.chown(opts["workdir"], int(opts["uid"]), int(opts["uid"]))
         os.chdir(opts["workdir"])
@@ -402,9 +406,9 @@ def main(argv: list[str]) -> int:
             set_limits(opts, isolation)
             install_seccomp(opts, isolation)
         except OSError as exc:
-            report.write(json.dumps({"pid": os.getpid(), "error": str(exc)}) + "\n")
+            report.write(json.dumps({"pid": os.getpid(), "error": str(exc), **made}) + "\n")
             return 1
-        report.write(json.dumps({"pid": os.getpid(), "isolation": isolation}) + "\n")
+        report.write(json.dumps({"pid": os.getpid(), "isolation": isolation, **made}) + "\n")
         report.close()
         quiet_stdio()
         run_runner(runner_source, fd)

@@ -19,32 +19,31 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import select
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from protocols.errors import SandboxError
+from sandbox import workdirs
 from sandbox.api import ErrorInfo, ExecutionResult, Limits, Toolset
 from sandbox.cgroups import make_cgroup, remove_cgroup
-from sandbox.gateway import Gateway, shared_client
 from sandbox.kernel_objects import teardown
-from sandbox.lint import lint
 from sandbox.seccomp import NAME as FILTER_NAME
 from sandbox.seccomp import UnsupportedArch, compile_filter
 from sandbox.session import SessionOutcome, build_result, serve, wait_ready
 from sandbox.uids import RETIRED, claim_uid_block, next_uid, release_uid, uid_block
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["LocalBackend", "runner_path", "jail_path", "sandbox_python", "uid_block", "claim_uid_block",
            "filter_argv"]
@@ -53,8 +52,6 @@ _HERE = Path(__file__).resolve().parent
 _SPAWN_TIMEOUT = 15.0
 _LIVE: weakref.WeakSet[LocalBackend] = weakref.WeakSet()
 _python_cache: list[str] = []
-#: Non-empty once a jail with namespaces started in this process (then no host work dirs are made).
-_NAMESPACES_SEEN: list[bool] = []
 
 
 _filter_argv: list[list[str]] = []
@@ -83,11 +80,16 @@ def jail_path() -> Path:
 def sandbox_python() -> str:
     """The interpreter programs run on: the system's ``/usr/bin/python3`` when it is 3.11+ (the
     same Debian Python the container image has, and it lives under ``/usr`` which the jail binds
-    in), else this interpreter."""
+    in), else this interpreter. Its version is read from the name the link resolves to
+    (``python3.11``) when it has one, else by asking it (an interpreter start)."""
     if not _python_cache:
         choice = sys.executable
         system = "/usr/bin/python3"
-        if os.path.exists(system):
+        named = re.fullmatch(r"python(\d+)\.(\d+)", os.path.basename(os.path.realpath(system)))
+        if named and os.access(system, os.X_OK):
+            if (int(named.group(1)), int(named.group(2))) >= (3, 11):
+                choice = system
+        elif os.path.exists(system):
             try:
                 out = subprocess.run([system, "-I", "-S", "-c", "import sys; print(sys.version_info >= (3, 11))"],
                                      capture_output=True, text=True, timeout=10, env={})
@@ -159,8 +161,8 @@ class _Worker:
             status = None
         if self.proc.stdout:
             self.proc.stdout.close()
-        if self.workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        # Without a mount namespace the run worked on the host: its leftovers go (sandbox/workdirs.py).
+        workdirs.after_run(self.workdir, self.isolation)
         for path in self.cgroups:
             self.oom_killed = remove_cgroup(path) or self.oom_killed
         self.cgroups = ()
@@ -236,13 +238,16 @@ class LocalBackend:
         self.seccomp = seccomp
         self.namespace_failure: str | None = None
         self.python = python or sandbox_python()
-        self.client = client or shared_client()
-        self._lock = threading.Lock()
+        self.client = client  # None: the gateway's shared client, made when a call needs it
+        self._lock = threading.Condition()
         self._warm: dict[tuple[int, int, int, int], list[_Worker]] = {}
         self._refilling: set[tuple[int, int, int, int]] = set()
+        #: Runners being spawned in the background, per key: a run waits for one rather than start its own.
+        self._starting: dict[tuple[int, int, int, int], int] = {}
         self._closed = False
         self._reapers: set[threading.Thread] = set()
         _LIVE.add(self)
+        workdirs.sweep()  # work directories that killed atc processes left behind
 
     # -- spawning -----------------------------------------------------------------------------
 
@@ -265,10 +270,8 @@ class LocalBackend:
     def _spawn_once(self, limits: Limits) -> _Worker:
         uid = self._next_uid()
         # A host work directory only serves a jail without namespaces (with them, /work is on the
-        # sandbox's own tmpfs); once namespaces have worked here, none is made.
-        workdir = "" if self.namespaces is not False and _NAMESPACES_SEEN else tempfile.mkdtemp(prefix="atc-run-")
-        if workdir and os.geteuid() == 0:
-            os.chown(workdir, uid, uid)
+        # sandbox's own tmpfs). A jail that falls back by itself makes one and reports it.
+        workdir = workdirs.make_workdir(uid) if self.namespaces is False else ""
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         memory_mb, nproc, fsize, cpu = _pool_key(limits)
         argv = [self.python, "-I", "-S", str(jail_path()), "--fd", str(child_end.fileno()),
@@ -293,8 +296,7 @@ class LocalBackend:
                                     start_new_session=True)
         except OSError as exc:
             host_end.close()
-            if workdir:
-                shutil.rmtree(workdir, ignore_errors=True)
+            workdirs.remove_workdir(workdir)
             for path in cgroups:
                 remove_cgroup(path)
             release_uid(uid)
@@ -305,6 +307,9 @@ class LocalBackend:
                          cgroups=cgroups, uid=uid, python=self.python)
         try:
             info = self._read_report(proc)
+            made = info.get("workdir")
+            if not worker.workdir and isinstance(made, str) and workdirs.is_workdir(made):
+                worker.workdir = made  # the jail fell back without namespaces and made one
             if "error" in info:
                 raise SandboxError(f"the local sandbox could not be set up: {info['error']}")
             worker.pid = int(info.get("pid") or proc.pid)
@@ -317,8 +322,6 @@ class LocalBackend:
                 raise SandboxError("the system-call filter could not be installed: "
                                    + (unavailable[0][len("seccomp:"):] if unavailable else "no report"),
                                    hint="run with seccomp=None to accept a sandbox without it")
-            if "mountns" in worker.isolation and not _NAMESPACES_SEEN:
-                _NAMESPACES_SEEN.append(True)
             wait_ready(host_end, _SPAWN_TIMEOUT)
         except BaseException as exc:
             worker.stop(finished=False)
@@ -348,22 +351,65 @@ class LocalBackend:
     # -- the pool -----------------------------------------------------------------------------
 
     def _take(self, limits: Limits) -> _Worker:
+        """A warm runner for ``limits``: one from the pool, else the one being spawned for it in the
+        background (waiting for it costs less than spawning another), else a new one."""
         key = _pool_key(limits)
         worker = None
+        deadline = time.monotonic() + _SPAWN_TIMEOUT
         with self._lock:
-            if self._closed:
-                raise SandboxError("the local backend is closed")
-            warm = self._warm.setdefault(key, [])
-            while warm and worker is None:
-                candidate = warm.pop(0)
-                if candidate.alive():
-                    worker = candidate
-                else:
-                    candidate.stop(finished=False)
+            while True:
+                if self._closed:
+                    raise SandboxError("the local backend is closed")
+                warm = self._warm.setdefault(key, [])
+                while warm and worker is None:
+                    candidate = warm.pop(0)
+                    if candidate.alive():
+                        worker = candidate
+                    else:
+                        candidate.stop(finished=False)
+                remaining = deadline - time.monotonic()
+                if worker is not None or not self._starting.get(key) or remaining <= 0:
+                    break
+                self._lock.wait(remaining)
             self._evict_locked(keep=key)
         if self.pool_size:
             self._refill(key, limits)
         return worker or self._spawn(limits)
+
+    def _spawn_in_background(self, key: tuple[int, int, int, int], limits: Limits) -> bool:
+        """Spawn one runner for ``key`` into the pool (in the calling thread, counted in
+        ``_starting`` meanwhile); False when it failed or the backend closed."""
+        try:
+            worker: _Worker | None = self._spawn(limits)
+        except SandboxError:
+            worker = None
+        with self._lock:
+            keep = worker is not None and not self._closed and key in self._warm
+            if worker is not None and keep:
+                self._warm[key].append(worker)
+                self._starting[key] -= 1
+                self._lock.notify_all()
+                return True
+        if worker is not None:
+            worker.stop(finished=False)
+        with self._lock:
+            self._starting[key] -= 1
+            self._lock.notify_all()
+        return False
+
+    def reserve(self, limits: Limits | None = None) -> None:
+        """Start one runner for ``limits`` now, in the background, for the next run, whatever the
+        pool size: a caller that will run one program (``atc run``, ``pool_size=0``) gets it started
+        while it reads its program and its tools."""
+        limits = limits or Limits()
+        key = _pool_key(limits)
+        with self._lock:
+            if self._closed:
+                return
+            self._warm.setdefault(key, [])
+            self._starting[key] = self._starting.get(key, 0) + 1
+        threading.Thread(target=self._spawn_in_background, args=(key, limits), name="atc-local-reserve",
+                         daemon=True).start()
 
     def _evict_locked(self, keep: tuple[int, int, int, int]) -> None:
         """Keep warm runners for the three most recently used limit sets only."""
@@ -385,18 +431,8 @@ class LocalBackend:
                     with self._lock:
                         if self._closed or len(self._warm.get(key, [])) >= self.pool_size:
                             return
-                    try:
-                        worker = self._spawn(limits)
-                    except SandboxError:
-                        return
-                    with self._lock:
-                        if self._closed or key not in self._warm:
-                            closing = True
-                        else:
-                            closing = False
-                            self._warm[key].append(worker)
-                    if closing:
-                        worker.stop(finished=False)
+                        self._starting[key] = self._starting.get(key, 0) + 1
+                    if not self._spawn_in_background(key, limits):
                         return
             finally:
                 with self._lock:
@@ -432,6 +468,11 @@ class LocalBackend:
 
     def run(self, program: str, tools: Toolset, limits: Limits | None = None) -> ExecutionResult:
         """Run ``program`` against ``tools``; every outcome of the program is a result."""
+        # Imported here, not with the module: a backend made ahead of its first run (``prepare``)
+        # spawns its runner without waiting for them.
+        from sandbox.gateway import Gateway
+        from sandbox.lint import lint
+
         limits = limits or Limits()
         started = time.perf_counter()
         issue = lint(program)
@@ -489,13 +530,19 @@ class LocalBackend:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop refilling and end every warm runner (no process is left behind)."""
+        """Stop refilling and end every warm runner (no process is left behind): runners still
+        being spawned are waited for (they end themselves once they see the backend closed)."""
         with self._lock:
             self._closed = True
             workers = [w for ws in self._warm.values() for w in ws]
             self._warm.clear()
+            self._lock.notify_all()
         for w in workers:
             w.stop(finished=False)
+        deadline = time.monotonic() + _SPAWN_TIMEOUT
+        with self._lock:
+            while any(self._starting.values()) and time.monotonic() < deadline:
+                self._lock.wait(max(0.0, deadline - time.monotonic()))
         with self._lock:
             reapers = list(self._reapers)
         for t in reapers:

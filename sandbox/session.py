@@ -33,11 +33,13 @@ import math
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sandbox import wire
 from sandbox.api import ErrorInfo, ExecutionResult, Limits, ToolCall, Toolset
-from sandbox.gateway import Gateway
+
+if TYPE_CHECKING:
+    from sandbox.gateway import Gateway
 
 __all__ = ["SessionOutcome", "serve", "build_result", "wait_ready", "FAILURES"]
 

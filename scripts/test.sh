@@ -9,6 +9,11 @@ bash scripts/install-test-servers.sh   # real third-party servers for tests/test
 if [ "$(id -u)" = 0 ] && [ "${ATC_SKIP_DOCKER_SETUP:-0}" != 1 ]; then
   bash scripts/setup-docker.sh
 fi
+# openssl makes the certificate of a test's https server (tests/test_startup.py); a bare image may lack it.
+if [ "$(id -u)" = 0 ] && ! command -v openssl >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  apt-get install -y -q --no-install-recommends openssl >/dev/null 2>&1 \
+    || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends openssl >/dev/null; }
+fi
 # Lint and types first (fast), so that the last line printed is pytest's summary.
 .venv/bin/ruff check --quiet .
 .venv/bin/mypy --strict --no-error-summary atc protocols sandbox probes

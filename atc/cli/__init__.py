@@ -10,6 +10,7 @@ one JSON document on stdout, also on failure.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
 import sys
@@ -108,4 +109,9 @@ def _main(argv: list[str]) -> int:
 
 
 def entry() -> NoReturn:
-    sys.exit(main())
+    code = main()
+    # The process ends here: exit handlers still run (they close sandboxes and remove containers),
+    # but the collector no longer walks every object of every module while the interpreter shuts
+    # down -- about 0.2 s of CPU once the openai package is loaded.
+    gc.freeze()
+    sys.exit(code)

@@ -8,11 +8,13 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from atc.config import atc_home
 from atc.errors import UsageError
-from sandbox.api import Limits, Toolset
+
+if TYPE_CHECKING:  # imported by the handlers that use them: ``atc --help`` needs neither
+    from sandbox.api import Limits, Toolset
 
 __all__ = ["add_run_options", "limits_from_args", "toolset_from_args", "load_collections", "print_json",
            "terminal_safe"]
@@ -50,6 +52,8 @@ def add_run_options(p: argparse.ArgumentParser, *, tools_flag: bool = True, max_
 
 
 def limits_from_args(args: argparse.Namespace) -> Limits:
+    from sandbox.api import Limits
+
     if args.timeout <= 0 or args.memory <= 0 or args.max_calls < 0:
         raise UsageError("--timeout and --memory must be positive, --max-calls at least 0")
     call_timeout = getattr(args, "call_timeout", 30.0)
@@ -92,7 +96,7 @@ def parse_credentials(items: list[str]) -> dict[str, str]:
 def load_collections(specs: list[str], *, base_url: str | None = None) -> list[Any]:
     """Each T of ``--tools``: a spec file when the path exists (or an http(s) URL), else a
     collection in the store."""
-    from protocols import Store, load_spec
+    from protocols.loaders import load_spec
 
     store = None
     out = []
@@ -101,6 +105,8 @@ def load_collections(specs: list[str], *, base_url: str | None = None) -> list[A
         if path.exists() or t.startswith(("http://", "https://")):
             out.append(load_spec(t if t.startswith(("http://", "https://")) else path))
         else:
+            from protocols.store import Store
+
             store = store or Store(atc_home())
             out.append(store.get(t))
     return out
@@ -111,6 +117,8 @@ def _looks_like_url(item: str) -> bool:
 
 
 def toolset_from_args(args: argparse.Namespace) -> Toolset:
+    from sandbox.api import Toolset
+
     base_url, base_urls = split_per_collection("--base-url", list(args.base_url or []), is_default=_looks_like_url)
     for url in [base_url, *base_urls.values()]:
         if url is not None and not re.match(r"^https?://[^/\s]+", url):

@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from atc.cli.common import add_run_options, parse_credentials, print_json
+from atc.cli.common import add_run_options, print_json, toolset_from_args
 from atc.errors import UsageError
 
 __all__ = ["register"]
@@ -91,9 +91,7 @@ def _handle(args: argparse.Namespace) -> int:
         timeout=args.timeout, memory_mb=args.memory, cache=not args.no_cache, refresh=args.refresh)
     progress = None if args.json else _Progress(0)
     try:
-        from probes.probing import resolve_toolset
-
-        toolset = resolve_toolset(args.tools, args.base_url, parse_credentials(args.credential))
+        toolset = toolset_from_args(args)
         if progress is not None:
             progress.total = len(toolset.tools)
         report = probe(toolset, settings=settings, model=args.model, sandbox=args.sandbox, out=args.out,

@@ -57,12 +57,14 @@ def format_error(result: Any) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from sandbox.execute import run
+    from sandbox.execute import prepare, run
 
     program = _read_program(args.program)
     limits = limits_from_args(args)
+    # One program: a sandbox of its own starts exactly one runner, while the tools are loaded.
+    pending = prepare(args.sandbox, limits, one_shot=True)
     toolset = toolset_from_args(args)
-    result = run(program, toolset, limits, sandbox=args.sandbox)
+    result = run(program, toolset, limits, sandbox=pending.backend())
     if args.json:
         print_json(result.to_dict())
     else:

@@ -1,12 +1,20 @@
 """Example collections shipped with atc, found the same way from a checkout or an installed wheel.
 
-``bookshop`` is a small hand-written OpenAPI 3.0 API (search, detail and sub-resource endpoints
-that depend on each other) with an example program that chains them. Serve it offline with
-``atc mock``::
+Each is a small hand-written API with an example program that chains its tools (``program.py``)
+and a README; serve any of them offline with ``atc mock``:
+
+- ``bookshop``: OpenAPI 3.0 (JSON): search, detail and sub-resource endpoints that depend on
+  each other, an order to place;
+- ``tasks``: OpenAPI 3.1 (YAML): a project tracker with a bearer token, paged lists
+  (``page``/``per_page``/``next_page``), nullable fields and resources nested three deep;
+- ``transit``: Swagger 2.0 (JSON): a city's transit network with an API key in the query,
+  ``offset``/``limit`` paging and live departures.
+
+::
 
     from atc import examples
     spec = examples.path("bookshop") / "openapi.json"
-    program = examples.path("bookshop/program.py")
+    program = examples.path("tasks/program.py")
 """
 
 from __future__ import annotations

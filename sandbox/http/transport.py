@@ -65,13 +65,46 @@ class NoCookies(CookieJar):
 
 def shared_client() -> httpx.Client:
     """The process-wide HTTP client of gateways that were not given one (connection reuse; no
-    cookie jar, see ``NoCookies``; redirects are the transport's to follow)."""
+    cookie jar, see ``NoCookies``; redirects are the transport's to follow). Its transport makes
+    the TLS side on the first ``https`` request (``_SchemeRouter``)."""
     global _CLIENT
     with _CLIENT_LOCK:
         if _CLIENT is None:
+            limits = httpx.Limits(max_connections=64, max_keepalive_connections=32)
             _CLIENT = httpx.Client(follow_redirects=False, trust_env=False, cookies=NoCookies(),
-                                   limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
+                                   transport=_SchemeRouter(limits))
         return _CLIENT
+
+
+class _SchemeRouter(httpx.BaseTransport):
+    """One connection pool per scheme, the ``https`` one made on first use.
+
+    httpx loads the certificate store when a transport is made (about 0.1 s), which a command that
+    calls only local ``http`` APIs (``atc mock``, a server on 127.0.0.1) never needs. ``https`` is
+    verified exactly as httpx's default transport does; other schemes are refused."""
+
+    def __init__(self, limits: httpx.Limits) -> None:
+        self._limits = limits
+        # verify=False only skips loading certificates: this pool never sees https.
+        self._plain = httpx.HTTPTransport(verify=False, limits=limits, trust_env=False)
+        self._tls: httpx.HTTPTransport | None = None
+        self._lock = threading.Lock()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.scheme == "http":
+            return self._plain.handle_request(request)
+        if request.url.scheme != "https":
+            raise httpx.UnsupportedProtocol(f"unsupported URL scheme {request.url.scheme!r}", request=request)
+        with self._lock:
+            if self._tls is None:
+                self._tls = httpx.HTTPTransport(limits=self._limits, trust_env=False)
+        return self._tls.handle_request(request)
+
+    def close(self) -> None:
+        self._plain.close()
+        with self._lock:
+            if self._tls is not None:
+                self._tls.close()
 
 
 def uses_cookies(collection: Collection) -> bool:
