@@ -30,6 +30,9 @@ class ModelSettings:
     temperature: float = 0.0
     timeout: float = 120.0
     max_retries: int = 3
+    #: ``http`` (atc's own lean client, the default: no second of ``openai`` import) or ``openai``
+    #: (the ``openai`` package), from ``ATC_MODEL_CLIENT``.
+    client: str = "http"
 
 
 def model_settings(model: str | None = None, *, temperature: float | None = None) -> ModelSettings:
@@ -38,4 +41,5 @@ def model_settings(model: str | None = None, *, temperature: float | None = None
         api_key=os.environ.get("OPENAI_API_KEY") or None,
         base_url=os.environ.get("OPENAI_BASE_URL") or None,
         temperature=0.0 if temperature is None else temperature,
+        client=(os.environ.get("ATC_MODEL_CLIENT") or "http").strip().lower(),
     )

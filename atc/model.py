@@ -1,8 +1,10 @@
 """The model client: one chat completion in, text and token usage out.
 
 Upper layers (the solve loop, reflection) talk to a ``ModelClient``: anything with
-``complete(messages) -> Completion``. The real one, ``OpenAIModel``, uses the ``openai`` package
-against OpenAI or any OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio...), configured
+``complete(messages) -> Completion``. Two real ones speak to OpenAI or any OpenAI-compatible
+server: ``atc.openai_http.HttpChatModel`` over httpx (the default of ``make_client``: it starts in
+milliseconds) and ``OpenAIModel`` through the ``openai`` package (``ATC_MODEL_CLIENT=openai``).
+Both target OpenAI or any OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio...), configured
 after the OpenAI client's conventions (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``) plus ``ATC_MODEL``.
 
 Retries are our own loop rather than the client's ``max_retries`` so that we know how many HTTP
@@ -23,7 +25,7 @@ from atc.config import ModelSettings, model_settings
 from atc.errors import AtcError, ConfigError, ModelError
 
 __all__ = ["Message", "Completion", "ModelClient", "OpenAIModel", "make_client", "configured_settings",
-           "translate_error", "CONFIG_HINT"]
+           "translate_error", "CONFIG_HINT", "CLIENTS"]
 
 #: One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``.
 Message = dict[str, str]
@@ -167,9 +169,28 @@ def configured_settings(model: str | None = None, *, base_url: str | None = None
     return settings
 
 
-def make_client(model: str | None = None, **kw: Any) -> OpenAIModel:
-    """The real client from the environment; ``ConfigError`` when nothing is configured."""
-    return OpenAIModel.from_settings(model, **kw)
+#: The model clients by name (``ATC_MODEL_CLIENT``, ``make_client(client=...)``).
+CLIENTS = ("http", "openai")
+
+
+def make_client(model: str | None = None, *, client: str | None = None, base_url: str | None = None,
+                temperature: float | None = None, **kw: Any) -> ModelClient:
+    """The real client from explicit values, else the environment; ``ConfigError`` when nothing
+    is configured. ``client``: ``http`` (default: atc's lean HTTP client, ``atc.openai_http``)
+    or ``openai`` (the ``openai`` package), else ``ATC_MODEL_CLIENT``."""
+    settings = configured_settings(model, base_url=base_url, temperature=temperature)
+    kind = (client or settings.client).strip().lower()
+    if kind not in CLIENTS:
+        raise ConfigError(f"unknown model client {kind!r}", hint=f"ATC_MODEL_CLIENT is one of: {', '.join(CLIENTS)}")
+    if kind == "openai":
+        return OpenAIModel.from_settings(model, base_url=base_url, temperature=temperature, **kw)
+    from atc.openai_http import HttpChatModel
+
+    kw.setdefault("timeout", settings.timeout)
+    kw.setdefault("max_retries", settings.max_retries)
+    assert settings.model is not None
+    return HttpChatModel(settings.model, api_key=settings.api_key, base_url=settings.base_url,
+                         temperature=settings.temperature, **kw)
 
 
 def _completion(response: Any, requests: int) -> Completion:
