@@ -167,6 +167,26 @@ def prepare(sandbox: str | Backend | None, limits: Limits | None = None, *, one_
     return Pending(make)
 
 
+def load(source: str | Path, *, name: str | None = None, base_url: str | None = None) -> Collection:
+    """``atc.load``: a spec file or URL (``protocols.loaders.load_spec``), or a live MCP source that
+    names one server (``mcp:COMMAND ARGS``, ``mcp+http://...``, a one-server ``mcpServers`` file;
+    the server is started now and reused by every run of the process)."""
+    if isinstance(source, str):
+        from sandbox.mcp.sources import is_mcp_source
+
+        if is_mcp_source(source):
+            from sandbox.mcp.sources import load_source
+
+            found = load_source(source, name=name)
+            if len(found) != 1:
+                raise UsageError(f"{source} names {len(found)} MCP servers; atc.load returns one collection",
+                                 hint="use atc.load_mcp(source), which returns one collection per server")
+            return found[0]
+    from protocols.loaders import load_spec
+
+    return load_spec(source, name=name, base_url=base_url)
+
+
 def sources_to_collections(tools: Any) -> list[Collection]:
     """Collections from a Collection, a spec path, a live MCP source (``mcp:COMMAND ARGS``,
     ``mcp+http://...``, an ``mcpServers`` JSON file; its servers are started once per process),

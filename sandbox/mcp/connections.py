@@ -34,7 +34,7 @@ from protocols.errors import ToolError
 from protocols.model import McpServer
 from sandbox.mcp import require_sdk
 
-__all__ = ["McpServers", "McpFailure", "servers", "close_servers", "DEFAULT_START_TIMEOUT"]
+__all__ = ["McpServers", "McpFailure", "servers", "close_servers", "close_mcp_servers", "DEFAULT_START_TIMEOUT"]
 
 #: Seconds a server has to start and answer ``initialize``.
 DEFAULT_START_TIMEOUT = 30.0
@@ -395,3 +395,7 @@ def close_servers() -> None:
         found = list(_DEFAULT)
     for manager in found:
         manager.close()
+
+
+#: ``atc.close_mcp_servers``.
+close_mcp_servers = close_servers

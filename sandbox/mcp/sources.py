@@ -26,8 +26,8 @@ from protocols.model import Collection, McpServer
 if TYPE_CHECKING:
     from sandbox.mcp.connections import McpServers
 
-__all__ = ["is_mcp_source", "servers_from_source", "servers_from_config", "load_source", "resolve_env",
-           "collection_from_listing"]
+__all__ = ["is_mcp_source", "servers_from_source", "servers_from_config", "load_source", "load_mcp",
+           "resolve_env", "collection_from_listing"]
 
 _SCHEMES = {"mcp+http://": ("http", "http://"), "mcp+https://": ("http", "https://"),
             "mcp+sse://": ("sse", "http://")}
@@ -163,6 +163,7 @@ def load_source(text: str, *, name: str | None = None, servers: McpServers | Non
     ``name`` renames the collection (only when the source names one server)."""
     import os
 
+    from sandbox.mcp.connections import McpFailure
     from sandbox.mcp.connections import servers as default_servers
 
     found = servers_from_source(text)
@@ -172,6 +173,13 @@ def load_source(text: str, *, name: str | None = None, servers: McpServers | Non
     env = os.environ if environ is None else environ
     out = []
     for server in found:
-        listing = manager.list_tools(resolve_env(server, env))
+        try:
+            listing = manager.list_tools(resolve_env(server, env))
+        except McpFailure as exc:  # a server that cannot be started or read is the run's configuration
+            raise ConfigError(exc.message, hint=exc.hint) from None
         out.append(collection_from_listing(listing, server, name=name, source=text))
     return out
+
+
+#: ``atc.load_mcp``: every server of a source as a collection.
+load_mcp = load_source

@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ImageContent, TextContent, ToolAnnotations
 
@@ -92,6 +93,13 @@ def build() -> MCPServer:
         sys.stderr.write("shop: crashing on purpose\n")
         sys.stderr.flush()
         os._exit(3)
+
+    @server.tool(structured_output=False)
+    def lookup_code(code: str) -> str:
+        """Answers a JSON-RPC error (not an isError result) for an unknown code."""
+        if code != "ok":
+            raise MCPError(-32602, f"invalid code {code!r}")
+        return "fine"
 
     @server.tool()
     def whoami() -> dict[str, Any]:
