@@ -18,8 +18,8 @@ import time
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.shared.exceptions import MCPError
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 from mcp.types import ImageContent, TextContent, ToolAnnotations
 
 ITEMS: dict[int, dict[str, Any]] = {
