@@ -9,18 +9,11 @@ exits before speaking; ``--hang-at-start`` never answers; ``--garbage`` writes n
 stdout. ``SHOP_PID_FILE`` (env): where the server writes its pid (tests check it is gone after).
 """
 
-from __future__ import annotations
-
 import json
 import os
 import sys
 import time
 from typing import Any
-
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.shared.exceptions import MCPError
-from mcp.types import ImageContent, TextContent, ToolAnnotations
 
 ITEMS: dict[int, dict[str, Any]] = {
     1: {"id": 1, "name": "teapot", "price": 25.0, "stock": 4, "supplier": "acme"},
@@ -31,7 +24,14 @@ SUPPLIERS = {"acme": {"code": "acme", "country": "NL", "email": "sales@acme.test
              "globex": {"code": "globex", "country": "DE", "email": "info@globex.test"}}
 
 
-def build() -> MCPServer:
+def build() -> Any:
+    # Imported here, not at the top: the start-failure modes below must not wait for the SDK. (No
+    # ``from __future__ import annotations`` in this file: the SDK reads the tools' annotations.)
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import ImageContent, TextContent, ToolAnnotations
+
     server = MCPServer("shop")
     read_only = ToolAnnotations(readOnlyHint=True)
 
