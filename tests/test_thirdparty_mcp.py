@@ -10,6 +10,7 @@ They skip, saying why, only when not installed, and under ``CI=true`` a missing 
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -130,8 +131,8 @@ print(sorted(weather), said.startswith("Echo: The sum of"), image["type"], image
 def test_everything_server_env_is_host_side_and_redacted(tmp_path: Path) -> None:
     _need(EVERYTHING, "@modelcontextprotocol/server-everything")
     config = tmp_path / "servers.json"
-    config.write_text('{"mcpServers": {"everything": {"command": %s, "args": ["stdio"], '
-                      '"env": {"EVERYTHING_TOKEN": "tok-9f8e7d6c5b"}}}}' % f'"{EVERYTHING}"')
+    config.write_text(json.dumps({"mcpServers": {"everything": {
+        "command": str(EVERYTHING), "args": ["stdio"], "env": {"EVERYTHING_TOKEN": "tok-9f8e7d6c5b"}}}}))
     r = atc.run('env = get_env()\nprint(env.get("EVERYTHING_TOKEN"))\n', str(config), sandbox="local")
     assert r.ok, r.error
     assert r.answer == "[REDACTED]\n" and r.calls[0].redacted >= 1
