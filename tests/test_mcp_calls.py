@@ -3,7 +3,11 @@ official SDK) over stdio and streamable HTTP, run by ``atc.run`` in the local sa
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -11,9 +15,9 @@ import pytest
 import atc
 from protocols.model import McpServer
 from sandbox.api import Limits
-from sandbox.mcp.connections import close_servers
+from sandbox.mcp.connections import close_servers, servers
 from sandbox.mcp.transport import result_data
-from tests.mcp_servers import SHOP, alive, http_shop, read_pid, shop_config, wait_gone
+from tests.mcp_servers import ROOT, SHOP, alive, http_shop, read_pid, shop_config, wait_gone
 
 CHAIN = """
 found = search_items(query="t", in_stock=True)
@@ -43,12 +47,57 @@ def test_a_program_chains_three_mcp_tools_over_stdio() -> None:
     assert r.calls[1].response["supplier"] == "acme"  # kept for attribution and reflection
 
 
+@pytest.mark.slow
 def test_a_program_chains_mcp_tools_over_streamable_http() -> None:
     with http_shop() as source:
         r = _run(CHAIN, source)
         again = _run('print(greet(name="web"))', source)
     assert r.ok and r.answer == "teapot NL 1\n", r.error
     assert again.ok and again.answer == "Hello, web!\n"
+
+
+@pytest.mark.slow
+def test_a_program_calls_an_sse_server_named_in_a_config_file(tmp_path: Path) -> None:
+    with http_shop("sse") as source:
+        config = tmp_path / "servers.json"
+        config.write_text(json.dumps({"mcpServers": {"legacy": {"url": source.replace("mcp+sse", "http")}}}))
+        (collection,) = atc.load_mcp(str(config))
+        assert collection.name == "legacy" and collection.mcp_server is not None
+        assert collection.mcp_server.transport == "sse"
+        r = _run(CHAIN, [collection])
+    assert r.ok and r.answer == "teapot NL 1\n", r.error
+
+
+def test_concurrent_calls_from_many_threads_share_one_server(tmp_path: Path) -> None:
+    config, pid_file = shop_config(tmp_path)
+    server = atc.load_mcp(str(config))[0].mcp_server
+    assert server is not None
+    manager = servers()
+
+    def call(i: int) -> tuple[str, int]:
+        greeting = manager.call(server, "greet", {"name": f"n{i}"}, 10)["content"][0]["text"]
+        return greeting, manager.call(server, "whoami", {}, 10)["structuredContent"]["pid"]
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(call, range(40)))
+    assert [g for g, _ in results] == [f"Hello, n{i}!" for i in range(40)]
+    assert {pid for _, pid in results} == {read_pid(pid_file)}
+
+
+def test_a_missing_key_in_an_mcp_result_is_blamed_on_that_tool() -> None:
+    r = _run('item = get_item(item_id=1)\ncolour = item["colour"]\n')
+    assert r.error is not None and r.error.type == "KeyError"
+    assert r.error.tool == "get_item" and r.error.line == 2
+    assert r.error.attribution is not None and "supplier" in json.dumps(r.error.attribution["response_shape"])
+
+
+def test_missing_sdk_says_how_to_install_it() -> None:
+    code = ("import sys; sys.modules['mcp'] = None\n"
+            "from sandbox.mcp.sources import load_source\n"
+            "from protocols.errors import ConfigError\n"
+            "try:\n    load_source('mcp:true')\nexcept ConfigError as e:\n    print(e.message, '|', e.hint)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert "need the MCP SDK" in out.stdout and "pip install 'atc[mcp]'" in out.stdout, out.stderr
 
 
 def test_result_shapes_text_json_text_several_items_and_images() -> None:
@@ -111,6 +160,7 @@ def test_a_slow_tool_times_out_per_call_and_is_attributed() -> None:
     assert r.calls[0].duration_ms < 3000
 
 
+@pytest.mark.slow
 def test_the_program_deadline_cuts_a_slow_mcp_call() -> None:
     r = _run('greet(name="a")\nslow(seconds=10)\nprint("never")\n', timeout=2)
     assert r.error is not None and r.error.type == "Timeout" and r.error.tool == "slow"
@@ -124,6 +174,7 @@ def test_size_cap_and_call_budget_apply() -> None:
     assert r.error is not None and r.error.type == "CallBudget"
 
 
+@pytest.mark.slow
 def test_a_server_that_dies_mid_call_gives_a_tool_error_and_is_started_again(tmp_path: Path) -> None:
     config, pid_file = shop_config(tmp_path)
     r = _run('greet(name="a")\ncrash()\n', str(config))

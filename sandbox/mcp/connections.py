@@ -243,9 +243,9 @@ class McpServers:
         return McpFailure(f"cannot connect to {where}: {type(exc).__name__}: {str(exc)[:200]}", failure="connect",
                           hint="is the server running and is the URL its MCP endpoint?")
 
-    def _stop(self, conn: _Connection) -> None:
+    def _stop(self, conn: _Connection, loop: asyncio.AbstractEventLoop | None = None) -> None:
         """Cancel ``conn``'s owner task and wait for its shutdown (the server process is gone after)."""
-        loop = self._loop
+        loop = loop or self._loop
         if loop is None or conn.scope is None or conn.finished is None:
             return
         finished = conn.finished
@@ -337,7 +337,7 @@ class McpServers:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
         for conn in conns:
-            self._stop_on(loop, conn)
+            self._stop(conn, loop)
             _close_log(conn)
         if loop is not None:
             loop.call_soon_threadsafe(loop.stop)
@@ -345,13 +345,6 @@ class McpServers:
                 thread.join(_STOP_GRACE)
             if not loop.is_running():
                 loop.close()
-
-    def _stop_on(self, loop: asyncio.AbstractEventLoop | None, conn: _Connection) -> None:
-        saved, self._loop = self._loop, loop
-        try:
-            self._stop(conn)
-        finally:
-            self._loop = saved
 
     def running(self) -> list[McpServer]:
         """The servers with a live connection now."""

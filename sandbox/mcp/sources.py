@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from collections.abc import Mapping
@@ -69,7 +70,8 @@ def _command_name(argv: list[str]) -> str:
 
 
 def servers_from_source(text: str) -> list[McpServer]:
-    """The servers a ``--tools`` value names (``UsageError``/``ConfigError`` when malformed)."""
+    """The servers a ``--tools`` value names (``UsageError``/``ConfigError`` when malformed). A
+    ``mcp:`` command runs in the current directory."""
     if text.startswith("mcp:"):
         try:
             argv = shlex.split(text[4:])
@@ -78,7 +80,9 @@ def servers_from_source(text: str) -> list[McpServer]:
                              hint='example: --tools mcp:"python -m my_server --flag"') from exc
         if not argv:
             raise UsageError("--tools mcp: needs a command line", hint='example: --tools mcp:"python -m my_server"')
-        return [McpServer(name=_command_name(argv), command=argv[0], args=argv[1:])]
+        # The command line was written relative to this directory: it runs there, also when a
+        # stored collection starts it again from somewhere else.
+        return [McpServer(name=_command_name(argv), command=argv[0], args=argv[1:], cwd=os.getcwd())]
     for prefix, (transport, scheme) in _SCHEMES.items():
         if text.startswith(prefix):
             url = scheme + text[len(prefix):]
@@ -161,8 +165,6 @@ def load_source(text: str, *, name: str | None = None, servers: McpServers | Non
                 environ: Mapping[str, str] | None = None) -> list[Collection]:
     """One collection per server the ``--tools`` value names, from each server's live ``tools/list``.
     ``name`` renames the collection (only when the source names one server)."""
-    import os
-
     from sandbox.mcp.connections import McpFailure
     from sandbox.mcp.connections import servers as default_servers
 

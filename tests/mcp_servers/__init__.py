@@ -68,10 +68,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def http_shop() -> Iterator[str]:
-    """The shop over streamable HTTP on 127.0.0.1; yields its ``mcp+http://`` source."""
+def http_shop(transport: str = "http") -> Iterator[str]:
+    """The shop over streamable HTTP (or ``transport="sse"``) on 127.0.0.1; yields its
+    ``mcp+http://`` (``mcp+sse://``) source."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.mcp_servers.shop", "--http", str(port)], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "tests.mcp_servers.shop", f"--{transport}", str(port)], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
@@ -84,7 +85,7 @@ def http_shop() -> Iterator[str]:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise AssertionError("the HTTP shop did not start") from None
                 time.sleep(0.05)
-        yield f"mcp+http://127.0.0.1:{port}/mcp"
+        yield f"mcp+http://127.0.0.1:{port}/mcp" if transport == "http" else f"mcp+sse://127.0.0.1:{port}/sse"
     finally:
         proc.terminate()
         try:

@@ -4,7 +4,8 @@ Tools cover what a client meets in the wild: structured results with an ``output
 text, JSON in text, several content items, an image, ``isError`` results, a slow tool, a tool that
 kills the server, and one that reads its environment (the credential the host gave it).
 
-Flags: ``--http PORT`` serves streamable HTTP on 127.0.0.1 (default: stdio); ``--crash-at-start``
+Flags: ``--http PORT`` serves streamable HTTP on 127.0.0.1, ``--sse PORT`` the older SSE transport
+(default: stdio); ``--crash-at-start``
 exits before speaking; ``--hang-at-start`` never answers; ``--garbage`` writes non-MCP lines to
 stdout. ``SHOP_PID_FILE`` (env): where the server writes its pid (tests check it is gone after).
 """
@@ -128,6 +129,9 @@ def main(argv: list[str]) -> None:
     if "--http" in argv:
         port = int(argv[argv.index("--http") + 1])
         server.run("streamable-http", host="127.0.0.1", port=port)
+    elif "--sse" in argv:
+        port = int(argv[argv.index("--sse") + 1])
+        server.run("sse", host="127.0.0.1", port=port)
     else:
         server.run()
 
