@@ -193,6 +193,8 @@ def _show(args: argparse.Namespace) -> int:
         if collection.mcp_server is not None:
             server = collection.mcp_server
             head += f", MCP server ({server.transport}) {server.describe()}"
+            if server.cwd:
+                head += f" (run in {server.cwd})"
             if server.env:
                 head += f"\nenv (from the host environment at start): {', '.join(sorted(server.env))}"
             _out(head + "\n\n" + render_compact(collection.tools) + "\n")

@@ -42,9 +42,12 @@ def _is_config_file(text: str) -> bool:
     try:
         with open(path, "rb") as f:
             head = f.read(1 << 20)
-    except OSError:
+        if b'"mcpServers"' not in head:
+            return False  # the common case (a spec) decides on the first megabyte, unparsed
+        doc = json.loads(path.read_bytes().decode("utf-8-sig"))
+    except (OSError, ValueError):
         return False
-    return b'"mcpServers"' in head
+    return isinstance(doc, dict) and "mcpServers" in doc
 
 
 def is_mcp_source(text: str) -> bool:
