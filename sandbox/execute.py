@@ -203,10 +203,13 @@ def sources_to_collections(tools: Any) -> list[Collection]:
                 from sandbox.mcp.sources import load_source
 
                 out += load_source(item)
-            else:
+            elif Path(item).expanduser().exists() or str(item).startswith(("http://", "https://")):
                 from protocols.loaders import load_spec
 
                 out.append(load_spec(item))
+            else:
+                raise UsageError(f"tools: {str(item)!r} is neither a spec file or URL nor an MCP source",
+                                 hint="give a Collection, a spec path, mcp:'COMMAND ARGS' or mcp+http://HOST:PORT/PATH")
         else:
             raise UsageError("tools must be a Toolset, Collections, spec paths or MCP sources "
                              f"(mcp:COMMAND, mcp+http://URL), not {type(item).__name__}")
