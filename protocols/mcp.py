@@ -8,7 +8,7 @@ on the server (what ``tools/call`` sends), its arguments as ``body`` bindings (P
 server's argument name), ``outputSchema`` as the response schema and ``annotations`` kept as they
 are (the prober reads ``readOnlyHint``). A listing read from a file knows no server: the gateway
 can call its tools only once the collection carries an ``mcp_server`` (``sandbox.mcp`` imports live
-servers with it).
+servers with it; a listing written by ``atc probe --out`` names its server under ``mcpServer``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from protocols.building import ParamSet, UniqueNames, clean_text
 from protocols.errors import ProtocolError
-from protocols.model import Collection, Tool, python_identifier
+from protocols.model import Collection, McpServer, Tool, python_identifier
 from protocols.refs import Resolver
 
 __all__ = ["MCPLoader"]
@@ -76,7 +76,7 @@ class MCPLoader:
             params = ParamSet()
             for prop, sub in (props or {}).items():
                 params.add(str(prop), "body", sub, required=prop in needed)
-            output = item.get("outputSchema")
+            output = item.get("outputSchema") or item.get("x-atc-response-schema")
             annotations = item.get("annotations")
             notes = {str(k): v for k, v in annotations.items() if v is not None} if isinstance(annotations, dict) else {}
             title = clean_text(notes.get("title"))
@@ -91,4 +91,6 @@ class MCPLoader:
             ))
         if not tools:
             raise ProtocolError("no operations: the tools list is empty", source=source, pointer=base)
-        return Collection(name=cname, tools=tools, description="MCP tools", source=source, source_format="mcp")
+        server = doc.get("mcpServer") if isinstance(doc, dict) else None
+        return Collection(name=cname, tools=tools, description="MCP tools", source=source, source_format="mcp",
+                          mcp_server=McpServer.from_dict(server) if isinstance(server, dict) else None)

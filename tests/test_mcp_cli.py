@@ -113,8 +113,8 @@ def test_ctrl_c_during_a_call_stops_the_server(tmp_path: Path) -> None:
     assert wait_gone(pid)
 
 
-def test_probe_documents_read_only_mcp_tools_and_skips_the_rest() -> None:
-    r = atc("probe", SHOP, "--no-llm", "--sandbox", "local", "--json")
+def test_probe_documents_read_only_mcp_tools_and_skips_the_rest(tmp_path: Path) -> None:
+    r = atc("probe", SHOP, "--no-llm", "--sandbox", "local", "--json", "--out", str(tmp_path / "out"))
     assert r.returncode == 0, r.stderr
     status = {t["name"]: t for t in json.loads(r.stdout)["tools"]}
     assert status["search_items"]["status"] == "documented"
@@ -123,3 +123,12 @@ def test_probe_documents_read_only_mcp_tools_and_skips_the_rest() -> None:
     for unsafe in ("order", "crash", "greet"):
         assert status[unsafe]["status"] == "skipped" and "readOnlyHint" in status[unsafe]["reason"]
     assert status["crash"]["calls"] == 0
+
+    # the documented tools, importable again, still call the server
+    listing = json.loads((tmp_path / "out" / "tools.json").read_text())
+    assert listing["mcpServer"]["command"] == sys.executable and listing["tools"][0]["name"] == "search_items"
+    r = atc("tools", "import", str(tmp_path / "out" / "tools.json"), "--name", "probed")
+    assert r.returncode == 0, r.stderr
+    r = atc("run", _program(tmp_path, 'print(search_items(query="mug")["items"][0]["price"])'), "--tools", "probed",
+            "--sandbox", "local")
+    assert r.returncode == 0 and r.stdout == "8.5\n", r.stderr
