@@ -153,11 +153,14 @@ def test_arguments_are_validated_against_the_input_schema_before_sending() -> No
     assert r.error is not None and "unknown argument 'q'" in r.error.message
 
 
-def test_a_slow_tool_times_out_per_call_and_is_attributed() -> None:
-    r = _run('x = 1\nslow(seconds=5)\n', call_timeout=0.5)
+def test_a_slow_tool_times_out_per_call_and_is_attributed(tmp_path: Path) -> None:
+    config, pid_file = shop_config(tmp_path)
+    r = _run('x = 1\nslow(seconds=30)\n', str(config), call_timeout=0.5)
     assert r.error is not None and r.error.type == "ToolError" and r.error.tool == "slow" and r.error.line == 2
     assert r.calls[0].failure == "timeout" and "no answer from the MCP server" in r.error.message
     assert r.calls[0].duration_ms < 3000
+    close_servers()  # a server still busy with the hung call is stopped all the same
+    assert wait_gone(read_pid(pid_file))
 
 
 @pytest.mark.slow
