@@ -71,7 +71,7 @@ def test_import_stores_the_server_and_runs_use_it_by_name(tmp_path: Path) -> Non
 @pytest.mark.parametrize(("flag", "wait", "words"), [
     ("--crash-at-start", "20", "exited before it answered (its stderr ends with: shop: missing configuration"),
     ("--hang-at-start", "1", "did not answer the MCP handshake within 1 s"),
-    ("--garbage", "1", "non-MCP output on stdout: 'this is not JSON-RPC'"),
+    ("--garbage", "5", "non-MCP output on stdout: 'this is not JSON-RPC'"),
 ])
 def test_a_server_that_fails_to_start_is_a_clear_error_and_leaves_no_process(
         tmp_path: Path, flag: str, wait: str, words: str) -> None:
