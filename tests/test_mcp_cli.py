@@ -113,6 +113,7 @@ def test_ctrl_c_during_a_call_stops_the_server(tmp_path: Path) -> None:
     assert wait_gone(pid)
 
 
+@pytest.mark.slow
 def test_probe_documents_read_only_mcp_tools_and_skips_the_rest(tmp_path: Path) -> None:
     r = atc("probe", SHOP, "--no-llm", "--sandbox", "local", "--json", "--out", str(tmp_path / "out"))
     assert r.returncode == 0, r.stderr

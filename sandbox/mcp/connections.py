@@ -60,10 +60,15 @@ class _Connection:
     server: McpServer
     session: Any = None
     scope: Any = None
-    finished: asyncio.Event | None = None
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
     dead: str | None = None
     garbage: list[str] = field(default_factory=list)
     stderr: Any = None
+
+    @property
+    def live(self) -> bool:
+        """Initialized and not known to be gone."""
+        return self.session is not None and self.dead is None
 
     def stderr_tail(self, limit: int = 300) -> str:
         """The last non-empty line the server wrote to stderr (its own account of a crash)."""
@@ -149,27 +154,33 @@ class McpServers:
         key = server.key()
         with self._lock:
             conn = self._connections.get(key)
-            if conn is not None and conn.dead is None:
+            if conn is not None and conn.live:
                 return conn
             gate = self._starting.setdefault(key, threading.Lock())
         with gate:  # one start per server, even when several threads call at once
             with self._lock:
                 conn = self._connections.get(key)
-                if conn is not None and conn.dead is None:
+                if conn is not None and conn.live:
                     return conn
             if conn is not None:
                 self._stop(conn)
                 _close_log(conn)
             conn = _Connection(server)
-            self._submit(self._open(conn), self.start_timeout + _STOP_GRACE, f"MCP server {server.describe()}")
-            with self._lock:
+            with self._lock:  # registered before it starts: close() (Ctrl-C) stops a server still starting
                 self._connections[key] = conn
+            try:
+                self._submit(self._open(conn), self.start_timeout + _STOP_GRACE, f"MCP server {server.describe()}")
+            except Exception:
+                with self._lock:
+                    if self._connections.get(key) is conn:
+                        del self._connections[key]
+                self._stop(conn)
+                raise
             return conn
 
     async def _open(self, conn: _Connection) -> None:
         """Start ``conn``'s owner task and wait until its session is initialized (or it failed)."""
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        conn.finished = asyncio.Event()
         asyncio.get_running_loop().create_task(self._own(conn, ready))
         await ready
 
@@ -205,7 +216,6 @@ class McpServers:
                 ready.set_exception(McpFailure(f"MCP server {server.describe()} stopped while starting",
                                                failure="connect"))
             conn.dead = conn.dead or "closed"
-            assert conn.finished is not None
             conn.finished.set()
 
     def _transport(self, conn: _Connection) -> Any:
@@ -246,13 +256,15 @@ class McpServers:
     def _stop(self, conn: _Connection, loop: asyncio.AbstractEventLoop | None = None) -> None:
         """Cancel ``conn``'s owner task and wait for its shutdown (the server process is gone after)."""
         loop = loop or self._loop
-        if loop is None or conn.scope is None or conn.finished is None:
+        if loop is None or conn.finished.is_set():
             return
-        finished = conn.finished
 
         async def stop() -> None:
-            conn.scope.cancel()
-            await finished.wait()
+            while conn.scope is None and not conn.finished.is_set():  # its task has not begun yet
+                await asyncio.sleep(0.01)
+            if conn.scope is not None:
+                conn.scope.cancel()
+            await conn.finished.wait()
 
         try:
             asyncio.run_coroutine_threadsafe(stop(), loop).result(_STOP_GRACE)
@@ -349,7 +361,7 @@ class McpServers:
     def running(self) -> list[McpServer]:
         """The servers with a live connection now."""
         with self._lock:
-            return [c.server for c in self._connections.values() if c.dead is None]
+            return [c.server for c in self._connections.values() if c.live]
 
 
 def _close_log(conn: _Connection) -> None:
