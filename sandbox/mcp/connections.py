@@ -321,14 +321,16 @@ class McpServers:
                 exc.message = f"{label}: no answer from the MCP server within {timeout:g} s"
             raise
         except Exception as exc:
-            raise self._call_error(conn, label, _leaf(exc), name) from None
+            raise self._call_error(conn, label, _leaf(exc), name, timeout) from None
 
-    def _call_error(self, conn: _Connection, tool: str | None, exc: BaseException, what: str) -> McpFailure:
+    def _call_error(self, conn: _Connection, tool: str | None, exc: BaseException, what: str,
+                    timeout: float | None = None) -> McpFailure:
         label = tool or conn.server.describe()
         code = getattr(exc, "code", None)
         message = str(getattr(exc, "message", "") or exc)[:300]
         if code == _REQUEST_TIMEOUT:
-            return McpFailure(f"{label}: no answer from the MCP server in time", tool=tool, failure="timeout")
+            within = f" within {timeout:g} s" if timeout is not None else " in time"
+            return McpFailure(f"{label}: no answer from the MCP server{within}", tool=tool, failure="timeout")
         if code == _CONNECTION_CLOSED or conn.dead:
             conn.dead = conn.dead or "connection closed"
             self._stop(conn)
