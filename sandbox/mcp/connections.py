@@ -329,7 +329,7 @@ class McpServers:
         code = getattr(exc, "code", None)
         message = str(getattr(exc, "message", "") or exc)[:300]
         if code == _REQUEST_TIMEOUT:
-            within = f" within {timeout:g} s" if timeout is not None else " in time"
+            within = f" within {timeout:.3g} s" if timeout is not None else " in time"
             return McpFailure(f"{label}: no answer from the MCP server{within}", tool=tool, failure="timeout")
         if code == _CONNECTION_CLOSED or conn.dead:
             conn.dead = conn.dead or "connection closed"
