@@ -225,3 +225,12 @@ def test_descriptor_keeps_env_names_not_values() -> None:
     stored = server.to_dict()
     assert stored == {"name": "s", "transport": "stdio", "command": "srv", "args": ["--x"], "env": ["TOKEN"]}
     assert McpServer.from_dict(stored).env == {"TOKEN": None}
+
+
+def test_a_python_caller_that_never_closes_leaves_no_server_at_exit() -> None:
+    code = ("import atc\n"
+            f"tools = atc.load({SHOP!r})\n"
+            "print(atc.run('print(whoami()[\"pid\"])', [tools], sandbox='local').answer.strip())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert wait_gone(int(out.stdout.strip()))
