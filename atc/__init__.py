@@ -41,7 +41,6 @@ _LAZY: dict[str, str] = {
     "run": "sandbox.execute",
     "arun": "sandbox.execute",
     "load_mcp": "sandbox.mcp.sources",
-    "McpServers": "sandbox.mcp.connections",
     "close_mcp_servers": "sandbox.mcp.connections",
     # solve
     "solve": "atc.solving",
