@@ -158,16 +158,16 @@ def test_a_slow_tool_times_out_per_call_and_is_attributed(tmp_path: Path) -> Non
     r = _run('x = 1\nslow(seconds=30)\n', str(config), call_timeout=0.5)
     assert r.error is not None and r.error.type == "ToolError" and r.error.tool == "slow" and r.error.line == 2
     assert r.calls[0].failure == "timeout" and "no answer from the MCP server" in r.error.message
-    assert r.calls[0].duration_ms < 3000
+    assert r.calls[0].duration_ms < 5000
     close_servers()  # a server still busy with the hung call is stopped all the same
     assert wait_gone(read_pid(pid_file))
 
 
 @pytest.mark.slow
 def test_the_program_deadline_cuts_a_slow_mcp_call() -> None:
-    r = _run('greet(name="a")\nslow(seconds=10)\nprint("never")\n', timeout=2)
+    r = _run('greet(name="a")\nslow(seconds=60)\nprint("never")\n', timeout=2)
     assert r.error is not None and r.error.type == "Timeout" and r.error.tool == "slow"
-    assert r.duration_ms < 6000
+    assert r.duration_ms < 20000  # cut at the deadline, not after the tool's minute
 
 
 def test_size_cap_and_call_budget_apply() -> None:
