@@ -26,7 +26,8 @@ _LAZY: dict[str, str] = {
     "Tool": "protocols.model",
     "Collection": "protocols.model",
     "Store": "protocols.store",
-    "load": "protocols.loaders",
+    "load": "sandbox.execute",
+    "McpServer": "protocols.model",
     "load_spec": "protocols.loaders",
     "search": "protocols.bm25",
     "render_compact": "protocols.render",
@@ -39,6 +40,8 @@ _LAZY: dict[str, str] = {
     "ErrorInfo": "sandbox.api",
     "run": "sandbox.execute",
     "arun": "sandbox.execute",
+    "load_mcp": "sandbox.mcp.sources",
+    "close_mcp_servers": "sandbox.mcp.connections",
     # solve
     "solve": "atc.solving",
     "asolve": "atc.solving",

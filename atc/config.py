@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["atc_home", "ModelSettings", "model_settings"]
+__all__ = ["atc_home", "ModelSettings", "model_settings", "mcp_start_timeout"]
 
 
 def atc_home(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -43,3 +43,15 @@ def model_settings(model: str | None = None, *, temperature: float | None = None
         temperature=0.0 if temperature is None else temperature,
         client=(os.environ.get("ATC_MODEL_CLIENT") or "http").strip().lower(),
     )
+
+
+def mcp_start_timeout(explicit: float | None = None) -> float:
+    """Seconds an MCP server gets to start and answer the handshake: ``explicit``, else
+    ``$ATC_MCP_START_TIMEOUT``, else 30."""
+    if explicit is not None:
+        return explicit
+    try:
+        value = float(os.environ.get("ATC_MCP_START_TIMEOUT") or 30.0)
+    except ValueError:
+        return 30.0
+    return value if value > 0 else 30.0

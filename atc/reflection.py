@@ -259,7 +259,8 @@ def _calls_summary(result: ExecutionResult | None) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in c.args.items())
         status = c.status if c.status is not None else "not sent"
         tail = f" -> {c.error}" if c.error and not c.ok else ""
-        lines.append(f"- line {c.line}: {c.tool}({args}) -> HTTP {status}{tail}"[:300])
+        outcome = ("MCP " + ("ok" if c.ok else "failed")) if c.method == "MCP" else f"HTTP {status}"
+        lines.append(f"- line {c.line}: {c.tool}({args}) -> {outcome}{tail}"[:300])
     return "\n".join(lines) + "\n"
 
 

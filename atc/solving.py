@@ -146,6 +146,10 @@ def _collections(tools: ToolsArg) -> list[Collection]:
     for item in tools:  # type: ignore[union-attr]
         if isinstance(item, Collection):
             out.append(item)
+        elif isinstance(item, str) and _is_mcp(item):
+            from sandbox.execute import sources_to_collections
+
+            out += sources_to_collections(item)
         elif isinstance(item, (str, Path)):
             out.append(_load(item))
         else:
@@ -153,6 +157,12 @@ def _collections(tools: ToolsArg) -> list[Collection]:
     if not out:
         raise UsageError("no tools given", hint="pass a Collection, a spec path or an imported collection name")
     return out
+
+
+def _is_mcp(item: str) -> bool:
+    from sandbox.mcp.sources import is_mcp_source
+
+    return is_mcp_source(item)
 
 
 def _load(item: str | Path) -> Collection:

@@ -10,6 +10,9 @@ with the dependency graph, and the JSON report.
   probe details go in ``x-atc-probe``; an example's arguments in ``x-atc-args``.
 - ``markdown_page`` is for people: one section per tool (what it does, parameters, an example call
   and a condensed response, what it depends on) and the dependency graph as a Mermaid diagram.
+- ``mcp_tools_document`` writes a collection of an MCP server as a ``tools/list`` result with the
+  learnt schemas and the server it came from (``mcpServer``: command, args, env names, or URL), which
+  ``atc tools import`` reads back into tools that call that server again.
 - ``write_outputs`` writes all three into a directory, each file atomically, so a reader (or an
   interrupted run) never sees half a file.
 """
@@ -27,7 +30,8 @@ from probes.report import ProbeReport, ToolReport
 from protocols.model import Collection, Tool
 from protocols.render import field_lines, purpose, type_label
 
-__all__ = ["learnt_collection", "openapi_document", "markdown_page", "write_outputs", "mermaid_graph"]
+__all__ = ["learnt_collection", "openapi_document", "mcp_tools_document", "markdown_page", "write_outputs",
+           "mermaid_graph"]
 
 
 def _learnt_tool(tool: Tool, report: ToolReport | None) -> Tool:
@@ -292,19 +296,48 @@ def _dump(doc: Any) -> bytes:
     return (json.dumps(doc, ensure_ascii=False, indent=1, default=str) + "\n").encode()
 
 
+def mcp_tools_document(collection: Collection) -> dict[str, Any]:
+    """An MCP collection as a ``tools/list`` result: each tool under its server-side name, its
+    parameters under the server's argument names, the learnt response schema as ``outputSchema``
+    (MCP wants an object there; any other shape goes in ``x-atc-response-schema``), its
+    annotations, and ``mcpServer``: how to reach the server (never an environment value)."""
+    tools = []
+    for tool in collection.tools:
+        wire = {k: (tool.bindings[k].name if k in tool.bindings else k) for k in tool.properties}
+        schema = dict(tool.parameters)
+        schema["properties"] = {wire[k]: v for k, v in tool.properties.items()}
+        schema["required"] = [wire.get(k, k) for k in tool.required]
+        schema.pop("additionalProperties", None)
+        entry: dict[str, Any] = {"name": tool.path or tool.name, "description": tool.description, "inputSchema": schema}
+        if isinstance(tool.response_schema, dict):
+            key = "outputSchema" if tool.response_schema.get("type") == "object" else "x-atc-response-schema"
+            entry[key] = tool.response_schema
+        if tool.annotations:
+            entry["annotations"] = tool.annotations
+        tools.append(entry)
+    doc: dict[str, Any] = {"tools": tools}
+    if collection.mcp_server is not None:
+        doc["mcpServer"] = collection.mcp_server.to_dict()
+    return doc
+
+
 def write_outputs(out: Path | str, collections: list[Collection], report: ProbeReport) -> dict[str, str]:
-    """Write ``openapi.json`` (``openapi-<name>.json`` per collection when there are several),
-    ``probe.md`` and ``report.json`` into ``out``; returns what was written, by kind."""
+    """Write ``openapi.json`` (``openapi-<name>.json`` per collection when there are several; for
+    the collection of an MCP server ``tools.json``/``tools-<name>.json``), ``probe.md`` and
+    ``report.json`` into ``out``; returns what was written, by kind."""
     folder = Path(out).expanduser()
     folder.mkdir(parents=True, exist_ok=True)
     written: dict[str, str] = {}
     pages: list[str] = []
     for collection in collections:
         learnt = learnt_collection(collection, report)
-        name = "openapi.json" if len(collections) == 1 else f"openapi-{collection.name}.json"
+        kind = "mcp" if all(t.method == "MCP" for t in collection.tools) else "openapi"
+        stem = "tools" if kind == "mcp" else "openapi"
+        name = f"{stem}.json" if len(collections) == 1 else f"{stem}-{collection.name}.json"
         path = folder / name
-        atomic_write(path, _dump(openapi_document(learnt, report)), mode=0o644)
-        written["openapi" if len(collections) == 1 else f"openapi:{collection.name}"] = str(path)
+        doc = mcp_tools_document(learnt) if kind == "mcp" else openapi_document(learnt, report)
+        atomic_write(path, _dump(doc), mode=0o644)
+        written[kind if len(collections) == 1 else f"{kind}:{collection.name}"] = str(path)
         own = {t.name for t in collection.tools}
         part = ProbeReport(tools=[t for t in report.tools if t.name in own], calls=report.calls,
                            collection=collection.name, mode=report.mode, base_url=report.base_url,

@@ -1,9 +1,14 @@
 """MCP ``tools/list`` results -> a ``Collection``.
 
 Accepted: ``{"tools": [...]}``, the JSON-RPC envelope ``{"result": {"tools": [...]}}``, or a bare
-list of tool objects ``{"name", "description"?, "inputSchema", "outputSchema"?}``. MCP tools are not
-HTTP operations; the protocol records them as ``POST /tools/call/<name>`` with every argument in the
-body, which is how ``tools/call`` carries them, and ``source_format="mcp"`` so a caller can tell.
+list of tool objects ``{"name", "description"?, "inputSchema", "outputSchema"?, "annotations"?}``.
+
+MCP tools are not HTTP operations: a tool is recorded with ``method="MCP"`` and ``path`` = its name
+on the server (what ``tools/call`` sends), its arguments as ``body`` bindings (Python name -> the
+server's argument name), ``outputSchema`` as the response schema and ``annotations`` kept as they
+are (the prober reads ``readOnlyHint``). A listing read from a file knows no server: the gateway
+can call its tools only once the collection carries an ``mcp_server`` (``sandbox.mcp`` imports live
+servers with it; a listing written by ``atc probe --out`` names its server under ``mcpServer``).
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from typing import Any
 
 from protocols.building import ParamSet, UniqueNames, clean_text
 from protocols.errors import ProtocolError
-from protocols.model import Collection, Tool, python_identifier
+from protocols.model import Collection, McpServer, Tool, python_identifier
 from protocols.refs import Resolver
 
 __all__ = ["MCPLoader"]
@@ -71,17 +76,21 @@ class MCPLoader:
             params = ParamSet()
             for prop, sub in (props or {}).items():
                 params.add(str(prop), "body", sub, required=prop in needed)
-            output = item.get("outputSchema")
+            output = item.get("outputSchema") or item.get("x-atc-response-schema")
             annotations = item.get("annotations")
-            title = clean_text(annotations.get("title")) if isinstance(annotations, dict) else ""
+            notes = {str(k): v for k, v in annotations.items() if v is not None} if isinstance(annotations, dict) else {}
+            title = clean_text(notes.get("title"))
             tools.append(Tool(
-                name=names.take(python_identifier(item["name"])), collection=cname, method="POST",
-                path=f"/tools/call/{item['name']}",
+                name=names.take(python_identifier(item["name"])), collection=cname, method="MCP",
+                path=item["name"],
                 description=clean_text(item.get("description")) or clean_text(item.get("title")) or title,
                 group=cname, parameters=params.schema(), bindings=params.bindings,
                 body_media_type="application/json",
                 response_schema=output if isinstance(output, dict) else None,
+                annotations=notes,
             ))
         if not tools:
             raise ProtocolError("no operations: the tools list is empty", source=source, pointer=base)
-        return Collection(name=cname, tools=tools, description="MCP tools", source=source, source_format="mcp")
+        server = doc.get("mcpServer") if isinstance(doc, dict) else None
+        return Collection(name=cname, tools=tools, description="MCP tools", source=source, source_format="mcp",
+                          mcp_server=McpServer.from_dict(server) if isinstance(server, dict) else None)

@@ -1,4 +1,5 @@
-"""What a tool is: the protocol of one HTTP operation, and the collection it belongs to.
+"""What a tool is: the protocol of one operation (HTTP, or an MCP server's tool), and the
+collection it belongs to.
 
 A ``Tool`` is everything a model needs to call an operation correctly and everything the
 gateway needs to turn a Python call into an HTTP request:
@@ -8,6 +9,11 @@ gateway needs to turn a Python call into an HTTP request:
   header, cookie, or body) and under which wire name. They are separate because wire names are
   often not identifiers (``api-key``, ``page[size]``, ``from``) and because the schema must stay
   plain JSON Schema for validation.
+
+An MCP tool is a ``Tool`` too: ``method`` is ``"MCP"``, ``path`` the tool's name on its server,
+``bindings`` map the Python names to the server's argument names, and ``annotations`` keep the
+tool's MCP annotations (``readOnlyHint``...). Its ``Collection`` carries ``mcp_server``: how to
+reach the server again (a command line atc starts, or a URL).
 
 A ``Collection`` is what one import produces. It carries the category -> tool group -> API
 hierarchy that retrieval uses (ToolBench: category, RapidAPI tool, API; OpenAPI: tag, title,
@@ -27,6 +33,8 @@ __all__ = [
     "LOCATIONS",
     "Binding",
     "SecurityScheme",
+    "McpServer",
+    "MCP_TRANSPORTS",
     "Tool",
     "Collection",
     "SpecWarning",
@@ -138,6 +146,63 @@ class SpecWarning:
         return f"{self.pointer or '/'}: {self.message}"
 
 
+#: How atc reaches an MCP server: a child process on stdin/stdout, or a URL (streamable HTTP, SSE).
+MCP_TRANSPORTS = ("stdio", "http", "sse")
+
+
+@dataclass
+class McpServer:
+    """How to reach an MCP server: ``command`` + ``args`` (+ ``env``, ``cwd``) for a ``stdio``
+    server that atc starts and stops, or ``url`` for an ``http`` (streamable HTTP) or ``sse`` one.
+
+    ``env`` maps variable names to values. The values are host-side secrets: they go to the server
+    process only, are taken out of every result (like credentials), and are never stored: the
+    store keeps the names, and a stored server gets each value from the host environment when it
+    starts (``None`` here: "read it from the environment")."""
+
+    name: str
+    transport: str = "stdio"
+    command: str | None = None
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str | None] = field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+
+    def key(self) -> str:
+        """The server's identity: two collections with the same key share one connection."""
+        if self.transport == "stdio":
+            env = sorted((k, v or "") for k, v in self.env.items())
+            return repr(("stdio", self.command, tuple(self.args), tuple(env), self.cwd))
+        return repr((self.transport, self.url))
+
+    def describe(self) -> str:
+        """The server as a user would write it (no environment values)."""
+        if self.transport == "stdio":
+            import shlex
+
+            return shlex.join([self.command or "", *self.args])
+        return str(self.url)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form: environment variable NAMES only, never their values."""
+        d: dict[str, Any] = {"name": self.name, "transport": self.transport}
+        if self.transport == "stdio":
+            d.update(command=self.command, args=list(self.args), env=sorted(self.env))
+            if self.cwd:
+                d["cwd"] = self.cwd
+        else:
+            d["url"] = self.url
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> McpServer:
+        env = d.get("env") or []
+        names = list(env) if isinstance(env, (list, dict)) else []
+        return cls(name=str(d.get("name") or "mcp"), transport=str(d.get("transport") or "stdio"),
+                   command=d.get("command"), args=[str(a) for a in d.get("args") or []],
+                   env={str(k): None for k in names}, cwd=d.get("cwd"), url=d.get("url"))
+
+
 def _empty_params() -> dict[str, Any]:
     return {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
 
@@ -167,6 +232,7 @@ class Tool:
     servers: list[str] = field(default_factory=list)
     security: list[list[str]] = field(default_factory=list)
     deprecated: bool = False
+    annotations: dict[str, Any] = field(default_factory=dict)
 
     @property
     def required(self) -> list[str]:
@@ -186,7 +252,7 @@ class Tool:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form. Also what ``atc tools show --json`` prints (interface.md fields first)."""
-        return {
+        d = {
             "name": self.name,
             "collection": self.collection,
             "category": self.category,
@@ -204,6 +270,9 @@ class Tool:
             "security": self.security,
             "deprecated": self.deprecated,
         }
+        if self.annotations:  # MCP tools only: HTTP tools' records stay as they were
+            d["annotations"] = self.annotations
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Tool:
@@ -224,13 +293,15 @@ class Tool:
             servers=list(d.get("servers") or []),
             security=[list(x) for x in (d.get("security") or [])],
             deprecated=bool(d.get("deprecated", False)),
+            annotations=dict(d.get("annotations") or {}) if isinstance(d.get("annotations"), dict) else {},
         )
 
 
 @dataclass
 class Collection:
     """One imported API collection. ``source_format`` is ``openapi-3.0``, ``openapi-3.1``,
-    ``swagger-2.0``, ``toolbench`` or ``mcp``."""
+    ``swagger-2.0``, ``toolbench`` or ``mcp``. ``mcp_server`` is set when the tools live on an MCP
+    server (``kind`` ``"mcp"``): calls go there instead of to an HTTP API."""
 
     name: str
     tools: list[Tool] = field(default_factory=list)
@@ -241,6 +312,12 @@ class Collection:
     security_schemes: dict[str, SecurityScheme] = field(default_factory=dict)
     version: str = ""
     warnings: list[SpecWarning] = field(default_factory=list)
+    mcp_server: McpServer | None = None
+
+    @property
+    def kind(self) -> str:
+        """Where calls go: ``"mcp"`` (an MCP server) or ``"http"`` (an HTTP API)."""
+        return "mcp" if self.mcp_server is not None else "http"
 
     def tool(self, name: str) -> Tool | None:
         for t in self.tools:
@@ -256,7 +333,7 @@ class Collection:
         return tree
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "name": self.name,
             "description": self.description,
             "source": self.source,
@@ -267,9 +344,13 @@ class Collection:
             "warnings": [w.to_dict() for w in self.warnings],
             "tools": [t.to_dict() for t in self.tools],
         }
+        if self.mcp_server is not None:  # older readers ignore the key; HTTP records are unchanged
+            d["mcp_server"] = self.mcp_server.to_dict()
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Collection:
+        server = d.get("mcp_server")
         return cls(
             name=d["name"],
             description=d.get("description") or "",
@@ -280,6 +361,7 @@ class Collection:
             security_schemes={k: SecurityScheme.from_dict(v) for k, v in (d.get("security_schemes") or {}).items()},
             warnings=[SpecWarning.from_dict(w) for w in d.get("warnings") or [] if isinstance(w, dict)],
             tools=[Tool.from_dict(t) for t in d.get("tools") or []],
+            mcp_server=McpServer.from_dict(server) if isinstance(server, dict) else None,
         )
 
 

@@ -20,8 +20,10 @@ __all__ = ["Limits", "ToolCall", "ErrorInfo", "ExecutionResult", "Toolset", "Bac
 ERROR_TYPES = ("Timeout", "MemoryLimit", "CallBudget", "OutputLimit", "SandboxError")
 #: Values of ``ToolCall.failure``: refused before sending (``arguments``, ``config``, ``budget``),
 #: sent without an answer (``connect``, ``timeout``, ``request``), answered unusably
-#: (``response``: too large, undecodable), or answered with an error (``http``, ``redirect``).
-FAILURE_KINDS = ("arguments", "config", "budget", "connect", "timeout", "request", "response", "http", "redirect")
+#: (``response``: too large, undecodable), or answered with an error (``http``, ``redirect``; an MCP
+#: server: ``tool`` for an ``isError`` result, ``protocol`` for a JSON-RPC error or a malformed answer).
+FAILURE_KINDS = ("arguments", "config", "budget", "connect", "timeout", "request", "response", "http", "redirect",
+                 "tool", "protocol")
 #: How the gateway checks a call's arguments against the tool's schema: ``strict`` refuses a call
 #: that does not conform; ``warn`` sends it and records what failed in ``ToolCall.warnings``;
 #: ``off`` sends it unchecked.
@@ -46,7 +48,8 @@ class Limits:
 @dataclass
 class ToolCall:
     """One call a program made, as the gateway saw it. ``status`` is None when no HTTP response
-    came (invalid arguments, budget exhausted, no connection, timeout). ``response`` is what the
+    came (invalid arguments, budget exhausted, no connection, timeout), and for every call of an
+    MCP tool (``method`` ``"MCP"``, ``path`` the tool's name on its server). ``response`` is what the
     API returned (kept for attribution and reflection; not part of the contract JSON unless asked
     for), with the host's secrets already taken out; ``redacted`` counts the secrets taken out of
     it. ``failure`` says why a failed call failed (``FAILURE_KINDS``); ``redirects`` lists the
@@ -75,7 +78,8 @@ class ToolCall:
     @property
     def sent(self) -> bool:
         """Did a request leave the host (even if it got no answer)?"""
-        return self.status is not None or self.failure in ("timeout", "connect", "request", "response")
+        return self.status is not None or self.ok or \
+            self.failure in ("timeout", "connect", "request", "response", "tool", "protocol")
 
     def to_dict(self, *, with_response: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = {

@@ -218,6 +218,8 @@ _FAILURE_WORDS = {
     "request": "the request was sent but failed in transit",
     "response": "a response came but could not be used",
     "redirect": "the API redirected and the redirect was not followed",
+    "tool": "the MCP tool answered with an error",
+    "protocol": "the MCP server answered with a protocol error",
 }
 
 

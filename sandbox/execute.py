@@ -21,6 +21,8 @@ import functools
 import os
 import threading
 import warnings
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from protocols.errors import ConfigError, UsageError
@@ -165,7 +167,56 @@ def prepare(sandbox: str | Backend | None, limits: Limits | None = None, *, one_
     return Pending(make)
 
 
-def as_toolset(tools: Toolset | Collection | list[Collection], *, base_url: BaseUrl = None,
+def load(source: str | Path, *, name: str | None = None, base_url: str | None = None) -> Collection:
+    """``atc.load``: a spec file or URL (``protocols.loaders.load_spec``), or a live MCP source that
+    names one server (``mcp:COMMAND ARGS``, ``mcp+http://...``, a one-server ``mcpServers`` file;
+    the server is started now and reused by every run of the process)."""
+    if isinstance(source, str):
+        from sandbox.mcp.sources import is_mcp_source
+
+        if is_mcp_source(source):
+            from sandbox.mcp.sources import load_source
+
+            found = load_source(source, name=name)
+            if len(found) != 1:
+                raise UsageError(f"{source} names {len(found)} MCP servers; atc.load returns one collection",
+                                 hint="use atc.load_mcp(source), which returns one collection per server")
+            return found[0]
+    from protocols.loaders import load_spec
+
+    return load_spec(source, name=name, base_url=base_url)
+
+
+def sources_to_collections(tools: Any) -> list[Collection]:
+    """Collections from a Collection, a spec path, a live MCP source (``mcp:COMMAND ARGS``,
+    ``mcp+http://...``, an ``mcpServers`` JSON file; its servers are started once per process),
+    or a list of those."""
+    items = [tools] if isinstance(tools, (Collection, str, Path)) else list(tools)
+    out: list[Collection] = []
+    for item in items:
+        if isinstance(item, Collection):
+            out.append(item)
+        elif isinstance(item, (str, Path)):
+            from sandbox.mcp.sources import is_mcp_source
+
+            if isinstance(item, str) and is_mcp_source(item):
+                from sandbox.mcp.sources import load_source
+
+                out += load_source(item)
+            elif Path(item).expanduser().exists() or str(item).startswith(("http://", "https://")):
+                from protocols.loaders import load_spec
+
+                out.append(load_spec(item))
+            else:
+                raise UsageError(f"tools: {str(item)!r} is neither a spec file or URL nor an MCP source",
+                                 hint="give a Collection, a spec path, mcp:'COMMAND ARGS' or mcp+http://HOST:PORT/PATH")
+        else:
+            raise UsageError("tools must be a Toolset, Collections, spec paths or MCP sources "
+                             f"(mcp:COMMAND, mcp+http://URL), not {type(item).__name__}")
+    return out
+
+
+def as_toolset(tools: Toolset | Collection | str | Sequence[Collection | str], *, base_url: BaseUrl = None,
                credentials: dict[str, str] | None = None, validation: Validation = None) -> Toolset:
     """A ``Toolset`` from what callers have at hand; ``base_url``, ``credentials`` and
     ``validation`` override (each a single value for all collections, or a dict per collection)."""
@@ -176,9 +227,7 @@ def as_toolset(tools: Toolset | Collection | list[Collection], *, base_url: Base
         collections = tools.collections
     else:
         base = None
-        collections = [tools] if isinstance(tools, Collection) else list(tools)
-        if not all(isinstance(c, Collection) for c in collections):
-            raise UsageError("tools must be a Toolset, a Collection or a list of Collections")
+        collections = sources_to_collections(tools)
     one_url = base_url if isinstance(base_url, str) else None
     urls = dict(base_url) if isinstance(base_url, dict) else {}
     one_mode = validation if isinstance(validation, str) else None
@@ -196,13 +245,18 @@ def as_toolset(tools: Toolset | Collection | list[Collection], *, base_url: Base
 def check_toolset(toolset: Toolset) -> None:
     """What would make every call of a run fail, said before the run (``ConfigError``, exit 2):
     a credential that names neither a security scheme nor a placement, or reads an unset
-    variable; a collection whose spec names no usable server URL and has no ``--base-url``."""
+    variable; a collection whose spec names no usable server URL and has no ``--base-url``; an
+    MCP tools/list read from a file (it names no server to call)."""
     from sandbox.http.credentials import check
 
     check(toolset.credentials, toolset.collections, os.environ)
     for collection in toolset.collections:
-        if not collection.tools:
+        if not collection.tools or collection.mcp_server is not None:
             continue
+        if all(t.method == "MCP" for t in collection.tools):
+            raise ConfigError(f"collection {collection.name!r} is an MCP tools/list with no server to call",
+                              hint="import it from the live server: atc tools import mcp:'COMMAND ARGS' "
+                                   "(or give --tools mcp:... / mcp+http://... directly)")
         missing = [t.name for t in collection.tools
                    if not (toolset.base_url_for(t.name) or "").startswith(("http://", "https://"))]
         if len(missing) == len(collection.tools):
@@ -235,7 +289,7 @@ def pick_sandbox(sandbox: str | Backend | None, backend: str | Backend | None) -
 
 def run(
     program: str,
-    tools: Toolset | Collection | list[Collection],
+    tools: Toolset | Collection | str | Sequence[Collection | str],
     limits: Limits | None = None,
     *,
     sandbox: str | Backend | None = None,
@@ -261,7 +315,7 @@ def run(
 
 async def arun(
     program: str,
-    tools: Toolset | Collection | list[Collection],
+    tools: Toolset | Collection | str | Sequence[Collection | str],
     limits: Limits | None = None,
     *,
     sandbox: str | Backend | None = None,

@@ -11,7 +11,9 @@ A program in the sandbox never talks to an API. Its tool functions are stubs tha
    in ``ToolCall.warnings``; ``off`` sends it unchecked. A schema that jsonschema cannot use (a
    broken spec the import could not repair) never crashes a call: the call goes out unchecked and
    the log says why. Validators are compiled once per schema and cached.
-3. hands the call to its transport (``_exchange``; today HTTP: ``sandbox.http``, which builds the
+3. hands the call to its transport (``_exchange``: a tool of an MCP server goes to ``sandbox.mcp``,
+   which sends ``tools/call`` to the server, see its transport's docstring; any other to HTTP:
+   ``sandbox.http``, which builds the
    request in each parameter's style, adds credentials from the host environment only, follows
    same-origin redirects, keeps a per-run cookie jar for cookie-declaring APIs, decodes
    compressed bodies under the size cap, and cuts slow answers at the per-call timeout),
@@ -54,6 +56,7 @@ if TYPE_CHECKING:  # imported when the first call comes: a run without calls nev
     import httpx
 
     from sandbox.http.transport import HttpTransport, Reply
+    from sandbox.mcp.transport import McpTransport
 
 __all__ = ["Gateway", "CallOutcome", "validator_for", "shared_client", "uses_cookies"]
 
@@ -234,6 +237,7 @@ class Gateway:
         self._lock = threading.Lock()
         self._redactor: Redactor | None = None
         self._http: HttpTransport | None = None
+        self._mcp: McpTransport | None = None
 
     @property
     def client(self) -> httpx.Client:
@@ -250,6 +254,15 @@ class Gateway:
 
             self._http = HttpTransport(self.toolset, self.limits, self.client, self.environ, self.deadline)
         return self._http
+
+    @property
+    def mcp(self) -> McpTransport:
+        """The run's MCP transport (made with the first call to an MCP server's tool)."""
+        if self._mcp is None:
+            from sandbox.mcp.transport import McpTransport
+
+            self._mcp = McpTransport(self.toolset, self.limits, self.environ, self.deadline)
+        return self._mcp
 
     def _load(self) -> None:
         """Import what serving calls takes (jsonschema, httpx, the transport) and make the client,
@@ -302,7 +315,7 @@ class Gateway:
             self._scrub_reply(reply, record)
             record.status, record.response, record.headers = reply.status, reply.data, reply.headers
             record.redirects = reply.redirects
-            if not 200 <= reply.status < 300:
+            if reply.status is not None and not 200 <= reply.status < 300:
                 refused = reply.redirects[-1] if reply.redirects and not reply.redirects[-1]["followed"] else None
                 if refused is not None:
                     record.failure = "redirect"
@@ -342,9 +355,10 @@ class Gateway:
 
     def _exchange(self, tool: Tool, args: dict[str, Any], extra_query: dict[str, Any] | None) -> Reply:
         """Send one validated call and return the API's reply. This is the one step a transport
-        implements: HTTP today; a tool from another kind of source (an MCP server) is routed to
-        its own transport here, and everything around it (budget, validation, redaction, the
-        call log) stays the same."""
+        implements: a tool of an MCP server goes to the MCP transport, any other to HTTP;
+        everything around it (budget, validation, redaction, the call log) is the same."""
+        if tool.method == "MCP":
+            return self.mcp.send(tool, args, extra_query)
         return self.http.send(tool, args, extra_query)
 
     # -- secrets --------------------------------------------------------------------------------
@@ -353,6 +367,10 @@ class Gateway:
         """Every credential value this run may add (read on the host when first needed)."""
         if self._redactor is None:
             values = [self.environ.get(env_var(source)) for source in self.toolset.credentials.values()]
+            if any(c.mcp_server is not None for c in self.toolset.collections):
+                from sandbox.mcp.transport import secret_values  # the env values given to MCP servers
+
+                values += secret_values(self.toolset, self.environ)
             self._redactor = Redactor(v for v in values if v)
         return self._redactor
 

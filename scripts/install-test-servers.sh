@@ -16,3 +16,23 @@ if ! "$VENV/bin/python" -c "import httpbin, flasgger" 2>/dev/null; then
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check 'httpbin>=0.10,<1' 'flasgger>=0.9' \
     || echo "install-test-servers: httpbin could not be installed; its tests will skip" >&2
 fi
+# Third-party MCP servers (tests/test_thirdparty_mcp.py): mcp-server-time and mcp-server-git from PyPI
+# in their own venv (they pin their own SDK), and the reference "everything" server from npm in a
+# project-local folder (never installed globally). Under CI=true the tests fail when they are missing.
+MCP_VENV=.cache/mcp-servers
+if [ ! -x "$MCP_VENV/bin/python" ]; then
+  python3 -m venv "$MCP_VENV"
+fi
+if [ ! -x "$MCP_VENV/bin/mcp-server-time" ] || [ ! -x "$MCP_VENV/bin/mcp-server-git" ]; then
+  "$MCP_VENV/bin/python" -m pip install -q --disable-pip-version-check mcp-server-time mcp-server-git \
+    || echo "install-test-servers: mcp-server-time/mcp-server-git could not be installed; their tests will skip" >&2
+fi
+if [ ! -f .cache/npm/node_modules/@modelcontextprotocol/server-everything/package.json ]; then
+  if command -v npm >/dev/null 2>&1; then
+    mkdir -p .cache/npm
+    npm install --silent --no-audit --no-fund --prefix .cache/npm @modelcontextprotocol/server-everything \
+      || echo "install-test-servers: @modelcontextprotocol/server-everything could not be installed" >&2
+  else
+    echo "install-test-servers: npm is missing; the MCP 'everything' server tests will skip" >&2
+  fi
+fi

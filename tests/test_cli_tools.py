@@ -117,6 +117,6 @@ def test_import_toolbench_folder_and_mcp(tmp_path: Path) -> None:
     r = atc("tools", "import", str(mcp))
     assert r.returncode == 0 and r.stdout.startswith("imported tools_list: 1 tools (mcp")
     tool = json.loads(atc("tools", "show", "echo", "--json").stdout)
-    assert tool["method"] == "POST" and tool["parameters"]["required"] == ["text"]
+    assert tool["method"] == "MCP" and tool["path"] == "echo" and tool["parameters"]["required"] == ["text"]
     r = atc("tools", "show", "toolenv")
     assert "daily_for_forecast(city: str)\n    Daily forecast." in r.stdout

@@ -135,7 +135,7 @@ def test_mcp_tools_list(wrap: Any) -> None:
     c = load_data(wrap(tools), name="wx")
     assert c.source_format == "mcp" and c.name == "wx"
     w, p = c.tools
-    assert w.name == "get_weather" and w.method == "POST" and w.path == "/tools/call/get-weather"
+    assert w.name == "get_weather" and w.method == "MCP" and w.path == "get-weather"
     assert w.required == ["city"] and w.bindings["from_"] == Binding("body", "from")
     assert w.response_schema == {"type": "object", "properties": {"temp": {"type": "number"}}}
     assert p.name == "ping" and p.properties == {}

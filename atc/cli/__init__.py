@@ -71,6 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv)
     finally:
+        if "sandbox.mcp.connections" in sys.modules:  # stop the MCP servers this command started
+            sys.modules["sandbox.mcp.connections"].close_servers()
         sys.stdout, sys.stderr = streams
 
 

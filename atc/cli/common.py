@@ -29,7 +29,8 @@ def add_run_options(p: argparse.ArgumentParser, *, tools_flag: bool = True, max_
     ``max_calls=False`` leaves ``--max-calls`` to the command (``atc probe`` gives it another meaning)."""
     if tools_flag:
         p.add_argument("--tools", "-t", action="append", required=True, metavar="T",
-                       help="a spec file or URL, or the name of an imported collection (repeatable)")
+                       help="a spec file or URL, the name of an imported collection, or an MCP server: "
+                            "mcp:'COMMAND ARGS', mcp+http://HOST:PORT/PATH, an mcpServers JSON file (repeatable)")
     p.add_argument("--base-url", action="append", default=[], metavar="[NAME=]URL",
                    help="override the spec's server URL: for every collection, or for collection NAME (repeatable)")
     p.add_argument("--credential", action="append", default=[], metavar="KEY=env:VAR",
@@ -94,15 +95,23 @@ def parse_credentials(items: list[str]) -> dict[str, str]:
 
 
 def load_collections(specs: list[str], *, base_url: str | None = None) -> list[Any]:
-    """Each T of ``--tools``: a spec file when the path exists (or an http(s) URL), else a
-    collection in the store."""
+    """Each T of ``--tools``: a live MCP source (``mcp:COMMAND ARGS``, ``mcp+http://...``, an
+    ``mcpServers`` JSON file: one collection per server), a spec file when the path exists (or an
+    http(s) URL), else a collection in the store."""
     from protocols.loaders import load_spec
 
     store = None
     out = []
     for t in specs:
         path = Path(t).expanduser()
-        if path.exists() or t.startswith(("http://", "https://")):
+        if _is_mcp(t):
+            from atc.config import mcp_start_timeout
+            from sandbox.mcp.connections import servers
+            from sandbox.mcp.sources import load_source
+
+            servers().start_timeout = mcp_start_timeout()
+            out += load_source(t)
+        elif path.exists() or t.startswith(("http://", "https://")):
             out.append(load_spec(t if t.startswith(("http://", "https://")) else path))
         else:
             from protocols.store import Store
@@ -110,6 +119,14 @@ def load_collections(specs: list[str], *, base_url: str | None = None) -> list[A
             store = store or Store(atc_home())
             out.append(store.get(t))
     return out
+
+
+def _is_mcp(t: str) -> bool:
+    if not (t.startswith(("mcp:", "mcp+")) or t.endswith(".json")):
+        return False  # the common cases decide without importing sandbox.mcp
+    from sandbox.mcp.sources import is_mcp_source
+
+    return is_mcp_source(t)
 
 
 def _looks_like_url(item: str) -> bool:

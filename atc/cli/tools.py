@@ -24,9 +24,12 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("import", parents=parents, help="add a collection from a spec file, folder or URL",
                        description="Import an OpenAPI 3.0/3.1 or Swagger 2.0 document (JSON or YAML), a "
                        "ToolBench/RapidAPI tool file, folder or query file, or an MCP tools/list result. SPEC may "
-                       "be an http(s) URL that serves the spec. Repairs of well-known spec mistakes and problems "
+                       "be an http(s) URL that serves the spec, or a live MCP server (mcp:'COMMAND ARGS', "
+                       "mcp+http://HOST:PORT/PATH, an mcpServers JSON file): its tools/list is stored with how to "
+                       "start or reach the server again. Repairs of well-known spec mistakes and problems "
                        "the import worked around are printed as warnings.")
-    p.add_argument("spec", metavar="SPEC", help="spec file, ToolBench folder, or http(s) URL")
+    p.add_argument("spec", metavar="SPEC", help="spec file, ToolBench folder, http(s) URL, or a live MCP server: "
+                   "mcp:'COMMAND ARGS', mcp+http://HOST:PORT/PATH, an mcpServers JSON file")
     p.add_argument("--name", help="collection name (default: from the spec title or file name)")
     p.add_argument("--base-url", help="server URL to use instead of the spec's servers")
     p.add_argument("--credential", action="append", default=[], metavar="KEY=env:VAR",
@@ -98,9 +101,12 @@ def _fetch_with(spec: str, items: list[str]) -> tuple[dict[str, str], str | None
 
 
 def _import(args: argparse.Namespace) -> int:
+    from atc.cli.common import _is_mcp
     from protocols.loaders import load_spec
     from protocols.store import Store
 
+    if _is_mcp(args.spec):
+        return _import_mcp(args)
     headers, fetch_url = _fetch_with(args.spec, list(getattr(args, "credential", None) or []))
     collection = load_spec(args.spec, name=args.name, base_url=args.base_url, headers=headers or None,
                            fetch_url=fetch_url)
@@ -120,6 +126,39 @@ def _import(args: argparse.Namespace) -> int:
                              "(all of them: --json, or 'atc tools show NAME --json')\n")
         server = f", server {collection.servers[0]}" if collection.servers and collection.servers[0] else ""
         print(f"imported {collection.name}: {len(collection.tools)} tools ({collection.source_format}{server})")
+    return 0
+
+
+def _import_mcp(args: argparse.Namespace) -> int:
+    """Live MCP servers: one collection per server, from its ``tools/list``, stored with how to
+    reach the server again (command, args and env NAMES, or the URL)."""
+    from atc.config import mcp_start_timeout
+    from atc.errors import UsageError
+    from protocols.store import Store
+    from sandbox.mcp.connections import servers
+    from sandbox.mcp.sources import load_source
+
+    if args.base_url or getattr(args, "credential", None):
+        raise UsageError("--base-url and --credential are for HTTP specs, not MCP servers",
+                         hint="give an MCP server's secrets in its config's \"env\" (they go to the server only)")
+    servers().start_timeout = mcp_start_timeout()
+    collections = load_source(args.spec, name=args.name)
+    store = Store(atc_home())
+    for collection in collections:
+        store.add(collection)
+    if args.json:
+        print_json({"ok": True, "collections": [
+            {"collection": c.name, "tools": len(c.tools), "source": c.source, "source_format": c.source_format,
+             "mcp_server": c.mcp_server.to_dict() if c.mcp_server else None, "names": [t.name for t in c.tools]}
+            for c in collections],
+            # the first one's fields at the top level too, as for every other import
+            "collection": collections[0].name, "tools": len(collections[0].tools), "source": collections[0].source,
+            "source_format": "mcp", "servers": [], "names": [t.name for t in collections[0].tools],
+            "security_schemes": {}, "warnings": []})
+    else:
+        for c in collections:
+            where = c.mcp_server.describe() if c.mcp_server else c.source
+            print(f"imported {c.name}: {len(c.tools)} tools (mcp, server {where})")
     return 0
 
 
@@ -151,6 +190,15 @@ def _show(args: argparse.Namespace) -> int:
         from protocols.render import render_compact
 
         head = f"{collection.name}: {len(collection.tools)} tools ({collection.source_format})"
+        if collection.mcp_server is not None:
+            server = collection.mcp_server
+            head += f", MCP server ({server.transport}) {server.describe()}"
+            if server.cwd:
+                head += f" (run in {server.cwd})"
+            if server.env:
+                head += f"\nenv (from the host environment at start): {', '.join(sorted(server.env))}"
+            _out(head + "\n\n" + render_compact(collection.tools) + "\n")
+            return 0
         if collection.servers and collection.servers[0]:
             head += f", server {collection.servers[0]}"
         else:

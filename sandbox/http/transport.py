@@ -118,9 +118,10 @@ def uses_cookies(collection: Collection) -> bool:
 @dataclass
 class Reply:
     """What the API answered: status, headers (lower-case names; repeated ones joined with
-    ``", "``), the body as program data and as raw bytes, and the redirects followed on the way."""
+    ``", "``), the body as program data and as raw bytes, and the redirects followed on the way.
+    ``status`` is None for a transport without status codes (an MCP result)."""
 
-    status: int
+    status: int | None
     headers: dict[str, str]
     data: Any
     raw: bytes

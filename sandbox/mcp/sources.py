@@ -1,0 +1,190 @@
+"""``--tools`` forms that name live MCP servers, and their tools as collections.
+
+- ``mcp:COMMAND ARGS...`` (one argument, split like a shell does): a stdio server atc starts;
+- ``mcp+http://HOST:PORT/PATH`` (or ``mcp+https://``): a streamable HTTP server; ``mcp+sse://...``
+  an SSE one;
+- a JSON file ``{"mcpServers": {NAME: {"command", "args"?, "env"?, "cwd"?} | {"url", "type"?}}}``
+  (the shape MCP clients share; ``type`` ``"sse"``, or a URL ending in ``/sse``, picks SSE).
+
+``load_source`` starts/connects each server (``connections.servers()``), reads its ``tools/list``
+(all pages) and returns one ``Collection`` per server, named after the server, that carries the
+``McpServer`` so that every later call goes back to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from protocols.errors import ConfigError, UsageError
+from protocols.model import Collection, McpServer
+
+if TYPE_CHECKING:
+    from sandbox.mcp.connections import McpServers
+
+__all__ = ["is_mcp_source", "servers_from_source", "servers_from_config", "load_source", "load_mcp",
+           "resolve_env", "collection_from_listing"]
+
+_SCHEMES = {"mcp+http://": ("http", "http://"), "mcp+https://": ("http", "https://"),
+            "mcp+sse://": ("sse", "http://")}
+_NAME_OK = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def _is_config_file(text: str) -> bool:
+    path = Path(text).expanduser()
+    if path.suffix.lower() != ".json" or not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 20)
+        if b'"mcpServers"' not in head:
+            return False  # the common case (a spec) decides on the first megabyte, unparsed
+        doc = json.loads(path.read_bytes().decode("utf-8-sig"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and "mcpServers" in doc
+
+
+def is_mcp_source(text: str) -> bool:
+    """Does this ``--tools`` value name live MCP servers?"""
+    return text.startswith("mcp:") or text.startswith(tuple(_SCHEMES)) or _is_config_file(text)
+
+
+def _slug(text: str, fallback: str = "mcp") -> str:
+    slug = _NAME_OK.sub("-", text).strip("-.")[:60]
+    return slug if slug and slug[0].isalnum() else fallback
+
+
+def _command_name(argv: list[str]) -> str:
+    """A collection name for a command line: the module of ``python -m pkg.mod``, the package of
+    ``npx pkg``/``uvx pkg``, else the program's file name."""
+    if "-m" in argv[:-1]:
+        return _slug(argv[argv.index("-m") + 1].rsplit(".", 1)[-1])
+    if Path(argv[0]).name in ("npx", "uvx", "pipx") and len(argv) > 1:
+        rest = [a for a in argv[1:] if not a.startswith("-")]
+        if rest:
+            return _slug(rest[0].rsplit("/", 1)[-1])
+    return _slug(Path(argv[-1] if Path(argv[0]).name.startswith("python") and len(argv) > 1 else argv[0]).stem)
+
+
+def servers_from_source(text: str) -> list[McpServer]:
+    """The servers a ``--tools`` value names (``UsageError``/``ConfigError`` when malformed). A
+    ``mcp:`` command runs in the current directory."""
+    if text.startswith("mcp:"):
+        try:
+            argv = shlex.split(text[4:])
+        except ValueError as exc:
+            raise UsageError(f"--tools {text!r}: cannot split the command line: {exc}",
+                             hint='example: --tools mcp:"python -m my_server --flag"') from exc
+        if not argv:
+            raise UsageError("--tools mcp: needs a command line", hint='example: --tools mcp:"python -m my_server"')
+        # The command line was written relative to this directory: it runs there, also when a
+        # stored collection starts it again from somewhere else.
+        return [McpServer(name=_command_name(argv), command=argv[0], args=argv[1:], cwd=os.getcwd())]
+    for prefix, (transport, scheme) in _SCHEMES.items():
+        if text.startswith(prefix):
+            url = scheme + text[len(prefix):]
+            if not re.match(r"^https?://[^/\s]+", url):
+                raise UsageError(f"--tools {text!r} is not an MCP server URL",
+                                 hint="example: --tools mcp+http://127.0.0.1:8000/mcp")
+            host = url.split("://", 1)[1].split("/", 1)[0].split(":", 1)[0]
+            return [McpServer(name=_slug(host), transport=transport, url=url)]
+    path = Path(text).expanduser()
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{text}: not a readable JSON MCP server configuration: {exc}") from exc
+    return servers_from_config(doc, source=text, base=path.resolve().parent)
+
+
+def servers_from_config(doc: Any, *, source: str = "<config>", base: Path | None = None) -> list[McpServer]:
+    """``{"mcpServers": {NAME: {...}}}`` -> servers, in the file's order."""
+    table = doc.get("mcpServers") if isinstance(doc, dict) else None
+    if not isinstance(table, dict) or not table:
+        raise ConfigError(f"{source}: expected {{\"mcpServers\": {{NAME: {{\"command\": ...}} | {{\"url\": ...}}}}}}")
+    out: list[McpServer] = []
+    for name, entry in table.items():
+        where = f"{source}: mcpServers.{name}"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where} must be an object with 'command' or 'url'")
+        env = entry.get("env") or {}
+        if not isinstance(env, dict) or not all(isinstance(v, (str, int, float)) for v in env.values()):
+            raise ConfigError(f"{where}.env must map variable names to string values")
+        if isinstance(entry.get("command"), str) and entry["command"]:
+            args = entry.get("args") or []
+            if not isinstance(args, list) or not all(isinstance(a, (str, int, float)) for a in args):
+                raise ConfigError(f"{where}.args must be a list of strings")
+            cwd = entry.get("cwd")
+            if cwd is not None and base is not None:
+                cwd = str((base / str(cwd)).resolve())
+            out.append(McpServer(name=_slug(str(name)), command=entry["command"], args=[str(a) for a in args],
+                                 env={str(k): str(v) for k, v in env.items()}, cwd=cwd))
+        elif isinstance(entry.get("url"), str) and re.match(r"^https?://[^/\s]+", entry["url"]):
+            kind = str(entry.get("type") or entry.get("transport") or "")
+            sse = kind == "sse" or (not kind and entry["url"].rstrip("/").endswith("/sse"))
+            out.append(McpServer(name=_slug(str(name)), transport="sse" if sse else "http", url=entry["url"]))
+        else:
+            raise ConfigError(f"{where} needs 'command' (a stdio server) or an http(s) 'url'")
+    return out
+
+
+def resolve_env(server: McpServer, environ: Mapping[str, str]) -> McpServer:
+    """``server`` with every environment value known: a stored server keeps only the names, and
+    gets the values from the host environment now (``ConfigError`` naming a missing one)."""
+    if all(v is not None for v in server.env.values()):
+        return server
+    env: dict[str, str | None] = {}
+    for key, value in server.env.items():
+        if value is None:
+            if key not in environ:
+                raise ConfigError(f"MCP server {server.name!r} needs environment variable {key}, which is not set",
+                                  hint=f"export {key}=... (its value goes to the server process only)")
+            value = environ[key]
+        env[key] = value
+    return McpServer(name=server.name, transport=server.transport, command=server.command, args=list(server.args),
+                     env=env, cwd=server.cwd, url=server.url)
+
+
+def collection_from_listing(listing: dict[str, Any], server: McpServer, *, name: str | None = None,
+                            source: str = "") -> Collection:
+    """A collection from a live ``tools/list`` result of ``server``."""
+    from protocols.mcp import MCPLoader
+
+    cname = name or server.name
+    collection = MCPLoader().load(listing, source=source or server.describe(), name=cname)
+    collection.mcp_server = server
+    info = listing.get("serverInfo")
+    label = " ".join(str(info.get(k) or "") for k in ("name", "version")).strip() if isinstance(info, dict) else ""
+    collection.description = f"MCP server {server.describe()}" + (f" ({label})" if label else "")
+    return collection
+
+
+def load_source(text: str, *, name: str | None = None, servers: McpServers | None = None,
+                environ: Mapping[str, str] | None = None) -> list[Collection]:
+    """One collection per server the ``--tools`` value names, from each server's live ``tools/list``.
+    ``name`` renames the collection (only when the source names one server)."""
+    from sandbox.mcp.connections import McpFailure
+    from sandbox.mcp.connections import servers as default_servers
+
+    found = servers_from_source(text)
+    if name and len(found) > 1:
+        raise UsageError(f"{text} names {len(found)} servers; --name fits one", hint="import them without --name")
+    manager = servers or default_servers()
+    env = os.environ if environ is None else environ
+    out = []
+    for server in found:
+        try:
+            listing = manager.list_tools(resolve_env(server, env))
+        except McpFailure as exc:  # a server that cannot be started or read is the run's configuration
+            raise ConfigError(exc.message, hint=exc.hint) from None
+        out.append(collection_from_listing(listing, server, name=name, source=text))
+    return out
+
+
+#: ``atc.load_mcp``: every server of a source as a collection.
+load_mcp = load_source
