@@ -43,3 +43,16 @@ def model_settings(model: str | None = None, *, temperature: float | None = None
         temperature=0.0 if temperature is None else temperature,
         client=(os.environ.get("ATC_MODEL_CLIENT") or "http").strip().lower(),
     )
+
+
+def trace_exporter() -> str | None:
+    """``ATC_TRACE``: where the command line sends OpenTelemetry spans (``console``: stderr,
+    ``otlp``: the OTLP exporter, configured by the standard ``OTEL_EXPORTER_OTLP_*`` variables).
+    None: the command line sets up no tracing (a library caller configures its own provider)."""
+    value = (os.environ.get("ATC_TRACE") or "").strip().lower()
+    return value or None
+
+
+def ray_address() -> str | None:
+    """``RAY_ADDRESS``: the Ray cluster of ``--executor ray`` (unset: a local one is started)."""
+    return os.environ.get("RAY_ADDRESS") or None

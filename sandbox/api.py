@@ -20,8 +20,10 @@ __all__ = ["Limits", "ToolCall", "ErrorInfo", "ExecutionResult", "Toolset", "Bac
 ERROR_TYPES = ("Timeout", "MemoryLimit", "CallBudget", "OutputLimit", "SandboxError")
 #: Values of ``ToolCall.failure``: refused before sending (``arguments``, ``config``, ``budget``),
 #: sent without an answer (``connect``, ``timeout``, ``request``), answered unusably
-#: (``response``: too large, undecodable), or answered with an error (``http``, ``redirect``).
-FAILURE_KINDS = ("arguments", "config", "budget", "connect", "timeout", "request", "response", "http", "redirect")
+#: (``response``: too large, undecodable), or answered with an error (``http``, ``redirect``);
+#: ``unrecorded``: a replay (``--replay``) has no recorded answer for the call.
+FAILURE_KINDS = ("arguments", "config", "budget", "connect", "timeout", "request", "response", "http", "redirect",
+                 "unrecorded")
 #: How the gateway checks a call's arguments against the tool's schema: ``strict`` refuses a call
 #: that does not conform; ``warn`` sends it and records what failed in ``ToolCall.warnings``;
 #: ``off`` sends it unchecked.
@@ -171,6 +173,9 @@ class Toolset:
     base_urls: dict[str, str] = field(default_factory=dict)
     validation: str = "strict"
     validations: dict[str, str] = field(default_factory=dict)
+    #: Wrappers of every tool call's exchange with its API (``sandbox.taps``: record, replay,
+    #: tracing), outermost first. Not part of what the tools are: left out of comparisons.
+    taps: tuple[Any, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         self._tools: dict[str, Tool] = {}
