@@ -34,7 +34,21 @@ if TYPE_CHECKING:
 #: The replay misses of the task running in this context (a batch counts them per task).
 MISSES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("atc_replay_misses", default=None)
 
-__all__ = ["MISSES", "Recording", "ToolRecorder", "ToolReplayer", "RecordingModel", "ReplayModel", "open_recording"]
+#: Result fields that differ between two runs of the same work, a replay included: timings, and
+#: the sandbox's per-run isolation details (the run's own uid). ``stable`` leaves them out.
+VOLATILE = frozenset({"duration_ms", "wall_ms", "isolation"})
+
+__all__ = ["VOLATILE", "stable", "MISSES", "Recording", "ToolRecorder", "ToolReplayer", "RecordingModel", "ReplayModel", "open_recording"]
+
+
+def stable(value: Any) -> Any:
+    """``value`` (a result line, a summary) without its ``VOLATILE`` fields, at any depth: what a
+    replay reproduces exactly."""
+    if isinstance(value, dict):
+        return {k: stable(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [stable(v) for v in value]
+    return value
 
 
 @dataclass

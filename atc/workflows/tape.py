@@ -91,7 +91,7 @@ class TapeFile:
         line = (canonical({"key": key, "request": request, "response": response}) + "\n").encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 _cut_torn_tail(fd)
