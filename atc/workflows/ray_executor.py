@@ -47,10 +47,16 @@ def shipped_env(job: Job) -> dict[str, str]:
 
 
 def _connect(ray: Any, job: Job, address: str | None) -> None:
+    """Join ``address`` (``RAY_ADDRESS``), else start a cluster on this machine bound to
+    127.0.0.1 only; a caller that started or joined one already keeps it (and its runtime env)."""
     if ray.is_initialized():
-        return  # the caller started or joined a cluster itself, with its own runtime environment
-    ray.init(address=address, runtime_env={"env_vars": shipped_env(job)}, include_dashboard=False,
-             log_to_driver=False, logging_level="ERROR")
+        return
+    options: dict[str, Any] = {"runtime_env": {"env_vars": shipped_env(job)}, "include_dashboard": False,
+                               "log_to_driver": False, "logging_level": "ERROR"}
+    if address:
+        ray.init(address=address, **options)
+    else:
+        ray.init(_node_ip_address="127.0.0.1", **options)
 
 
 def _remote_run(job: Job, task: Task) -> Outcome:
