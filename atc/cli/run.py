@@ -73,7 +73,12 @@ def _run(args: argparse.Namespace) -> int:
     recording = recording_from_args(args)
     if recording is not None:
         toolset = recording.wrap_toolset(toolset)
-    result = run(program, toolset, limits, sandbox=pending.backend())
+    from atc.workflows import tracing
+
+    with tracing.span("atc.sandbox.run", {"atc.sandbox": args.sandbox}) as current:
+        result = run(program, tracing.wrap_toolset(toolset), limits, sandbox=pending.backend())
+        tracing.set_attributes(current, {"atc.status": "ok" if result.ok else "failed",
+                                         "atc.attributed_tool": result.error.tool if result.error else None})
     missing = len(recording.missing) if recording is not None else 0
     if args.json:
         print_json({**result.to_dict(), **({"unrecorded": missing} if missing else {})})
