@@ -21,7 +21,7 @@ from protocols.loaders import load_data
 from sandbox.api import Limits, Toolset
 from tests.apis.library import SECRET, LibraryAPI
 from tests.fakes.openai_server import ScriptedOpenAI
-from tests.test_batch import BOOK_IDS, program_for, queries, route
+from tests.test_batch import BOOK_IDS, queries, route
 
 LIMITS = Limits(timeout=30)
 
