@@ -238,6 +238,10 @@ class ReplayModel:
         pairs = {(e["request"].get("model"), e["request"].get("temperature"))
                  for e in recording.model.entries() if isinstance(e.get("request"), dict)}
         named = {p for p in pairs if model is None or p[0] == model}
+        if len(named) > 1:
+            models = sorted({str(p[0]) for p in named})
+            raise UsageError(f"the recording in {recording.directory} holds answers of several models or "
+                             f"temperatures ({', '.join(models)})", hint="pass --model (model=) to pick one")
         self.model: str = model or (next(iter(named))[0] if len(named) == 1 else "") or "replay"
         self.temperature = next(iter(named))[1] if len(named) == 1 else None
 
