@@ -8,8 +8,10 @@ atc itself cost nothing. Rows:
 
 1. two floors measured at the same concurrency in the same run: the 100 model requests alone
    (HTTP and the latency), and the 100 programs alone in the local sandbox (no model);
-2. ``solve_many`` at concurrency 1, 4, 8, 16, with the ratio wall / ideal;
-3. ``atc batch`` end to end (a subprocess: start-up, input check, fsync of every result line) at
+2. ``solve_many`` at concurrency 1, 4, 8, 16, with the ratio wall / ideal and wall / the larger floor;
+3. ``solve_many`` with a null sandbox (runs nothing): the model, the solve loop and the batch
+   machinery alone, against the model-only floor;
+4. ``atc batch`` end to end (a subprocess: start-up, input check, fsync of every result line) at
    concurrency 8, then the same batch replayed from its recording (``--replay``: no model, no API).
 
     .venv/bin/python benchmarks/bench_batch.py [--tasks N] [--latency SECONDS]
@@ -39,7 +41,7 @@ from atc.mock import MockServer  # noqa: E402
 from atc.model import make_client  # noqa: E402
 from atc.solving import solve_many  # noqa: E402
 from protocols import load_spec  # noqa: E402
-from sandbox.api import Limits  # noqa: E402
+from sandbox.api import ExecutionResult, Limits  # noqa: E402
 from tests.fakes.openai_server import ScriptedOpenAI  # noqa: E402
 
 SPEC = examples.path("bookshop/openapi.json")
@@ -80,6 +82,25 @@ def sandbox_floor(shop: Any, url: str, tasks: int, concurrency: int) -> float:
     return time.perf_counter() - started
 
 
+class NullSandbox:
+    """A backend that runs nothing and answers at once: what is left is the model, the solve
+    loop and the batch machinery (prompt building, checks, threads, the result hooks)."""
+
+    name = "null"
+
+    def run(self, program: str, tools: Any, limits: Limits) -> ExecutionResult:
+        return ExecutionResult(ok=True, answer="done\n", sandbox=self.name, duration_ms=0.0)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> NullSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=100)
@@ -106,6 +127,15 @@ def main() -> None:
                          "ideal_s": round(ideal, 2), "wall/ideal": round(wall / ideal, 2),
                          "model-only floor_s": round(base, 2), "sandbox-only floor_s": round(boxes, 2),
                          "wall/max(floors)": round(wall / max(base, boxes), 2)})
+            print(rows[-1], flush=True)
+            started = time.perf_counter()
+            sols = solve_many(queries, shop, client=client, base_url=api.url, sandbox=NullSandbox(),
+                              limits=Limits(timeout=30), concurrency=concurrency)
+            wall = time.perf_counter() - started
+            assert all(s.ok for s in sols)
+            rows.append({"what": f"solve_many, null sandbox, concurrency {concurrency}", "wall_s": round(wall, 2),
+                         "ideal_s": round(ideal, 2), "wall/ideal": round(wall / ideal, 2),
+                         "model-only floor_s": round(base, 2), "wall/floor": round(wall / base, 2)})
             print(rows[-1], flush=True)
 
         with tempfile.TemporaryDirectory() as tmp:
