@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from atc.cli import main
 from atc.errors import ModelError, UsageError
@@ -73,6 +75,18 @@ def test_every_bad_line_is_reported_with_its_number() -> None:
     assert [(t.id, t.kind, t.line) for t in tasks] == [(1, "solve", 1), ("ok", "run", 11)]
     assert [b.line for b in bad] == [2, 3, 4, 5, 6, 7, 9, 10]
     assert "not JSON" in bad[0].reason and "duplicate id '1' (first on line 1)" in bad[6].reason
+
+
+@given(st.lists(st.one_of(st.text(max_size=40), st.builds(json.dumps, st.dictionaries(
+    st.sampled_from(["id", "query", "program", "x"]),
+    st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=10)), max_size=4))), max_size=8))
+@settings(max_examples=200, deadline=None)
+def test_any_input_gives_tasks_or_numbered_bad_lines(raw: list[str]) -> None:
+    text_lines = "\n".join(raw).splitlines()
+    tasks, bad = parse_tasks(text_lines)
+    assert len(tasks) + len(bad) == sum(1 for x in text_lines if x.strip())
+    assert len({t.key for t in tasks}) == len(tasks)
+    assert all(1 <= b.line <= len(text_lines) and b.reason for b in bad)
 
 
 def test_bad_input_exits_2_and_runs_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -4,13 +4,16 @@ environment and never the task payloads."""
 
 from __future__ import annotations
 
+import json
 import pickle
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from atc.cli import main
 from atc.errors import ConfigError
 from atc.model import OpenAIModel
 from atc.solving import solve_many
@@ -19,7 +22,7 @@ from atc.workflows.jobs import Job
 from atc.workflows.tasks import Task
 from protocols.loaders import load_data
 from sandbox.api import Limits, Toolset
-from tests.apis.library import SECRET, LibraryAPI
+from tests.apis.library import BOOKS, SECRET, LibraryAPI
 from tests.fakes.openai_server import ScriptedOpenAI
 from tests.test_batch import BOOK_IDS, queries, route
 
@@ -43,7 +46,8 @@ def test_a_missing_ray_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch, a
 
 
 @pytest.mark.slow
-def test_ray_matches_the_local_executor(ray_cluster: Any, api: LibraryAPI, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ray_matches_the_local_executor(ray_cluster: Any, api: LibraryAPI, monkeypatch: pytest.MonkeyPatch,
+                                       tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     library = load_data(api.spec(), name="library")
     monkeypatch.setenv("LIB_KEY", SECRET)
     qs = queries(6)
@@ -71,6 +75,17 @@ def test_ray_matches_the_local_executor(ray_cluster: Any, api: LibraryAPI, monke
         remote = solve_many(qs, library, model="scripted", sandbox="local", limits=LIMITS, concurrency=3,
                             executor="ray")
         assert len(server.requests) - before == len(qs)
+        # the command line on the same cluster: program tasks, results written as they come back
+        src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+        src.write_text("".join(json.dumps({"id": n, "program": f"print(get_book(book_id={b})['title'])"}) + "\n"
+                               for n, b in enumerate(BOOK_IDS)))
+        spec = api.write_spec(tmp_path / "lib.json")
+        code = main(["batch", str(src), "--tools", str(spec), "--sandbox", "local", "--executor", "ray",
+                     "--out", str(out), "--json"])
+        summary = json.loads(capsys.readouterr().out)
+        assert code == 0 and summary["executor"] == "ray" and summary["solved"] == len(BOOK_IDS)
+        rows = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+        assert [rows[n]["answer"] for n in range(len(BOOK_IDS))] == [BOOKS[b]["title"] + "\n" for b in BOOK_IDS]
     assert [s.answer for s in remote] == [s.answer for s in local]
     assert [s.query for s in remote] == qs
     assert all(s.ok and s.usage.llm_calls == 1 for s in remote)
