@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from atc.errors import UsageError
+from atc.workflows.executors import EXECUTORS
 from atc.workflows.jobs import Job, Outcome
 from atc.workflows.outfile import ResultLog
 from atc.workflows.tasks import Task
 
 __all__ = ["BatchSummary", "run_batch", "EXECUTORS", "OutcomeHook"]
 
-EXECUTORS = ("local", "ray")
 #: ``on_outcome(index, outcome)``: ``index`` is the task's position in the input.
 OutcomeHook = Callable[[int, Outcome], None]
 
@@ -129,25 +128,8 @@ def run_batch(tasks: list[Task], job: Job, *, log: ResultLog | None = None, conc
 
 def _run_local(todo: list[tuple[int, Task]], job: Job, *, concurrency: int, on_outcome: OutcomeHook,
                stop: threading.Event) -> int:
-    """Threads in this process; returns how many tasks finished. The loop wakes every 0.2 s to
-    notice ``stop`` even while every task is busy."""
-    if not todo:
-        return 0
-    pending: Iterator[tuple[int, Task]] = iter(todo)
-    running: dict[Future[Outcome], int] = {}
-    done = 0
-    with ThreadPoolExecutor(max_workers=min(concurrency, len(todo)), thread_name_prefix="atc-batch") as pool:
-        while True:
-            while len(running) < concurrency and not stop.is_set():
-                item = next(pending, None)
-                if item is None:
-                    break
-                running[pool.submit(job.run, item[1])] = item[0]
-            if not running:
-                break
-            finished, _ = wait(list(running), timeout=0.2, return_when=FIRST_COMPLETED)
-            for future in finished:
-                index = running.pop(future)
-                on_outcome(index, future.result())
-                done += 1
-    return done
+    """Threads in this process; returns how many tasks finished."""
+    from atc.workflows.executors import run_each
+
+    return run_each(job.run, [t for _, t in todo], indexes=[i for i, _ in todo], on_result=on_outcome,
+                    concurrency=concurrency, stop=stop)

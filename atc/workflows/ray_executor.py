@@ -18,23 +18,15 @@ import os
 import threading
 from typing import Any
 
-from atc.errors import ConfigError
+from atc.workflows.executors import RAY_INSTALL, run_each
 from atc.workflows.jobs import Job, Outcome
 from atc.workflows.tasks import Task
 
-__all__ = ["run_on_ray", "INSTALL", "shipped_env"]
+__all__ = ["run_on_ray", "INSTALL", "shipped_env", "MODEL_VARS"]
 
-INSTALL = "pip install 'atc[ray]'  (the ray package)"
+INSTALL = RAY_INSTALL
 #: Model settings a worker needs to make its client (read there, from the runtime environment).
-_MODEL_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ATC_MODEL", "ATC_MODEL_CLIENT", "ATC_HOME")
-
-
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:
-        raise ConfigError("--executor ray needs Ray, which is not installed", hint=INSTALL) from exc
-    return ray
+MODEL_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ATC_MODEL", "ATC_MODEL_CLIENT", "ATC_HOME")
 
 
 def shipped_env(job: Job) -> dict[str, str]:
@@ -42,59 +34,25 @@ def shipped_env(job: Job) -> dict[str, str]:
     credentials name (values read here, on the host that started the batch)."""
     from sandbox.http.credentials import env_var
 
-    names = set(_MODEL_VARS) | {env_var(source) for source in job.toolset.credentials.values()}
+    names = set(MODEL_VARS) | {env_var(source) for source in job.toolset.credentials.values()}
     return {name: os.environ[name] for name in sorted(names) if os.environ.get(name)}
 
 
-def _connect(ray: Any, job: Job, address: str | None) -> None:
-    """Join ``address`` (``RAY_ADDRESS``), else start a cluster on this machine bound to
-    127.0.0.1 only; a caller that started or joined one already keeps it (and its runtime env)."""
-    if ray.is_initialized():
-        return
-    options: dict[str, Any] = {"runtime_env": {"env_vars": shipped_env(job)}, "include_dashboard": False,
-                               "log_to_driver": False, "logging_level": "ERROR"}
-    if address:
-        ray.init(address=address, **options)
-    else:
-        ray.init(_node_ip_address="127.0.0.1", **options)
-
-
-def _remote_run(job: Job, task: Task) -> Outcome:
+def _run_task(job: Job, task: Task) -> Outcome:
     return job.run(task)
 
 
 def run_on_ray(todo: list[tuple[int, Task]], job: Job, *, concurrency: int, on_outcome: Any,
                stop: threading.Event, address: str | None = None) -> int:
-    """Run ``todo`` on Ray; returns how many finished. Worker failures (a worker process lost)
-    come back as failed outcomes of their tasks, never as a crash of the batch."""
+    """Run ``todo`` on Ray; returns how many finished. A worker failure (a worker process lost)
+    comes back as a failed outcome of its task, never as a crash of the batch."""
     if not todo:
         return 0
-    ray = _ray()
     shipped = job.shippable()
-    _connect(ray, shipped, address)
-    remote = ray.remote(num_cpus=1, max_retries=0)(_remote_run)
-    job_ref = ray.put(shipped)
-    pending = iter(todo)
-    running: dict[Any, tuple[int, Task]] = {}
-    done = 0
-    while True:
-        while len(running) < concurrency and not stop.is_set():
-            item = next(pending, None)
-            if item is None:
-                break
-            running[remote.remote(job_ref, item[1])] = item
-        if not running:
-            break
-        ready, _ = ray.wait(list(running), num_returns=1, timeout=0.2)
-        for ref in ready:
-            index, task = running.pop(ref)
-            try:
-                outcome = ray.get(ref)
-            except Exception as exc:  # the worker died or could not run the task
-                outcome = _failed(task, exc)
-            on_outcome(index, outcome)
-            done += 1
-    return done
+    tasks = {index: task for index, task in todo}
+    return run_each(_run_task, [t for _, t in todo], shared=shipped, indexes=[i for i, _ in todo],
+                    on_result=on_outcome, on_error=lambda i, exc: on_outcome(i, _failed(tasks[i], exc)),
+                    executor="ray", concurrency=concurrency, stop=stop, address=address, env=shipped_env(shipped))
 
 
 def _failed(task: Task, exc: BaseException) -> Outcome:
