@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 from atc.workflows.executors import RAY_INSTALL, run_each
 from atc.workflows.jobs import Job, Outcome
 from atc.workflows.tasks import Task
 
-__all__ = ["run_on_ray", "INSTALL", "shipped_env", "MODEL_VARS"]
+__all__ = ["run_on_ray", "INSTALL", "shipped_env", "worker_env", "MODEL_VARS"]
 
 INSTALL = RAY_INSTALL
 #: Model settings a worker needs to make its client (read there, from the runtime environment).
@@ -32,9 +33,15 @@ MODEL_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ATC_MODEL", "ATC_MODEL_CLIEN
 def shipped_env(job: Job) -> dict[str, str]:
     """The environment the workers need: the model settings, and the variables the toolset's
     credentials name (values read here, on the host that started the batch)."""
+    return worker_env(job.toolset.credentials.values())
+
+
+def worker_env(credential_sources: Iterable[str]) -> dict[str, str]:
+    """``MODEL_VARS`` and the variables that ``env:VAR`` credential sources name, with their
+    values on this host (unset ones left out)."""
     from sandbox.http.credentials import env_var
 
-    names = set(MODEL_VARS) | {env_var(source) for source in job.toolset.credentials.values()}
+    names = set(MODEL_VARS) | {env_var(source) for source in credential_sources}
     return {name: os.environ[name] for name in sorted(names) if os.environ.get(name)}
 
 
