@@ -20,6 +20,7 @@ import pytest
 from atc import examples
 from atc.workflows.replay import stable
 from tests.fakes.openai_server import ScriptedOpenAI
+from tests.test_solve_many import descendants
 
 ROOT = Path(__file__).resolve().parents[1]
 ATC = ROOT / ".venv" / "bin" / "atc"
@@ -30,6 +31,19 @@ TASKS = 20
 def route(body: dict[str, Any]) -> str:
     n = int(re.search(r"\[task (\d+)\]", json.dumps(body["messages"])).group(1))  # type: ignore[union-attr]
     return f"```python\nshops = list_shops(city='city{n}')\nprint('task {n}:', len(shops))\n```"
+
+
+def alive(pids: set[int]) -> set[int]:
+    """Those of ``pids`` that still run (zombies count as gone)."""
+    out = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            out.add(pid)
+    return out
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
@@ -62,8 +76,15 @@ def test_interrupted_resumed_then_replayed_offline(tmp_path: Path) -> None:
             deadline = time.monotonic() + 60
             while (not out.exists() or len(out.read_text().splitlines()) < 6) and time.monotonic() < deadline:
                 time.sleep(0.05)
+            sandboxes = descendants(first.pid)  # its runner processes (a warm pool at least)
+            assert sandboxes
             first.send_signal(signal.SIGINT)
             stdout, stderr = first.communicate(timeout=60)
+            # no leftover sandbox: every process the batch had started is gone with it
+            deadline = time.monotonic() + 10
+            while alive(sandboxes) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not alive(sandboxes)
             assert first.returncode == 130, stderr
             summary = json.loads(stdout)
             assert summary["interrupted"] and summary["not_run"] > 0
