@@ -282,6 +282,7 @@ def _complete(client: ModelClient, messages: list[Message]) -> Completion:
 # -- the loop ---------------------------------------------------------------------------------
 
 
+@tracing.solve_span
 def solve(
     query: str,
     tools: ToolsArg,
@@ -306,22 +307,6 @@ def solve(
     ``client``, else ``model`` and the environment. A missing server URL or an unusable credential
     is a ``ConfigError`` before the model is asked anything.
     ``on_attempt(attempt, number)`` is called after each attempt (for progress output)."""
-    with tracing.span("atc.solve", {"atc.query": query[:500]}) as current:
-        solution = _solve(query, tools, model=model, client=client, max_reflections=max_reflections, limits=limits,
-                          sandbox=sandbox, base_url=base_url, credentials=credentials, top_k=top_k,
-                          on_attempt=on_attempt, backend=backend, validation=validation)
-        tracing.set_attributes(current, {
-            "atc.status": "ok" if solution.ok else "failed", "atc.attempts": len(solution.attempts),
-            "atc.prompt_tokens": solution.usage.prompt_tokens,
-            "atc.completion_tokens": solution.usage.completion_tokens, "atc.llm_calls": solution.usage.llm_calls,
-            "atc.attributed_tool": (solution.error or {}).get("tool"), "atc.duration_ms": solution.duration_ms})
-        return solution
-
-
-def _solve(query: str, tools: ToolsArg, *, model: str | None, client: ModelClient | None, max_reflections: int,
-           limits: Limits | None, sandbox: str | Backend | None, base_url: BaseUrl,
-           credentials: dict[str, str] | None, top_k: int | None, on_attempt: AttemptHook | None,
-           backend: str | Backend | None, validation: Validation) -> Solution:
     started = time.perf_counter()
     if not query or not query.strip():
         raise UsageError("the task is empty", hint='example: atc solve "Which books did Stanislaw Lem write?" --tools spec.json')

@@ -16,17 +16,19 @@ with ``pip install 'atc[otel]'``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 if TYPE_CHECKING:
+    from atc.solving import Solution
     from sandbox.api import Toolset
     from sandbox.http.transport import Reply
     from sandbox.taps import Exchange
 
-__all__ = ["enabled", "span", "set_attributes", "wrap_toolset", "configure", "ToolSpans", "INSTALL"]
+__all__ = ["enabled", "span", "solve_span", "set_attributes", "wrap_toolset", "configure", "ToolSpans", "INSTALL"]
 
 INSTALL = "pip install 'atc[otel]'  (opentelemetry-api and opentelemetry-sdk)"
 _TRACER_NAME = "atc"
@@ -59,6 +61,31 @@ def set_attributes(current: Any, attributes: dict[str, Any]) -> None:
 def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
     """OpenTelemetry takes str, bool, int, float (and lists of them); None is left out."""
     return {k: v if isinstance(v, (str, bool, int, float)) else str(v) for k, v in attributes.items() if v is not None}
+
+
+P = ParamSpec("P")
+
+
+def solve_span(fn: Callable[P, Solution]) -> Callable[P, Solution]:
+    """``atc.solving.solve`` inside an ``atc.solve`` span carrying the outcome, the attempts, the
+    tokens and the attributed tool (a plain call when tracing is off)."""
+
+    @functools.wraps(fn)
+    def traced(*args: P.args, **kwargs: P.kwargs) -> Solution:
+        if not enabled():
+            return fn(*args, **kwargs)
+        query = args[0] if args else kwargs.get("query")
+        with span("atc.solve", {"atc.query": str(query)[:500]}) as current:
+            solution = fn(*args, **kwargs)
+            set_attributes(current, {
+                "atc.status": "ok" if solution.ok else "failed", "atc.attempts": len(solution.attempts),
+                "atc.prompt_tokens": solution.usage.prompt_tokens,
+                "atc.completion_tokens": solution.usage.completion_tokens,
+                "atc.llm_calls": solution.usage.llm_calls, "atc.attributed_tool": (solution.error or {}).get("tool"),
+                "atc.duration_ms": solution.duration_ms})
+            return solution
+
+    return traced
 
 
 class ToolSpans:
