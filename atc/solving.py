@@ -464,13 +464,11 @@ def solve_many(
         raise UsageError("ids must be unique")
     toolset = _toolset(tools, kw.pop("base_url", None), kw.pop("credentials", None), kw.pop("validation", None))
     sandbox = pick_sandbox(kw.pop("sandbox", None), kw.pop("backend", None))
-    unknown = set(kw) - {"model", "client", "max_reflections", "limits", "top_k", "on_attempt"}
-    if unknown:
-        raise UsageError(f"solve_many got unknown keyword(s): {', '.join(sorted(unknown))}")
-    job = Job(toolset, kw.get("limits") or Limits(), sandbox=sandbox,
-              model=kw.get("model"), max_reflections=kw.get("max_reflections", 3), top_k=kw.get("top_k"),
+    named = {k: kw.pop(k) for k in ("model", "client", "max_reflections", "limits", "top_k", "on_attempt") if k in kw}
+    job = Job(toolset, named.get("limits") or Limits(), sandbox=sandbox,
+              model=named.get("model"), max_reflections=named.get("max_reflections", 3), top_k=named.get("top_k"),
               record=str(record) if record else None, replay=str(replay) if replay else None,
-              client=kw.get("client"), on_attempt=kw.get("on_attempt"))
+              client=named.get("client"), on_attempt=named.get("on_attempt"), solve_options=kw)
     tasks = [Task(name, query=query) for name, query in zip(names, queries, strict=True)]
     if not tasks:
         return []

@@ -66,6 +66,8 @@ class Job:
     top_k: int | None = None
     record: str | None = None
     replay: str | None = None
+    #: Further keywords of ``solve`` (as added there), passed through as they are.
+    solve_options: dict[str, Any] = field(default_factory=dict)
     client: ModelClient | None = field(default=None, repr=False)
     on_attempt: Any = field(default=None, repr=False)
 
@@ -161,7 +163,8 @@ class Job:
         try:
             toolset, _ = self._prepare()
             return solve(task.query, toolset, client=self.model_client(), max_reflections=self.max_reflections,
-                         limits=self.limits, sandbox=self.sandbox, top_k=self.top_k, on_attempt=self.on_attempt)
+                         limits=self.limits, sandbox=self.sandbox, top_k=self.top_k, on_attempt=self.on_attempt,
+                         **self.solve_options)
         except Exception as exc:
             return Solution.failed(task.query, exc, duration_ms=(time.perf_counter() - started) * 1000)
 
