@@ -50,6 +50,7 @@ _LAZY: dict[str, str] = {
     "Attempt": "atc.solving",
     # probing
     "probe": "probes.probing",
+    "probe_many": "probes.many",
     "ProbeReport": "probes.report",
     "ProbeSettings": "probes.report",
     # errors

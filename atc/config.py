@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["atc_home", "ModelSettings", "model_settings", "mcp_start_timeout"]
+__all__ = ["atc_home", "ModelSettings", "model_settings", "mcp_start_timeout", "trace_exporter", "ray_address"]
 
 
 def atc_home(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -55,3 +55,16 @@ def mcp_start_timeout(explicit: float | None = None) -> float:
     except ValueError:
         return 30.0
     return value if value > 0 else 30.0
+
+
+def trace_exporter() -> str | None:
+    """``ATC_TRACE``: where the command line sends OpenTelemetry spans (``console``: stderr,
+    ``otlp``: the OTLP exporter, configured by the standard ``OTEL_EXPORTER_OTLP_*`` variables).
+    None: the command line sets up no tracing (a library caller configures its own provider)."""
+    value = (os.environ.get("ATC_TRACE") or "").strip().lower()
+    return value or None
+
+
+def ray_address() -> str | None:
+    """``RAY_ADDRESS``: the Ray cluster of ``--executor ray`` (unset: a local one is started)."""
+    return os.environ.get("RAY_ADDRESS") or None

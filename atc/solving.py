@@ -19,7 +19,6 @@ import asyncio
 import re
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from atc.errors import AtcError, ModelError, UsageError
 from atc.extract import extract_program
 from atc.model import Completion, Message, ModelClient, configured_settings, make_client
 from atc.reflection import ask_model_for_tool, feedback, needs_model_attribution
+from atc.workflows import tracing
 from protocols.model import Collection, Tool
 from sandbox.api import Backend, ExecutionResult, Limits, ToolCall, Toolset
 from sandbox.execute import BaseUrl, Validation, pick_sandbox, prepare
@@ -41,6 +41,8 @@ DEFAULT_TOP_K = 20
 
 ToolsArg = Toolset | Collection | Sequence[Collection] | str | Path
 AttemptHook = Callable[["Attempt", int], None]
+#: ``on_result(index, solution)`` of ``solve_many``: called as each task finishes.
+ResultHook = Callable[[int, "Solution"], None]
 
 
 @dataclass
@@ -123,6 +125,20 @@ class Solution:
             "query": self.query,
             "model": self.model,
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Solution:
+        """A Solution read back from its JSON (a result file of ``solve_many``/``atc batch``):
+        the attempts keep their program, outcome and error, not their full run."""
+        calls = [ToolCall(**{k: v for k, v in c.items() if k in ToolCall.__dataclass_fields__})
+                 for c in d.get("calls") or []]
+        attempts = [Attempt(a.get("program", ""), bool(a.get("ok")), a.get("error"), blamed_tool=a.get("blamed_tool"),
+                            reply=a.get("reply", "")) for a in d.get("attempts") or []]
+        usage = Usage(**{k: int(v) for k, v in (d.get("usage") or {}).items() if k in Usage.__dataclass_fields__})
+        return cls(ok=bool(d.get("ok")), answer=d.get("answer") or "", program=d.get("program") or "",
+                   attempts=attempts, calls=calls, usage=usage, tools=list(d.get("tools") or []),
+                   sandbox=d.get("sandbox"), duration_ms=float(d.get("duration_ms") or 0.0), error=d.get("error"),
+                   query=d.get("query") or "", model=d.get("model"))
 
     @classmethod
     def failed(cls, query: str, exc: BaseException, *, duration_ms: float = 0.0) -> Solution:
@@ -209,7 +225,13 @@ def choose_tools(query: str, toolset: Toolset, top_k: int | None = None) -> list
 def _run(program: str, toolset: Toolset, limits: Limits, backend: Backend) -> ExecutionResult:
     from sandbox.execute import run
 
-    return run(program, toolset, limits, sandbox=backend)
+    with tracing.span("atc.sandbox.run", {"atc.sandbox": getattr(backend, "name", None)}) as current:
+        result = run(program, toolset, limits, sandbox=backend)
+        tracing.set_attributes(current, {
+            "atc.status": "ok" if result.ok else "failed", "atc.duration_ms": result.duration_ms,
+            "atc.calls": len(result.calls), "atc.error.type": result.error.type if result.error else None,
+            "atc.attributed_tool": result.error.tool if result.error else None})
+        return result
 
 
 def _simple_error(kind: str, message: str) -> dict[str, Any]:
@@ -259,9 +281,18 @@ def _assistant_turn(attempt: Attempt) -> Message:
     return {"role": "assistant", "content": attempt.reply[-4000:] or "(empty reply)"}
 
 
+def _complete(client: ModelClient, messages: list[Message]) -> Completion:
+    with tracing.span("atc.model", {"atc.model": getattr(client, "model", None)}) as current:
+        completion = client.complete(messages)
+        tracing.set_attributes(current, {"atc.prompt_tokens": completion.prompt_tokens,
+                                         "atc.completion_tokens": completion.completion_tokens})
+        return completion
+
+
 # -- the loop ---------------------------------------------------------------------------------
 
 
+@tracing.solve_span
 def solve(
     query: str,
     tools: ToolsArg,
@@ -291,7 +322,7 @@ def solve(
         raise UsageError("the task is empty", hint='example: atc solve "Which books did Stanislaw Lem write?" --tools spec.json')
     if max_reflections < 0:
         raise UsageError("--max-reflections must be 0 or more")
-    toolset = _toolset(tools, base_url, credentials, validation)
+    toolset = tracing.wrap_toolset(_toolset(tools, base_url, credentials, validation))
     from sandbox.execute import check_toolset
 
     check_toolset(toolset)
@@ -317,15 +348,24 @@ def solve(
     sandbox_name: str | None = None
     model_error: ModelError | None = None
     for number in range(1, max_reflections + 2):
+        attempt_span = tracing.span("atc.attempt", {"atc.attempt": number})
+        current = attempt_span.__enter__()
         try:
-            completion = client.complete(messages)
+            completion = _complete(client, messages)
         except ModelError as exc:
+            attempt_span.__exit__(None, None, None)
             if not attempts:  # nothing to keep: the caller (the CLI) reports it as it is
                 raise
             model_error = exc  # keep the attempts made so far instead of losing them
             break
         usage.add(completion)
-        attempt = _attempt(completion.text, toolset, limits, runner)
+        try:
+            attempt = _attempt(completion.text, toolset, limits, runner)
+            tracing.set_attributes(current, {"atc.status": "ok" if attempt.ok else "failed",
+                                             "atc.error.type": (attempt.error or {}).get("type"),
+                                             "atc.attributed_tool": attempt.blamed_tool})
+        finally:
+            attempt_span.__exit__(None, None, None)
         attempts.append(attempt)
         if attempt.result is not None:
             sandbox_name = attempt.result.sandbox
@@ -394,25 +434,70 @@ async def asolve(
     )
 
 
-def solve_many(queries: Sequence[str], tools: ToolsArg, *, concurrency: int = 8, **kw: Any) -> list[Solution]:
+def solve_many(
+    queries: Sequence[str],
+    tools: ToolsArg,
+    *,
+    concurrency: int = 8,
+    ids: Sequence[str | int] | None = None,
+    out: str | Path | None = None,
+    on_result: ResultHook | None = None,
+    executor: str = "local",
+    record: str | Path | None = None,
+    replay: str | Path | None = None,
+    **kw: Any,
+) -> list[Solution]:
     """Solve many tasks at once, at most ``concurrency`` at a time (so at most that many
     sandboxes run together); results come back in the order of ``queries``. A task that raises
     becomes a ``Solution`` with ``ok`` False and the error, never sinking the batch. Missing model
-    configuration is raised at once, since no task could run."""
+    configuration is raised at once, since no task could run.
+
+    ``out``: a JSON Lines file where each finished task's line (``{"id", ...solve --json}``) is
+    appended and fsynced as it finishes; tasks whose id is already there are not run again (their
+    Solution is read back from the file), so an interrupted call resumes where it stopped. ``ids``
+    name the tasks (default: their index). ``on_result(index, solution)`` is called as each task
+    finishes (progress). ``executor``: ``"local"`` (threads here) or ``"ray"`` (a Ray cluster:
+    ``RAY_ADDRESS``, else a local one; the model client is made on each worker from ``model`` and
+    its environment). ``record``/``replay``: a directory to record the tools' and the model's
+    answers into, or to answer from (``atc.workflows.replay``). Other keywords are ``solve``'s."""
+    from atc.workflows.batch import run_batch
+    from atc.workflows.jobs import Job, Outcome
+    from atc.workflows.outfile import ResultLog
+    from atc.workflows.tasks import Task
+
     if concurrency < 1:
         raise UsageError("concurrency must be at least 1")
-    if kw.get("client") is None:
-        kw["client"] = make_client(kw.pop("model", None))
+    if ids is not None and len(ids) != len(queries):
+        raise UsageError(f"ids has {len(ids)} items for {len(queries)} queries")
+    names = list(ids) if ids is not None else list(range(len(queries)))
+    if len({str(i) for i in names}) != len(names):
+        raise UsageError("ids must be unique")
     toolset = _toolset(tools, kw.pop("base_url", None), kw.pop("credentials", None), kw.pop("validation", None))
-
-    def one(query: str) -> Solution:
-        started = time.perf_counter()
-        try:
-            return solve(query, toolset, **kw)
-        except Exception as exc:
-            return Solution.failed(query, exc, duration_ms=(time.perf_counter() - started) * 1000)
-
-    if not queries:
+    sandbox = pick_sandbox(kw.pop("sandbox", None), kw.pop("backend", None))
+    named = {k: kw.pop(k) for k in ("model", "client", "max_reflections", "limits", "top_k", "on_attempt") if k in kw}
+    job = Job(toolset, named.get("limits") or Limits(), sandbox=sandbox,
+              model=named.get("model"), max_reflections=named.get("max_reflections", 3), top_k=named.get("top_k"),
+              record=str(record) if record else None, replay=str(replay) if replay else None,
+              client=named.get("client"), on_attempt=named.get("on_attempt"), solve_options=kw)
+    tasks = [Task(name, query=query) for name, query in zip(names, queries, strict=True)]
+    if not tasks:
         return []
-    with ThreadPoolExecutor(max_workers=min(concurrency, len(queries)), thread_name_prefix="atc-solve") as pool:
-        return list(pool.map(one, queries))
+    results: list[Solution | None] = [None] * len(tasks)
+
+    def finished(index: int, outcome: Outcome) -> None:
+        assert isinstance(outcome.result, Solution)
+        results[index] = outcome.result
+        if on_result is not None:
+            on_result(index, outcome.result)
+
+    log = ResultLog(out) if out is not None else None
+    try:
+        run_batch(tasks, job, log=log, concurrency=concurrency, executor=executor, on_outcome=finished)
+    finally:
+        if log is not None:
+            log.close()
+    for index, task in enumerate(tasks):
+        if results[index] is None and log is not None and task.key in log.done:
+            results[index] = Solution.from_dict(log.done[task.key])
+    return [r if r is not None else Solution.failed(t.query or "", UsageError("not run"))
+            for r, t in zip(results, tasks, strict=True)]

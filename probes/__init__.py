@@ -19,12 +19,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from probes.many import probe_many
     from probes.probing import probe
     from probes.report import ProbeInterrupted, ProbeReport, ProbeSettings, ToolReport
     from probes.safety import Safety, call_safety
 
 _LAZY: dict[str, str] = {
     "probe": "probes.probing",
+    "probe_many": "probes.many",
     "ProbeReport": "probes.report",
     "ToolReport": "probes.report",
     "ProbeSettings": "probes.report",
@@ -33,7 +35,7 @@ _LAZY: dict[str, str] = {
     "Safety": "probes.safety",
 }
 
-__all__ = ["ProbeInterrupted", "ProbeReport", "ProbeSettings", "Safety", "ToolReport", "call_safety", "probe"]
+__all__ = ["ProbeInterrupted", "ProbeReport", "ProbeSettings", "Safety", "ToolReport", "call_safety", "probe", "probe_many"]
 
 
 def __getattr__(name: str) -> Any:

@@ -21,9 +21,10 @@ ERROR_TYPES = ("Timeout", "MemoryLimit", "CallBudget", "OutputLimit", "SandboxEr
 #: Values of ``ToolCall.failure``: refused before sending (``arguments``, ``config``, ``budget``),
 #: sent without an answer (``connect``, ``timeout``, ``request``), answered unusably
 #: (``response``: too large, undecodable), or answered with an error (``http``, ``redirect``; an MCP
-#: server: ``tool`` for an ``isError`` result, ``protocol`` for a JSON-RPC error or a malformed answer).
+#: server: ``tool`` for an ``isError`` result, ``protocol`` for a JSON-RPC error or a malformed answer);
+#: ``unrecorded``: a replay (``--replay``) has no recorded answer for the call.
 FAILURE_KINDS = ("arguments", "config", "budget", "connect", "timeout", "request", "response", "http", "redirect",
-                 "tool", "protocol")
+                 "tool", "protocol", "unrecorded")
 #: How the gateway checks a call's arguments against the tool's schema: ``strict`` refuses a call
 #: that does not conform; ``warn`` sends it and records what failed in ``ToolCall.warnings``;
 #: ``off`` sends it unchecked.
@@ -175,6 +176,9 @@ class Toolset:
     base_urls: dict[str, str] = field(default_factory=dict)
     validation: str = "strict"
     validations: dict[str, str] = field(default_factory=dict)
+    #: Wrappers of every tool call's exchange with its API (``sandbox.taps``: record, replay,
+    #: tracing), outermost first. Not part of what the tools are: left out of comparisons.
+    taps: tuple[Any, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         self._tools: dict[str, Tool] = {}

@@ -239,6 +239,7 @@ def as_toolset(tools: Toolset | Collection | str | Sequence[Collection | str], *
         base_urls={**(base.base_urls if base else {}), **urls},
         validation=one_mode or (base.validation if base else "strict"),
         validations={**(base.validations if base else {}), **modes},
+        taps=base.taps if base else (),
     )
 
 

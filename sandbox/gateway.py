@@ -310,7 +310,7 @@ class Gateway:
                 raise ToolError(f"{name}: arguments must be keyword arguments", tool=name)
             args, extra_query = self._split(spec, args)
             self._validate(spec, args, record)
-            reply = self._exchange(spec, args, extra_query)
+            reply = self._tapped(spec, args, extra_query)
             reply.data, record.redacted = self._scrub(reply.data, reply.raw)
             self._scrub_reply(reply, record)
             record.status, record.response, record.headers = reply.status, reply.data, reply.headers
@@ -360,6 +360,39 @@ class Gateway:
         if tool.method == "MCP":
             return self.mcp.send(tool, args, extra_query)
         return self.http.send(tool, args, extra_query)
+
+    def _tapped(self, tool: Tool, args: dict[str, Any], extra_query: dict[str, Any] | None) -> Reply:
+        """``_exchange`` through the toolset's taps (``sandbox.taps``: record, replay, tracing)."""
+        taps = self.toolset.taps
+        if not taps:
+            return self._exchange(tool, args, extra_query)
+        from sandbox.taps import Exchange
+
+        def send_through(index: int) -> Reply:
+            if index == len(taps):
+                return self._exchange(tool, args, extra_query)
+            reply: Reply = taps[index].exchange(Exchange(
+                tool, args, extra_query, lambda: send_through(index + 1), self._redacted, self._redacted_text))
+            return reply
+
+        return send_through(0)
+
+    def _redacted(self, reply: Reply) -> Reply:
+        """A copy of ``reply`` with the host's secrets taken out (what a recording may keep)."""
+        import copy
+
+        out = copy.copy(reply)
+        out.data, _ = self._scrub(reply.data, reply.raw)
+        redactor = self.redactor()
+        if redactor:
+            out.headers = {k: redactor.text(v)[0] for k, v in reply.headers.items()}
+            out.redirects = [{k: redactor.text(v)[0] if isinstance(v, str) else v for k, v in h.items()}
+                             for h in reply.redirects]
+        return out
+
+    def _redacted_text(self, text: str) -> str:
+        redactor = self.redactor()
+        return redactor.text(text)[0] if redactor else text
 
     # -- secrets --------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from atc.errors import AtcError, UsageError
 
 __all__ = ["main", "build_parser"]
 
-COMMAND_MODULES = ("tools", "run", "solve", "probe", "mock", "sandbox")
+COMMAND_MODULES = ("tools", "run", "solve", "batch", "probe", "mock", "sandbox")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -80,6 +80,13 @@ def _main(argv: list[str]) -> int:
     want_json = "--json" in argv
     debug = "--debug" in argv
     try:
+        from atc.config import trace_exporter
+
+        exporter = trace_exporter()
+        if exporter:  # ATC_TRACE: only then is OpenTelemetry imported at all
+            from atc.workflows.tracing import configure
+
+            configure(exporter)
         parser = build_parser()
         args = parser.parse_args(argv)
         if not getattr(args, "handler", None):

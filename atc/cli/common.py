@@ -14,9 +14,10 @@ from atc.config import atc_home
 from atc.errors import UsageError
 
 if TYPE_CHECKING:  # imported by the handlers that use them: ``atc --help`` needs neither
+    from atc.workflows.replay import Recording
     from sandbox.api import Limits, Toolset
 
-__all__ = ["add_run_options", "limits_from_args", "toolset_from_args", "load_collections", "print_json",
+__all__ = ["add_run_options", "recording_from_args", "limits_from_args", "toolset_from_args", "load_collections", "print_json",
            "terminal_safe"]
 
 _CREDENTIAL = re.compile(r"^(?P<scheme>[^=]+)=env:(?P<var>[A-Za-z_][A-Za-z0-9_]*)$")
@@ -50,6 +51,19 @@ def add_run_options(p: argparse.ArgumentParser, *, tools_flag: bool = True, max_
                    help="wall clock for one tool call, redirects and body included (30)")
     p.add_argument("--max-response-bytes", type=int, default=5_000_000, metavar="N",
                    help="largest response body of one call, compressed and decompressed (5000000)")
+    p.add_argument("--record", metavar="DIR", default=None,
+                   help="record every tool answer (after redaction: no secret is stored) and model answer in DIR")
+    p.add_argument("--replay", metavar="DIR", default=None,
+                   help="answer tool calls and model requests from a recording in DIR: no network, no model")
+
+
+def recording_from_args(args: argparse.Namespace) -> Recording | None:
+    """The recording of ``--record DIR`` / ``--replay DIR`` (None without either)."""
+    if not (getattr(args, "record", None) or getattr(args, "replay", None)):
+        return None
+    from atc.workflows.replay import open_recording
+
+    return open_recording(args.record, args.replay)
 
 
 def limits_from_args(args: argparse.Namespace) -> Limits:

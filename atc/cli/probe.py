@@ -79,6 +79,27 @@ def _summary(report: Any) -> str:
     return line
 
 
+def _recorded(args: argparse.Namespace, toolset: Any) -> tuple[Any, Any, bool]:
+    """``--record``/``--replay``: the toolset tapped, and the model client recorded or replayed
+    (None: no model, or the one probe picks itself)."""
+    from atc.cli.common import recording_from_args
+    from atc.errors import ConfigError
+
+    recording = recording_from_args(args)
+    if recording is None:
+        return toolset, None, False
+    client = None
+    if not args.no_llm:
+        if recording.mode == "replay":
+            client = recording.wrap_client(None, args.model) if len(recording.model) else None
+        else:
+            try:
+                client = recording.wrap_client(None, args.model)
+            except ConfigError:
+                client = None  # no model configured: probe without one, as it would anyway
+    return recording.wrap_toolset(toolset), client, recording.mode == "replay" and client is None
+
+
 def _handle(args: argparse.Namespace) -> int:
     from probes.probing import probe
     from probes.report import ProbeInterrupted, ProbeSettings
@@ -94,8 +115,13 @@ def _handle(args: argparse.Namespace) -> int:
         toolset = toolset_from_args(args)
         if progress is not None:
             progress.total = len(toolset.tools)
-        report = probe(toolset, settings=settings, model=args.model, sandbox=args.sandbox, out=args.out,
-                       update=args.update, on_event=progress)
+        toolset, client, offline = _recorded(args, toolset)
+        if offline:  # a replay without recorded model answers: the model is not asked
+            import dataclasses
+
+            settings = dataclasses.replace(settings, use_llm=False)
+        report = probe(toolset, settings=settings, model=args.model, client=client, sandbox=args.sandbox,
+                       out=args.out, update=args.update, on_event=progress)
     except ProbeInterrupted as stop:
         report = stop.report
         if args.json:

@@ -13,7 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from atc.cli.common import add_run_options, limits_from_args, print_json, toolset_from_args
+from atc.cli.common import (
+    add_run_options,
+    limits_from_args,
+    print_json,
+    recording_from_args,
+    toolset_from_args,
+)
 from atc.errors import UsageError
 
 __all__ = ["register", "format_error"]
@@ -64,9 +70,18 @@ def _run(args: argparse.Namespace) -> int:
     # One program: a sandbox of its own starts exactly one runner, while the tools are loaded.
     pending = prepare(args.sandbox, limits, one_shot=True)
     toolset = toolset_from_args(args)
-    result = run(program, toolset, limits, sandbox=pending.backend())
+    recording = recording_from_args(args)
+    if recording is not None:
+        toolset = recording.wrap_toolset(toolset)
+    from atc.workflows import tracing
+
+    with tracing.span("atc.sandbox.run", {"atc.sandbox": args.sandbox}) as current:
+        result = run(program, tracing.wrap_toolset(toolset), limits, sandbox=pending.backend())
+        tracing.set_attributes(current, {"atc.status": "ok" if result.ok else "failed",
+                                         "atc.attributed_tool": result.error.tool if result.error else None})
+    missing = len(recording.missing) if recording is not None else 0
     if args.json:
-        print_json(result.to_dict())
+        print_json({**result.to_dict(), **({"unrecorded": missing} if missing else {})})
     else:
         sys.stdout.write(result.answer)
         if result.answer and not result.answer.endswith("\n"):

@@ -10,7 +10,13 @@ import argparse
 import sys
 from typing import Any
 
-from atc.cli.common import add_run_options, limits_from_args, print_json, toolset_from_args
+from atc.cli.common import (
+    add_run_options,
+    limits_from_args,
+    print_json,
+    recording_from_args,
+    toolset_from_args,
+)
 from atc.errors import UsageError
 
 __all__ = ["register"]
@@ -59,9 +65,15 @@ def _handle(args: argparse.Namespace) -> int:
         raise UsageError("the task is empty", hint='example: atc solve "Which books did Lem write?" --tools spec.json')
     limits = limits_from_args(args)
     toolset = toolset_from_args(args)
+    recording = recording_from_args(args)
+    client = None
+    if recording is not None:
+        toolset = recording.wrap_toolset(toolset)
+        client = recording.wrap_client(None, args.model)
     solution = solve(
         args.query,
         toolset,
+        client=client,
         model=args.model,
         max_reflections=args.max_reflections,
         limits=limits,
@@ -69,9 +81,12 @@ def _handle(args: argparse.Namespace) -> int:
         top_k=args.top_k,
         on_attempt=None if args.json else _progress,
     )
+    missing = len(recording.missing) if recording is not None else 0
     if args.json:
-        print_json(solution.to_dict())
+        print_json({**solution.to_dict(), **({"unrecorded": missing} if missing else {})})
         return 0 if solution.ok else 1
+    if missing:
+        sys.stderr.write(f"atc: {missing} request(s) had no recorded answer in {args.replay}\n")
     if solution.ok:
         sys.stdout.write(solution.answer if solution.answer.endswith("\n") else solution.answer + "\n")
         return 0

@@ -5,12 +5,14 @@ text), a ``Reply`` (an HTTP status with an error body, e.g. 429 or 500), or a ca
 request body and returning either (for routing many concurrent tasks by a marker in their text).
 A ``router`` may be set instead of a queue. Every request body is recorded (``requests``), and
 every answer carries ``usage`` (tokens estimated as characters / 4), so tests can check what the
-model was asked and what atc counted.
+model was asked and what atc counted. ``delay`` makes every answer take that long (a model's
+latency, for benchmarks).
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -41,9 +43,11 @@ def _tokens(text: str) -> int:
 class ScriptedOpenAI:
     """The server. Use as a context manager; ``base_url`` ends in ``/v1`` as clients expect."""
 
-    def __init__(self, replies: list[Script] | None = None, *, router: Callable[[dict[str, Any]], str | Reply] | None = None) -> None:
+    def __init__(self, replies: list[Script] | None = None, *, router: Callable[[dict[str, Any]], str | Reply] | None = None,
+                 delay: float = 0.0) -> None:
         self.queue: deque[Script] = deque(replies or [])
         self.router = router
+        self.delay = delay  # seconds each answer takes (a model's latency, for benchmarks)
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -86,6 +90,12 @@ class ScriptedOpenAI:
             def log_message(self, *a: Any) -> None:
                 pass
 
+            def setup(self) -> None:
+                super().setup()
+                # headers and body go out in two writes: without this, Nagle's algorithm and the
+                # client's delayed ACK add ~40 ms to every keep-alive request
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
             def _send(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
                 data = json.dumps(obj).encode()
                 self.send_response(status)
@@ -106,6 +116,8 @@ class ScriptedOpenAI:
                 except ValueError:
                     return self._send(400, {"error": {"message": "body is not JSON", "type": "invalid_request"}})
                 reply = server._next(body)
+                if server.delay:
+                    time.sleep(server.delay)
                 if reply.status >= 400:
                     return self._send(reply.status, {"error": {"message": reply.text or f"scripted {reply.status}",
                                                                "type": "scripted", "code": reply.status}},

@@ -1,0 +1,154 @@
+"""OpenTelemetry spans, when OpenTelemetry is there and wanted; otherwise nothing at all.
+
+The spans nest as a user reads a run: ``atc.solve`` -> ``atc.attempt`` -> ``atc.model`` (one
+completion) and ``atc.sandbox.run`` (one program) -> ``atc.tool`` (one call), under ``atc.task``
+in a batch. Attributes are the ones people filter on: ``atc.tool``, ``atc.status`` (ok / failed /
+the HTTP status), ``atc.duration_ms``, ``atc.prompt_tokens`` / ``atc.completion_tokens``,
+``atc.attributed_tool`` (the tool a failure is traced to), ``atc.error.type``.
+
+Tracing is on when the application has imported ``opentelemetry.trace`` (it set up a tracer
+provider: atc adds its spans to that), or when the command line was asked to with ``ATC_TRACE``
+(``console`` or ``otlp``; ``atc.cli`` calls ``configure``). Otherwise every function here is a
+cheap no-op and OpenTelemetry is never imported: the command line pays nothing for it. Install
+with ``pip install 'atc[otel]'``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, ParamSpec
+
+if TYPE_CHECKING:
+    from atc.solving import Solution
+    from sandbox.api import Toolset
+    from sandbox.http.transport import Reply
+    from sandbox.taps import Exchange
+
+__all__ = ["enabled", "span", "solve_span", "set_attributes", "wrap_toolset", "configure", "ToolSpans", "INSTALL"]
+
+INSTALL = "pip install 'atc[otel]'  (opentelemetry-api and opentelemetry-sdk)"
+_TRACER_NAME = "atc"
+
+
+def enabled() -> bool:
+    """Is anyone listening? (``opentelemetry.trace`` imported by the application or by ``configure``)."""
+    return "opentelemetry.trace" in sys.modules
+
+
+@contextlib.contextmanager
+def span(name: str, attributes: dict[str, Any] | None = None) -> Iterator[Any]:
+    """A span as the current one (None when tracing is off). An exception passing through marks
+    it failed and is re-raised."""
+    if not enabled():
+        yield None
+        return
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer(_TRACER_NAME)
+    with tracer.start_as_current_span(name, attributes=_clean(attributes or {})) as current:
+        yield current
+
+
+def set_attributes(current: Any, attributes: dict[str, Any]) -> None:
+    if current is not None:
+        current.set_attributes(_clean(attributes))
+
+
+def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
+    """OpenTelemetry takes str, bool, int, float (and lists of them); None is left out."""
+    return {k: v if isinstance(v, (str, bool, int, float)) else str(v) for k, v in attributes.items() if v is not None}
+
+
+P = ParamSpec("P")
+
+
+def solve_span(fn: Callable[P, Solution]) -> Callable[P, Solution]:
+    """``atc.solving.solve`` inside an ``atc.solve`` span carrying the outcome, the attempts, the
+    tokens and the attributed tool (a plain call when tracing is off)."""
+
+    @functools.wraps(fn)
+    def traced(*args: P.args, **kwargs: P.kwargs) -> Solution:
+        if not enabled():
+            return fn(*args, **kwargs)
+        query = args[0] if args else kwargs.get("query")
+        with span("atc.solve", {"atc.query": str(query)[:500]}) as current:
+            solution = fn(*args, **kwargs)
+            set_attributes(current, {
+                "atc.status": "ok" if solution.ok else "failed", "atc.attempts": len(solution.attempts),
+                "atc.prompt_tokens": solution.usage.prompt_tokens,
+                "atc.completion_tokens": solution.usage.completion_tokens,
+                "atc.llm_calls": solution.usage.llm_calls, "atc.attributed_tool": (solution.error or {}).get("tool"),
+                "atc.duration_ms": solution.duration_ms})
+            return solution
+
+    return traced
+
+
+class ToolSpans:
+    """A ``sandbox.taps.Tap``: one ``atc.tool`` span per call that reaches a transport."""
+
+    def exchange(self, call: Exchange) -> Reply:
+        from sandbox.http.transport import SendFailure
+
+        started = time.perf_counter()
+        with span("atc.tool", {"atc.tool": call.tool.name, "http.request.method": call.tool.method.upper(),
+                               "url.template": call.tool.path}) as current:
+            try:
+                reply = call.send()
+            except SendFailure as exc:
+                set_attributes(current, {"atc.status": "failed", "atc.failure": exc.failure,
+                                         "atc.duration_ms": (time.perf_counter() - started) * 1000})
+                raise
+            set_attributes(current, {"atc.status": "ok" if 200 <= reply.status < 300 else "failed",
+                                     "http.response.status_code": reply.status,
+                                     "atc.duration_ms": (time.perf_counter() - started) * 1000})
+            return reply
+
+
+def wrap_toolset(toolset: Toolset) -> Toolset:
+    """``toolset`` with a ``ToolSpans`` tap when tracing is on (outermost, so that replayed calls
+    get their spans too); the same toolset otherwise, or when it has one already."""
+    if not enabled() or any(isinstance(t, ToolSpans) for t in toolset.taps):
+        return toolset
+    import dataclasses
+
+    return dataclasses.replace(toolset, taps=(ToolSpans(), *toolset.taps))
+
+
+def configure(exporter: str) -> None:
+    """Set up a tracer provider for the command line (``ATC_TRACE``): ``console`` prints finished
+    spans as JSON on stderr; ``otlp`` sends them with the OTLP exporter (its own
+    ``OTEL_EXPORTER_OTLP_*`` settings). ``ConfigError`` with the install command when missing."""
+    from atc.errors import ConfigError
+
+    try:
+        from opentelemetry import trace
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
+            ConsoleSpanExporter,
+            SimpleSpanProcessor,
+        )
+    except ImportError as exc:
+        raise ConfigError("ATC_TRACE is set but OpenTelemetry is not installed", hint=INSTALL) from exc
+    provider = TracerProvider(resource=Resource.create({"service.name": "atc"}))
+    if exporter == "console":
+        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
+    elif exporter == "otlp":
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        except ImportError as exc:
+            raise ConfigError("ATC_TRACE=otlp needs the OTLP exporter",
+                              hint="pip install opentelemetry-exporter-otlp-proto-http") from exc
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    else:
+        raise ConfigError(f"unknown ATC_TRACE value {exporter!r}", hint="use console or otlp")
+    trace.set_tracer_provider(provider)
+    import atexit
+
+    atexit.register(provider.shutdown)
