@@ -103,7 +103,9 @@ class ToolSpans:
                 set_attributes(current, {"atc.status": "failed", "atc.failure": exc.failure,
                                          "atc.duration_ms": (time.perf_counter() - started) * 1000})
                 raise
-            set_attributes(current, {"atc.status": "ok" if 200 <= reply.status < 300 else "failed",
+            # An MCP reply has no HTTP status: it failed by raising, so an answer is a success.
+            ok = reply.status is None or 200 <= reply.status < 300
+            set_attributes(current, {"atc.status": "ok" if ok else "failed",
                                      "http.response.status_code": reply.status,
                                      "atc.duration_ms": (time.perf_counter() - started) * 1000})
             return reply
