@@ -70,7 +70,9 @@ class Embedder(Protocol):
     float32 array of shape ``(len(texts), dim)`` whose rows have L2 norm 1."""
 
     name: str
-    dim: int
+
+    @property
+    def dim(self) -> int: ...  # read-only: a plain attribute satisfies it; a remote model learns it late
 
     def embed(self, texts: Sequence[str]) -> numpy.ndarray: ...
 
