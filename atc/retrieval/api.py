@@ -1,0 +1,75 @@
+"""Picking and running a retriever: what ``atc tools search``, ``atc solve`` and ``atc.search`` call.
+
+``retriever=None`` is the automatic choice: ``hybrid`` when an embedder is available and the
+corpus has (or, for an in-memory corpus, can compute and cache) its vectors, else ``bm25``. The
+result's ``retriever`` field says what ran.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from atc.retrieval.base import Embedder, Retriever, SearchResult, factory
+from atc.retrieval.corpus import Corpus, MemoryCorpus
+from protocols.model import Tool
+
+__all__ = ["make_retriever", "search", "store_corpus", "load_builtins", "AUTO"]
+
+AUTO = "auto"
+#: Modules whose import registers the built-in retrievers (the model-based ones may be absent).
+_BUILTINS = ("atc.retrieval.hybrid", "atc.retrieval.reinvoke", "atc.retrieval.anytool")
+
+
+def load_builtins() -> None:
+    for module in _BUILTINS:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+
+
+def store_corpus(home: Path, embedder: Embedder | None = None) -> Corpus:
+    """The persistent index of the store in ``home``, brought up to date if the store changed."""
+    from atc.retrieval.index import open_index
+
+    return open_index(home, embedder=embedder)
+
+
+def make_retriever(name: str | None, corpus: Corpus, *, embedder: Embedder | None = None,
+                   **options: Any) -> Retriever:
+    """The retriever ``name`` over ``corpus`` (None or ``"auto"``: see the module doc). Options
+    (``client`` for the model-based ones...) go to the factory as keywords."""
+    load_builtins()
+    if name in (None, "", AUTO):
+        from atc.retrieval.embedders import make_embedder
+
+        emb = embedder or make_embedder()
+        if emb is not None:
+            compute = isinstance(corpus, MemoryCorpus)
+            if corpus.vectors(emb, compute=compute) is not None:
+                return factory("hybrid")(corpus=corpus, embedder=emb, **options)
+        return factory("bm25")(corpus=corpus, **options)
+    make = factory(name)
+    return make(corpus=corpus, embedder=embedder, **options)
+
+
+def search(query: str, tools: Sequence[Tool] | None = None, k: int = 5, retriever: str | None = None, *,
+           home: Path | str | None = None, embedder: Embedder | None = None, **options: Any) -> SearchResult:
+    """The ``k`` tools most relevant to ``query``: among ``tools``, or (None) every tool of the store
+    in ``home`` (default ``ATC_HOME``), ranked by ``retriever`` (None: automatic)."""
+    from atc.config import atc_home
+    from atc.errors import UsageError
+
+    if k < 1:
+        raise UsageError("k must be at least 1")
+    if not query or not query.strip():
+        raise UsageError("the query is empty")
+    where = atc_home(home)
+    corpus: Corpus = MemoryCorpus(tools, home=where) if tools is not None else store_corpus(where, embedder)
+    if corpus.n == 0:
+        return SearchResult(hits=[], retriever=retriever or "bm25")
+    return make_retriever(retriever, corpus, embedder=embedder, **options).search(query, k)
