@@ -47,6 +47,9 @@ def make_retriever(name: str | None, corpus: Corpus, *, embedder: Embedder | Non
     if name in (None, "", AUTO):
         from atc.retrieval.embedders import make_embedder
 
+        if embedder is None and getattr(corpus, "embedder", "") is None:
+            # A stored index without vectors: BM25, without loading an embedding model at all.
+            return factory("bm25")(corpus=corpus, **options)
         emb = embedder or make_embedder()
         if emb is not None:
             compute = isinstance(corpus, MemoryCorpus)
