@@ -28,7 +28,8 @@ _LAZY: dict[str, str] = {
     "Store": "protocols.store",
     "load": "protocols.loaders",
     "load_spec": "protocols.loaders",
-    "search": "protocols.bm25",
+    "search": "atc.retrieval.api",
+    "SearchResult": "atc.retrieval.base",
     "render_compact": "protocols.render",
     "render_full": "protocols.render",
     # sandbox

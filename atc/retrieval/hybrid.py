@@ -58,10 +58,14 @@ def expand(corpus: Corpus, ranked: Sequence[tuple[int, float]], k: int) -> list[
 
 
 def _hits(corpus: Corpus, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
+    from atc.retrieval.corpus import MemoryCorpus
+
+    in_memory = isinstance(corpus, MemoryCorpus)  # the store's tools are read only when asked for
     out = []
     for i, score in ranked:
         d = corpus.doc(i)
-        out.append(Hit(collection=d.collection, name=d.name, score=float(score), description=d.summary))
+        out.append(Hit(collection=d.collection, name=d.name, score=float(score), description=d.summary,
+                       tool=corpus.tool(i) if in_memory else None))
     return out
 
 

@@ -1,0 +1,162 @@
+"""The persistent retrieval index: BM25F files, incremental updates, atomic switch, embeddings cache.
+
+Embeddings come from a real HTTP server on 127.0.0.1 (tests/fakes/embedding_server.py) through
+atc's OpenAI-compatible client, so request counts show what was (not) embedded again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from atc.errors import ConfigError, ModelError
+from atc.retrieval.api import make_retriever, search
+from atc.retrieval.corpus import MemoryCorpus, doc_of, humanize
+from atc.retrieval.embedders import RemoteEmbedder, make_embedder
+from atc.retrieval.index import index_dir, open_index, update_index
+from atc.retrieval.lexical import LexicalIndex
+from protocols import Collection, Tool
+from protocols.store import Store
+from tests.fakes.embedding_server import FakeEmbeddings
+
+
+def _tools(collection: str, words: list[str]) -> list[Tool]:
+    return [Tool(name=f"get_{w}_info", collection=collection, path=f"/{w}", description=f"Details about a {w}.")
+            for w in words]
+
+
+def _coll(name: str, words: list[str]) -> Collection:
+    return Collection(name=name, tools=_tools(name, words), source="test", source_format="openapi-3.0")
+
+
+@pytest.fixture()
+def emb_server() -> FakeEmbeddings:
+    with FakeEmbeddings(dim=32) as server:
+        yield server
+
+
+def test_humanize_and_documents() -> None:
+    assert humanize("getMovieCredits") == "get movie credits"
+    assert humanize("get_movie_movie_id_credits") == "get movie movie id credits"
+    d = doc_of(Tool(name="searchArtist", collection="c", path="/artists/{id}", description="Find artists.",
+                    parameters={"type": "object", "properties": {"artist_name": {}}}))
+    assert d.fields["name"] == "search artist" and d.fields["params"] == "artist name"
+    assert d.dense_text.startswith("search artist: Find artists.")
+
+
+def test_lexical_roundtrip_and_field_weights(tmp_path: Path) -> None:
+    tools = [Tool(name="weather_now", collection="c", description="Current conditions for a city."),
+             Tool(name="city_guide", collection="c", description="Tips about the weather and places to see.")]
+    docs = MemoryCorpus(tools).docs
+    built = LexicalIndex.build(docs)
+    scores = built.scores("weather")
+    assert scores[0] > scores[1] > 0  # a word of the name weighs more than one of the description
+    built.save(tmp_path)
+    opened = LexicalIndex.open(tmp_path)
+    assert opened.scores("weather city tips") == pytest.approx(built.scores("weather city tips"))
+    assert opened.scores("nothing matches") == {}
+
+
+def test_index_persists_and_updates_incrementally(emb_server: FakeEmbeddings, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    store = Store(home)
+    emb = RemoteEmbedder("fake", emb_server.base_url, batch_size=3)
+    store.add(_coll("zoo", ["lion", "tiger", "zebra", "panda"]))
+    update_index(home, store=store, embedder=emb)
+    assert len(emb_server.texts) == 4 and len(emb_server.requests) == 2  # batches of 3
+    store.add(_coll("farm", ["cow", "goat"]))
+    index = update_index(home, store=store, embedder=emb)
+    assert len(emb_server.texts) == 6  # only the new collection's two tools
+    assert index.n == 6 and index.embedder == "openai:fake"
+    store.remove("zoo")
+    index = update_index(home, store=store, embedder=emb)
+    assert len(emb_server.texts) == 6 and index.n == 2
+    # Re-import with one tool changed: exactly that one is embedded again.
+    changed = _coll("farm", ["cow", "goat"])
+    changed.tools[1] = replace(changed.tools[1], description="Details about a goat, and its cheese.")
+    store.add(changed)
+    index = update_index(home, store=store, embedder=emb)
+    assert emb_server.texts[6:] == [doc_of(changed.tools[1]).dense_text]
+    # A fresh process sees the same index, memory-mapped, and ranks with it.
+    reopened = open_index(home, store=Store(home))
+    assert reopened.folder == index.folder
+    result = make_retriever("hybrid", reopened, embedder=emb).search("goat cheese", 1)
+    assert result.retriever == "hybrid" and result.hits[0].name == "get_goat_info"
+    assert make_retriever("bm25", reopened).search("cow", 1).hits[0].name == "get_cow_info"
+
+
+def test_index_follows_a_store_changed_behind_its_back(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    store = Store(home)
+    store.add(_coll("zoo", ["lion"]))
+    assert open_index(home).n == 1
+    store.add(_coll("farm", ["cow"]))  # Store.add alone does not update the index
+    index = open_index(home)
+    assert index.n == 2
+    assert search("cow", home=home, k=1).hits[0].collection == "farm"
+
+
+def test_a_crash_mid_build_leaves_the_old_index_live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    store = Store(home)
+    store.add(_coll("zoo", ["lion", "tiger"]))
+    old = update_index(home, store=store)
+    store.add(_coll("farm", ["cow"]))
+
+    def crash(self: LexicalIndex, folder: Path) -> None:
+        (folder / "postings.i32").write_bytes(b"\x00" * 3)  # half a file, then the process "dies"
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LexicalIndex, "save", crash)
+    with pytest.raises(KeyboardInterrupt):
+        update_index(home, store=store)
+    monkeypatch.undo()
+    assert (index_dir(home) / "CURRENT").read_text().strip() == old.folder.name
+    assert sorted(p.name for p in index_dir(home).iterdir() if p.name.startswith("gen-")) == [old.folder.name]
+    live = open_index(home, store=store, refresh=False)
+    assert make_retriever("bm25", live).search("tiger", 1).hits[0].name == "get_tiger_info"
+    assert open_index(home, store=store).n == 3  # the next reader catches up
+
+
+def test_memory_corpus_caches_vectors_by_text(emb_server: FakeEmbeddings, tmp_path: Path) -> None:
+    emb = RemoteEmbedder("fake", emb_server.base_url)
+    tools = _tools("zoo", ["lion", "tiger", "zebra"])
+    MemoryCorpus(tools, home=tmp_path).vectors(emb)
+    assert len(emb_server.texts) == 3
+    more = tools + _tools("zoo", ["okapi"])
+    vectors = MemoryCorpus(more, home=tmp_path).vectors(emb)
+    assert len(emb_server.texts) == 4 and vectors is not None and vectors.shape == (4, 32)
+    assert abs(float((vectors[0] ** 2).sum()) - 1.0) < 1e-5
+
+
+@pytest.mark.parametrize("mode,message", [("garbage", "not an embeddings list"), ("short", "2 vectors for 3"),
+                                          ("error", "HTTP 500")])
+def test_bad_embedding_servers_are_model_errors(mode: str, message: str) -> None:
+    with FakeEmbeddings(mode=mode) as server:
+        with pytest.raises(ModelError, match=message):
+            RemoteEmbedder("fake", server.base_url).embed(["a", "b", "c"])
+
+
+def test_embedding_dimension_change_and_server_down() -> None:
+    with FakeEmbeddings(mode="dim") as server:
+        emb = RemoteEmbedder("fake", server.base_url, batch_size=1)
+        with pytest.raises(ModelError, match="changed the vector length"):
+            emb.embed(["a", "b"])
+        base = server.base_url
+    with pytest.raises(ModelError, match="cannot be reached"):
+        RemoteEmbedder("fake", base).embed(["a"])
+
+
+def test_embedder_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATC_EMBED_MODEL", "none")
+    assert make_embedder() is None
+    with pytest.raises(ConfigError):
+        make_embedder(required=True)
+    monkeypatch.setenv("ATC_EMBED_MODEL", "text-embedding-3-small")
+    with pytest.raises(ConfigError, match="no server"):
+        make_embedder()
+    monkeypatch.setenv("ATC_EMBED_BASE_URL", "http://127.0.0.1:9/v1")
+    made = make_embedder()
+    assert isinstance(made, RemoteEmbedder) and made.name == "openai:text-embedding-3-small"
