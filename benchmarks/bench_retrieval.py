@@ -51,17 +51,24 @@ class QueryVectors:
 
     def __init__(self, embedder: Any, texts: Sequence[str]) -> None:
         from atc.retrieval.embedders import VectorCache, embed_cached
+        from atc.retrieval.hybrid import sentences
 
         self.inner = embedder
         self.name = embedder.name
         self.dim = embedder.dim
-        vectors = embed_cached(embedder, list(texts), VectorCache(CACHE_HOME, embedder.name))
-        self.table = {t: vectors[i] for i, t in enumerate(texts)}
+        self.cache = VectorCache(CACHE_HOME, embedder.name)
+        every = sorted({*texts, *(s for t in texts for s in sentences(t))})
+        vectors = embed_cached(embedder, every, self.cache)
+        self.table = {t: vectors[i] for i, t in enumerate(every)}
 
     def embed(self, texts: Sequence[str]) -> Any:
         import numpy as np
 
-        return np.vstack([self.table[t] if t in self.table else self.inner.embed([t])[0] for t in texts])
+        from atc.retrieval.embedders import embed_cached
+
+        if all(t in self.table for t in texts):
+            return np.vstack([self.table[t] for t in texts])
+        return embed_cached(self.inner, list(texts), self.cache)
 
 
 def score_set(rset: RetrievalSet, rank: Callable[[str], list[Key]]) -> dict[str, tuple[float, float, int]]:
