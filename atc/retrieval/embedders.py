@@ -238,29 +238,36 @@ class VectorCache:
 
 
 def embed_cached(embedder: Embedder, texts: Sequence[str], cache: VectorCache | None) -> np.ndarray:
-    """Vectors of ``texts``: from the cache when there, the rest computed (and cached) in one go."""
+    """Vectors of ``texts``: from the cache when there, the rest computed (each distinct text
+    once) and cached in one go."""
     import numpy as np
 
     if cache is None:
         return np.asarray(embedder.embed(texts), dtype=np.float32)
     hashes = [text_hash(t) for t in texts]
     found = cache.get(hashes)
-    missing = [i for i, v in enumerate(found) if v is None]
-    fresh = np.asarray(embedder.embed([texts[i] for i in missing]), dtype=np.float32) if missing else None
-    dims = {len(v) for v in found if v is not None} | ({fresh.shape[1]} if fresh is not None else set())
+    missing: dict[bytes, str] = {}
+    for h, t, v in zip(hashes, texts, found, strict=True):
+        if v is None:
+            missing.setdefault(h, t)
+    fresh: dict[bytes, np.ndarray] = {}
+    if missing:
+        computed = np.asarray(embedder.embed(list(missing.values())), dtype=np.float32)
+        fresh = dict(zip(missing, computed, strict=True))
+    dims = {len(v) for v in found if v is not None} | {len(v) for v in fresh.values()}
     if len(dims) > 1:  # the cache holds vectors of another length under this name: recompute all
-        fresh = np.asarray(embedder.embed(list(texts)), dtype=np.float32)
-        missing = list(range(len(texts)))
-        dims = {fresh.shape[1]}
+        unique = dict(zip(hashes, texts, strict=True))
+        computed = np.asarray(embedder.embed(list(unique.values())), dtype=np.float32)
+        fresh = dict(zip(unique, computed, strict=True))
+        found = [None] * len(texts)
+        dims = {computed.shape[1]}
     dim = dims.pop() if dims else int(getattr(embedder, "dim", 0) or 1)
     out = np.zeros((len(texts), dim), dtype=np.float32)
-    recomputed = set(missing)
-    for i, v in enumerate(found):
-        if v is not None and i not in recomputed:
-            out[i] = v
-    if fresh is not None:
-        out[missing] = fresh
-        cache.put([hashes[i] for i in missing], fresh)
+    for i, (h, v) in enumerate(zip(hashes, found, strict=True)):
+        out[i] = fresh[h] if v is None else v
+    if fresh:
+        keys = list(fresh)
+        cache.put(keys, np.vstack([fresh[k] for k in keys]))
     return out
 
 

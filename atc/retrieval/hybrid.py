@@ -44,6 +44,18 @@ def _top(scores: dict[int, float], k: int) -> list[tuple[int, float]]:
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
 
 
+def _best(values: np.ndarray, depth: int) -> np.ndarray:
+    """Indices of the ``depth`` largest values, best first (ties: the lower index first)."""
+    import numpy as np
+
+    idx = np.arange(len(values))
+    if len(values) > depth > 0:
+        idx = np.argpartition(-values, depth - 1)[:depth]
+    elif depth <= 0:
+        idx = idx[:0]
+    return idx[np.lexsort((idx, -values[idx]))]
+
+
 def expand(corpus: Corpus, ranked: Sequence[tuple[int, float]], k: int) -> list[tuple[int, float]]:
     """The first ``k`` of ``ranked`` with each hit's id producers inserted after it (see module doc)."""
     out: list[tuple[int, float]] = []
@@ -91,7 +103,7 @@ class Bm25Retriever:
         self.notes = list(notes)
 
     def rank(self, query: str, depth: int) -> list[tuple[int, float]]:
-        return _top(self.corpus.lexical.scores(query), depth)
+        return self.corpus.lexical.top(query, depth)
 
     def search(self, query: str, k: int = 5) -> SearchResult:
         ranked = self.rank(query, max(k, POOL) if self.producers else k)
@@ -124,12 +136,11 @@ class DenseRetriever:
         return sims
 
     def search(self, query: str, k: int = 5) -> SearchResult:
-        import numpy as np
 
         sims = self.similarities(query)
         if sims is None:
             return _fallback(self.corpus, query, k, self.embedder)
-        order = np.argsort(-sims, kind="stable")[: max(k, POOL)]
+        order = _best(sims, max(k, POOL))
         ranked = [(int(i), float(sims[i])) for i in order]
         top = expand(self.corpus, ranked, k) if self.producers else ranked[:k]
         return SearchResult(hits=_hits(self.corpus, top), retriever=self.name)
@@ -155,24 +166,26 @@ class HybridRetriever:
         sims = self._dense.similarities(query)
         if sims is None:
             return None
-        lexical = self.corpus.lexical.scores(query)
-        lex_top = _top(lexical, POOL)
-        dense_order = np.argsort(-sims, kind="stable")[:POOL]
+        lexical = self.corpus.lexical.score_array(query)
+        hit = np.flatnonzero(lexical)
+        lex_top = hit[_best(lexical[hit], POOL)]
+        dense_top = _best(sims, POOL)
         if self.fusion == "rrf":
             acc: dict[int, float] = {}
-            for rank, (i, _) in enumerate(lex_top):
-                acc[i] = acc.get(i, 0.0) + self.alpha / (RRF_K + rank + 1)
-            for rank, i in enumerate(dense_order):
+            for rank, i in enumerate(lex_top):
+                acc[int(i)] = acc.get(int(i), 0.0) + self.alpha / (RRF_K + rank + 1)
+            for rank, i in enumerate(dense_top):
                 acc[int(i)] = acc.get(int(i), 0.0) + (1 - self.alpha) / (RRF_K + rank + 1)
             return _top(acc, POOL)
-        candidates = {i for i, _ in lex_top} | {int(i) for i in dense_order}
-        lex_max = lex_top[0][1] if lex_top else 1.0
-        dense_floor = float(sims[dense_order[-1]]) if len(dense_order) else 0.0
-        dense_max = float(sims[dense_order[0]]) if len(dense_order) else 1.0
+        candidates = np.union1d(lex_top, dense_top)
+        lex_max = float(lexical[lex_top[0]]) if len(lex_top) else 1.0
+        dense_max = float(sims[dense_top[0]]) if len(dense_top) else 1.0
+        dense_floor = float(sims[dense_top[-1]]) if len(dense_top) else 0.0
         span = (dense_max - dense_floor) or 1.0
-        scores = {i: self.alpha * lexical.get(i, 0.0) / (lex_max or 1.0)
-                  + (1 - self.alpha) * max(float(sims[i]) - dense_floor, 0.0) / span for i in candidates}
-        return _top(scores, POOL)
+        fused = (self.alpha * lexical[candidates] / (lex_max or 1.0)
+                 + (1 - self.alpha) * np.maximum(sims[candidates] - dense_floor, 0.0) / span)
+        order = np.lexsort((candidates, -fused))[:POOL]
+        return [(int(candidates[j]), float(fused[j])) for j in order]
 
     def search(self, query: str, k: int = 5) -> SearchResult:
         ranked = self.fused(query)

@@ -50,6 +50,15 @@ def index_dir(home: Path) -> Path:
     return Path(home) / "retrieval"
 
 
+def _stamp(store: Store) -> list[int]:
+    """When and how big the store's index was: equal stamps spare parsing it (large at 16k tools)."""
+    try:
+        st = (store.dir / "index.json").stat()
+    except FileNotFoundError:
+        return [0, 0]
+    return [st.st_mtime_ns, st.st_size]
+
+
 def _store_collections(store: Store) -> dict[str, str]:
     return {name: entry["file"] for name, entry in store._index()["collections"].items()}
 
@@ -120,6 +129,11 @@ class StoreIndex:
             self._producers[i] = record.get("x") or []
         return found
 
+    def all_docs(self) -> list[Doc]:
+        """Every document, in order (one read of the file)."""
+        with open(self.folder / "docs.jsonl", "rb") as f:
+            return [Doc.from_dict(json.loads(line)) for line in f if line.strip()]
+
     def producers(self, i: int) -> list[list[int]]:
         if i not in self._producers:
             self.doc(i)
@@ -155,7 +169,8 @@ def open_index(home: Path, *, store: Store | None = None, embedder: Embedder | N
     home = Path(home)
     store = store or Store(home)
     found = _live(home, store)
-    if found is not None and found.collections == _store_collections(store):
+    if found is not None and (found.meta.get("store_stamp") == _stamp(store)
+                              or found.collections == _store_collections(store)):
         return found
     if not refresh and found is not None:
         return found
@@ -201,17 +216,18 @@ def update_index(home: Path, *, store: Store | None = None, embedder: Embedder |
 
 def _build(home: Path, root: Path, store: Store, embedder: Embedder | None) -> StoreIndex:
     previous = _live(home, store)
+    stamp = _stamp(store)  # taken before reading: a change made meanwhile shows as a newer stamp
     wanted = _store_collections(store)
     reused: dict[str, list[Doc]] = {}
     if previous is not None:
         old = previous.collections
         start = 0
         # Documents of unchanged collections come from the previous generation, in its order.
-        order = [c for c in old]
-        for cname in order:
+        every = previous.all_docs() if any(wanted.get(c) == f for c, f in old.items()) else []
+        for cname in old:
             count = int(previous.meta["counts"][cname])
             if wanted.get(cname) == old[cname]:
-                reused[cname] = [previous.doc(i) for i in range(start, start + count)]
+                reused[cname] = every[start:start + count]
             start += count
     docs: list[Doc] = []
     counts: dict[str, int] = {}
@@ -227,7 +243,7 @@ def _build(home: Path, root: Path, store: Store, embedder: Embedder | None) -> S
     folder = root / f"gen-{secrets.token_hex(6)}"
     folder.mkdir()
     try:
-        _write_generation(folder, home, docs, {c: wanted[c] for c in counts}, counts, embedder)
+        _write_generation(folder, home, docs, {c: wanted[c] for c in counts}, counts, embedder, stamp)
         _write_atomic(root / "CURRENT", folder.name + "\n")
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
@@ -237,7 +253,7 @@ def _build(home: Path, root: Path, store: Store, embedder: Embedder | None) -> S
 
 
 def _write_generation(folder: Path, home: Path, docs: Sequence[Doc], collections: dict[str, str],
-                      counts: dict[str, int], embedder: Embedder | None) -> None:
+                      counts: dict[str, int], embedder: Embedder | None, stamp: list[int]) -> None:
     producers = producer_lists(docs)
     offsets = array("q", [0])
     with open(folder / "docs.jsonl", "wb") as f:
@@ -257,7 +273,7 @@ def _write_generation(folder: Path, home: Path, docs: Sequence[Doc], collections
         name = embedder.name
         (folder / "vectors.f32").write_bytes(vectors.astype("<f4").tobytes())
     meta = {"version": _VERSION, "n": len(docs), "collections": collections, "counts": counts,
-            "embedder": name, "dim": dim, "built_at": time.time()}
+            "embedder": name, "dim": dim, "built_at": time.time(), "store_stamp": stamp}
     (folder / "meta.json").write_text(json.dumps(meta))
     for path in folder.iterdir():  # the data reaches the disk before CURRENT names it
         with open(path, "rb") as f:

@@ -45,6 +45,7 @@ class LexicalIndex:
         self._weights = weights  # float32 sequence
         self.n = n
         self._keep: list[Any] = []
+        self._np: tuple[Any, Any] | None = None
 
     @classmethod
     def build(cls, docs: Sequence[Doc], *, k1: float = K1, b: float = B,
@@ -104,6 +105,42 @@ class LexicalIndex:
         index = cls(meta["vocab"], views[0], views[1], int(meta["n"]))
         index._keep = keep
         return index
+
+    def top(self, query: str, depth: int) -> list[tuple[int, float]]:
+        """The ``depth`` best (document, score) pairs, best first (ties: the lower document first).
+
+        With numpy already loaded (a long-lived process, the hybrid), the postings are added as
+        arrays; otherwise in plain Python, which beats paying numpy's import for one query."""
+        if "numpy" in sys.modules:
+            import numpy as np
+
+            arr = self.score_array(query)
+            hit = np.flatnonzero(arr)
+            if len(hit) > depth:
+                hit = hit[np.argpartition(-arr[hit], depth - 1)[:depth]] if depth > 0 else hit[:0]
+            order = hit[np.lexsort((hit, -arr[hit]))]
+            return [(int(i), float(arr[i])) for i in order[:depth]]
+        ranked = sorted(self.scores(query).items(), key=lambda kv: (-kv[1], kv[0]))
+        return ranked[:depth]
+
+    def score_array(self, query: str) -> Any:
+        """Every document's score as a float64 numpy array (0 where no query term occurs)."""
+        import numpy as np
+
+        if self._np is None:
+            self._np = (np.frombuffer(self._docs, dtype="<i4"), np.frombuffer(self._weights, dtype="<f4"))
+        docs, weights = self._np
+        out = np.zeros(self.n, dtype=np.float64)
+        n = self.n
+        for term in set(tokenize(query)):
+            entry = self.vocab.get(term)
+            if not entry:
+                continue
+            start, df = entry
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            # A term occurs once per document in its postings: no repeated index in one add.
+            out[docs[start:start + df]] += idf * weights[start:start + df]
+        return out
 
     def scores(self, query: str) -> dict[int, float]:
         """document -> BM25F score, for every document sharing a term with the query."""
