@@ -80,6 +80,16 @@ def test_search_errors_exit_2_or_1_without_traceback(emb: FakeEmbeddings, spec: 
     proc = atc("tools", "search", "books", "--retriever", "hybrid", env={**down, "ATC_EMBED_MODEL": "fake-embed"})
     assert proc.returncode == 1 and "cannot be reached" in proc.stderr
     no_traceback(proc)
+    # The import whose embedding failed stored its collection: BM25 finds its tools anyway.
+    from atc.examples import path
+
+    other = path("transit/swagger.json")
+    proc = atc("tools", "import", str(other), "--name", "other", env={**down, "ATC_EMBED_MODEL": "fake-embed"})
+    assert proc.returncode == 1 and "cannot be reached" in proc.stderr
+    found = atc("tools", "search", "departures from a stop", "--retriever", "bm25", "--json",
+                env={**down, "ATC_EMBED_MODEL": "fake-embed"})
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["hits"][0]["collection"] == "other"
 
 
 def test_solve_with_bm25_shows_the_chosen_tools(spec: Path) -> None:

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from atc.errors import AtcError
 from atc.retrieval.corpus import Doc, docs_of, producer_lists
 from atc.retrieval.lexical import LexicalIndex
 from protocols.model import Tool
@@ -169,15 +170,23 @@ def open_index(home: Path, *, store: Store | None = None, embedder: Embedder | N
     home = Path(home)
     store = store or Store(home)
     found = _live(home, store)
-    if found is not None and (found.meta.get("store_stamp") == _stamp(store)
-                              or found.collections == _store_collections(store)):
+    current = found is not None and found.meta.get("version") == _VERSION
+    if found is not None and current and (found.meta.get("store_stamp") == _stamp(store)
+                                          or found.collections == _store_collections(store)):
         return found
     if not refresh and found is not None:
         return found
     keep = found.embedder if found is not None else None
     if embedder is None and keep:
         embedder = _embedder_named(keep)
-    return update_index(home, store=store, embedder=embedder)
+    try:
+        return update_index(home, store=store, embedder=embedder)
+    except AtcError:
+        if embedder is None:
+            raise
+        # The embedder failed (a server down): a search still works, on BM25; the vectors come
+        # back, from the cache, with the next import.
+        return update_index(home, store=store, embedder=None)
 
 
 def _embedder_named(name: str) -> Embedder | None:
