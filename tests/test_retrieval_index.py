@@ -160,3 +160,20 @@ def test_embedder_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ATC_EMBED_BASE_URL", "http://127.0.0.1:9/v1")
     made = make_embedder()
     assert isinstance(made, RemoteEmbedder) and made.name == "openai:text-embedding-3-small"
+
+
+def test_automatic_choice_embeds_only_small_new_specs(emb_server: FakeEmbeddings, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import atc.retrieval.api as api
+
+    monkeypatch.setenv("ATC_EMBED_MODEL", "fake")
+    monkeypatch.setenv("ATC_EMBED_BASE_URL", emb_server.base_url)
+    monkeypatch.setattr(api, "MAX_AUTO_EMBED", 2)
+    tools = _tools("zoo", ["lion", "tiger", "zebra"])
+    first = search("tiger", tools, k=1, home=tmp_path)
+    assert first.retriever == "bm25" and "3 tools have no vectors yet" in first.notes[0]
+    assert emb_server.texts == []  # nothing was embedded for the automatic choice
+    assert search("tiger", tools, k=1, retriever="hybrid", home=tmp_path).retriever == "hybrid"
+    again = search("big cat with stripes", tools, k=1, home=tmp_path)  # now cached: hybrid
+    assert again.retriever == "hybrid" and again.notes == []
+    assert [h.tool.name for h in again] == [again.hits[0].name]  # hits carry their Tool, and iterate

@@ -19,6 +19,10 @@ from protocols.model import Tool
 __all__ = ["make_retriever", "search", "store_corpus", "load_builtins", "AUTO"]
 
 AUTO = "auto"
+#: The automatic choice embeds at most this many new tools of an in-memory corpus on the spot
+#: (seconds with the local model); a larger spec gets BM25 until its tools are imported, which
+#: embeds them once.
+MAX_AUTO_EMBED = 300
 #: Modules whose import registers the built-in retrievers (the model-based ones may be absent).
 _BUILTINS = ("atc.retrieval.hybrid", "atc.retrieval.reinvoke", "atc.retrieval.anytool")
 
@@ -51,11 +55,19 @@ def make_retriever(name: str | None, corpus: Corpus, *, embedder: Embedder | Non
             # A stored index without vectors: BM25, without loading an embedding model at all.
             return factory("bm25")(corpus=corpus, **options)
         emb = embedder or make_embedder()
+        notes: list[str] = []
         if emb is not None:
-            compute = isinstance(corpus, MemoryCorpus)
-            if corpus.vectors(emb, compute=compute) is not None:
+            in_memory = isinstance(corpus, MemoryCorpus)
+            missing = corpus.uncached(emb) if isinstance(corpus, MemoryCorpus) else 0
+            if missing > MAX_AUTO_EMBED:
+                notes.append(f"{missing} tools have no vectors yet: BM25 ran "
+                             "(import the collection to embed it once, or ask for --retriever hybrid)")
+            elif corpus.vectors(emb, compute=in_memory) is not None:
                 return factory("hybrid")(corpus=corpus, embedder=emb, **options)
-        return factory("bm25")(corpus=corpus, **options)
+        chosen = factory("bm25")(corpus=corpus, **options)
+        if notes and hasattr(chosen, "notes"):
+            chosen.notes.extend(notes)
+        return chosen
     make = factory(name)
     return make(corpus=corpus, embedder=embedder, **options)
 

@@ -182,6 +182,18 @@ class MemoryCorpus:
             self._producers = producer_lists(self.docs)
         return self._producers[i]
 
+    def uncached(self, embedder: Embedder) -> int:
+        """How many documents' vectors are neither in memory nor in the cache (what ``vectors``
+        would have to compute)."""
+        if embedder.name in self._vectors:
+            return 0
+        if self.home is None:
+            return self.n
+        from atc.retrieval.embedders import VectorCache, text_hash
+
+        found = VectorCache(self.home, embedder.name).get([text_hash(d.dense_text) for d in self.docs])
+        return sum(1 for v in found if v is None)
+
     def vectors(self, embedder: Embedder, *, compute: bool = True) -> np.ndarray | None:
         found = self._vectors.get(embedder.name)
         if found is None and compute:
