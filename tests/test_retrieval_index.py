@@ -177,3 +177,28 @@ def test_automatic_choice_embeds_only_small_new_specs(emb_server: FakeEmbeddings
     again = search("big cat with stripes", tools, k=1, home=tmp_path)  # now cached: hybrid
     assert again.retriever == "hybrid" and again.notes == []
     assert [h.tool.name for h in again] == [again.hits[0].name]  # hits carry their Tool, and iterate
+
+
+def test_a_killed_build_leaves_a_directory_that_is_ignored_then_swept(tmp_path: Path) -> None:
+    import os
+    import time
+
+    home = tmp_path / "home"
+    store = Store(home)
+    store.add(_coll("zoo", ["lion"]))
+    live = update_index(home, store=store)
+    half = index_dir(home) / "gen-deadbeef0000"  # what a SIGKILL mid-build leaves: no meta, no CURRENT switch
+    half.mkdir()
+    (half / "docs.jsonl").write_text('{"c": "zoo", "n": "trunc')
+    assert open_index(home, store=store).folder == live.folder
+    old = time.time() - 3600
+    os.utime(half, (old, old))
+    store.add(_coll("farm", ["cow"]))
+    newer = open_index(home, store=store)
+    assert newer.n == 2 and not half.exists()
+
+
+def test_search_of_an_empty_store_writes_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "empty"
+    result = search("anything", home=home)
+    assert result.hits == [] and result.retriever == "bm25" and not home.exists()

@@ -230,8 +230,8 @@ def _search(args: argparse.Namespace) -> int:
         load_builtins()
         factory(args.retriever)  # an unknown name is a usage error, even over an empty store
     store = Store(atc_home())
-    index = open_index(atc_home(), store=store)
-    if index.n == 0:
+    index = open_index(atc_home(), store=store) if store.names() else None  # no index for an empty store
+    if index is None or index.n == 0:
         result = SearchResult(hits=[], retriever=args.retriever or "bm25")
     else:
         options: dict[str, Any] = {}

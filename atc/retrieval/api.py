@@ -84,6 +84,11 @@ def search(query: str, tools: Sequence[Tool] | None = None, k: int = 5, retrieve
     if not query or not query.strip():
         raise UsageError("the query is empty")
     where = atc_home(home)
+    if tools is None:
+        from protocols.store import Store
+
+        if not Store(where).names():
+            return SearchResult(hits=[], retriever=retriever or "bm25")
     corpus: Corpus = MemoryCorpus(tools, home=where) if tools is not None else store_corpus(where, embedder)
     if corpus.n == 0:
         return SearchResult(hits=[], retriever=retriever or "bm25")
