@@ -202,3 +202,20 @@ def test_search_of_an_empty_store_writes_nothing(tmp_path: Path) -> None:
     home = tmp_path / "empty"
     result = search("anything", home=home)
     assert result.hits == [] and result.retriever == "bm25" and not home.exists()
+
+
+def test_bm25_needs_no_numpy(tmp_path: Path) -> None:
+    """BM25 works where numpy is not installed (``import numpy`` fails in the child process)."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    Store(home).add(_coll("zoo", ["lion", "tiger"]))
+    code = ("import sys; sys.modules['numpy'] = None\n"
+            "from atc.retrieval.api import search\n"
+            f"r = search('tiger', home={str(home)!r}, k=1)\n"
+            "print(r.retriever, r.hits[0].name, 'numpy' in sys.modules and sys.modules['numpy'] is not None)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={"ATC_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["bm25", "get_tiger_info", "False"]

@@ -111,7 +111,7 @@ class LexicalIndex:
 
         With numpy already loaded (a long-lived process, the hybrid), the postings are added as
         arrays; otherwise in plain Python, which beats paying numpy's import for one query."""
-        if "numpy" in sys.modules:
+        if sys.modules.get("numpy") is not None:
             import numpy as np
 
             arr = self.score_array(query)
