@@ -269,7 +269,3 @@ def embed_cached(embedder: Embedder, texts: Sequence[str], cache: VectorCache | 
         keys = list(fresh)
         cache.put(keys, np.vstack([fresh[k] for k in keys]))
     return out
-
-
-def describe(embedder: Embedder | None) -> str:
-    return "none" if embedder is None else embedder.name
