@@ -29,7 +29,8 @@ _LAZY: dict[str, str] = {
     "load": "sandbox.execute",
     "McpServer": "protocols.model",
     "load_spec": "protocols.loaders",
-    "search": "protocols.bm25",
+    "search": "atc.retrieval.api",
+    "SearchResult": "atc.retrieval.base",
     "render_compact": "protocols.render",
     "render_full": "protocols.render",
     # sandbox

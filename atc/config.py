@@ -9,7 +9,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["atc_home", "ModelSettings", "model_settings", "mcp_start_timeout", "trace_exporter", "ray_address"]
+__all__ = ["atc_home", "ModelSettings", "model_settings", "EmbedSettings", "embed_settings", "mcp_start_timeout",
+           "trace_exporter", "ray_address"]
 
 
 def atc_home(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -68,3 +69,27 @@ def trace_exporter() -> str | None:
 def ray_address() -> str | None:
     """``RAY_ADDRESS``: the Ray cluster of ``--executor ray`` (unset: a local one is started)."""
     return os.environ.get("RAY_ADDRESS") or None
+@dataclass(frozen=True)
+class EmbedSettings:
+    """Which embedder the retrievers use (``ATC_EMBED_MODEL``) and how to reach a remote one.
+
+    ``model``: None (automatic: the local all-MiniLM-L6-v2 when ``atc[embed]`` is installed, else
+    none), ``"none"`` (BM25 only), ``"local"`` (the local model, an error when missing), or the
+    name of a model served at an OpenAI-compatible ``/v1/embeddings`` endpoint: ``base_url`` from
+    ``ATC_EMBED_BASE_URL``, else ``OPENAI_BASE_URL``; ``api_key`` from ``ATC_EMBED_API_KEY``, else
+    ``OPENAI_API_KEY``."""
+
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    batch_size: int = 64
+    timeout: float = 60.0
+
+
+def embed_settings(model: str | None = None) -> EmbedSettings:
+    env = os.environ
+    return EmbedSettings(
+        model=(model or env.get("ATC_EMBED_MODEL") or "").strip() or None,
+        base_url=env.get("ATC_EMBED_BASE_URL") or env.get("OPENAI_BASE_URL") or None,
+        api_key=env.get("ATC_EMBED_API_KEY") or env.get("OPENAI_API_KEY") or None,
+    )

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atc import prompts
 from atc.checks import check_program
@@ -33,6 +33,9 @@ from atc.workflows import tracing
 from protocols.model import Collection, Tool
 from sandbox.api import Backend, ExecutionResult, Limits, ToolCall, Toolset
 from sandbox.execute import BaseUrl, Validation, pick_sandbox, prepare
+
+if TYPE_CHECKING:
+    from atc.retrieval.base import SearchResult
 
 __all__ = ["Usage", "Attempt", "Solution", "solve", "asolve", "solve_many", "choose_tools", "DEFAULT_TOP_K"]
 
@@ -109,6 +112,8 @@ class Solution:
     error: dict[str, Any] | None = None
     query: str = ""
     model: str | None = None
+    #: the retriever that chose the tools shown (None: there were few enough to show them all)
+    retriever: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -124,6 +129,7 @@ class Solution:
             "tools": self.tools,
             "query": self.query,
             "model": self.model,
+            "retriever": self.retriever,
         }
 
     @classmethod
@@ -206,17 +212,38 @@ def _lenient(toolset: Toolset) -> frozenset[str]:
     return frozenset(name for name in toolset.tools if toolset.validation_for(name) != "strict")
 
 
-def choose_tools(query: str, toolset: Toolset, top_k: int | None = None) -> list[Tool]:
+def choose_tools(query: str, toolset: Toolset, top_k: int | None = None, *, retriever: str | None = None,
+                 client: ModelClient | None = None) -> list[Tool]:
     """The tools shown to the model: all of them, or the ``top_k`` (default 20) most relevant
-    to the query by BM25 when there are more (the first ``top_k`` if nothing matches)."""
+    to the query when there are more (the first ``top_k`` if nothing matches). ``retriever``
+    names the retriever (None: automatic, see ``atc.retrieval.api``)."""
+    return choose(query, toolset, top_k, retriever=retriever, client=client)[0]
+
+
+def choose(query: str, toolset: Toolset, top_k: int | None = None, *, retriever: str | None = None,
+           client: ModelClient | None = None) -> tuple[list[Tool], SearchResult | None]:
+    """``choose_tools``, and the search result (None when every tool was shown)."""
+    from atc.retrieval.api import load_builtins
+
     everything = list(toolset.tools.values())
     k = top_k or DEFAULT_TOP_K
-    if len(everything) <= k:
-        return everything
-    from protocols.bm25 import search
+    if retriever:
+        from atc.retrieval.base import factory
 
-    hits = [h.tool for h in search(query, everything, k=k)]
-    return hits or everything[:k]
+        load_builtins()
+        factory(retriever)  # an unknown name is a usage error even when no search is needed
+    if len(everything) <= k:
+        return everything, None
+    from atc.config import atc_home
+    from atc.retrieval.api import make_retriever
+    from atc.retrieval.corpus import MemoryCorpus
+
+    corpus = MemoryCorpus(everything, home=atc_home())
+    options: dict[str, Any] = {"client": client} if client is not None else {}
+    result = make_retriever(retriever, corpus, **options).search(query, k)
+    by_key = {(t.collection, t.name): t for t in everything}
+    hits = [by_key[(h.collection, h.name)] for h in result.hits if (h.collection, h.name) in by_key]
+    return (hits or everything[:k]), result
 
 
 # -- one attempt ------------------------------------------------------------------------------
@@ -308,6 +335,7 @@ def solve(
     on_attempt: AttemptHook | None = None,
     backend: str | Backend | None = None,
     validation: Validation = None,
+    retriever: str | None = None,
 ) -> Solution:
     """Solve ``query`` with ``tools`` (a Collection, a list of them, a Toolset, a spec path or
     an imported collection name) in ``sandbox`` (``"docker"``, ``"local"``, auto when None, or a
@@ -316,7 +344,9 @@ def solve(
     argument checks (``strict``, ``warn``, ``off``, or per collection); the model comes from
     ``client``, else ``model`` and the environment. A missing server URL or an unusable credential
     is a ``ConfigError`` before the model is asked anything.
-    ``on_attempt(attempt, number)`` is called after each attempt (for progress output)."""
+    ``on_attempt(attempt, number)`` is called after each attempt (for progress output).
+    ``retriever`` picks the tools shown when there are more than ``top_k`` (None: automatic;
+    ``Solution.retriever`` says which ran)."""
     started = time.perf_counter()
     if not query or not query.strip():
         raise UsageError("the task is empty", hint='example: atc solve "Which books did Stanislaw Lem write?" --tools spec.json')
@@ -326,10 +356,12 @@ def solve(
     from sandbox.execute import check_toolset
 
     check_toolset(toolset)
-    shown = choose_tools(query, toolset, top_k)
-    limits = limits or Limits()
     if client is None:
         configured_settings(model)  # a missing model configuration is said before anything starts
+    if client is None and retriever not in (None, "auto", "bm25", "dense", "hybrid"):
+        client = make_client(model)  # a model-based retriever asks the model before the program is written
+    shown, searched = choose(query, toolset, top_k, retriever=retriever, client=client)
+    limits = limits or Limits()
     # The sandbox gets ready (backend made, runners starting) while the model client loads and the
     # model writes: loading the openai package alone takes about a second.
     pending = prepare(pick_sandbox(sandbox, backend), limits)
@@ -344,6 +376,10 @@ def solve(
         {"role": "user", "content": prompts.render("generate", tools=render_compact(shown).strip(), task=query.strip())},
     ]
     usage = Usage()
+    if searched is not None:  # what a model-based retriever spent counts as the solve's
+        usage.llm_calls += searched.usage.get("llm_calls", 0)
+        usage.prompt_tokens += searched.usage.get("prompt_tokens", 0)
+        usage.completion_tokens += searched.usage.get("completion_tokens", 0)
     attempts: list[Attempt] = []
     sandbox_name: str | None = None
     model_error: ModelError | None = None
@@ -406,6 +442,7 @@ def solve(
         error=error,
         query=query,
         model=getattr(client, "model", None),
+        retriever=searched.retriever if searched is not None else None,
     )
 
 
@@ -424,13 +461,14 @@ async def asolve(
     on_attempt: AttemptHook | None = None,
     backend: str | Backend | None = None,
     validation: Validation = None,
+    retriever: str | None = None,
 ) -> Solution:
     """``solve`` without blocking the event loop (it runs in a worker thread, so many tasks can
     be awaited together; see ``solve_many`` for a bounded batch)."""
     return await asyncio.to_thread(
         solve, query, tools, model=model, client=client, max_reflections=max_reflections, limits=limits,
         sandbox=pick_sandbox(sandbox, backend), base_url=base_url, credentials=credentials, top_k=top_k,
-        on_attempt=on_attempt, validation=validation,
+        on_attempt=on_attempt, validation=validation, retriever=retriever,
     )
 
 

@@ -8,6 +8,7 @@ store does so that a search does not parse every stored protocol.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -35,6 +36,7 @@ def tokenize(text: str) -> list[str]:
     return [_stem(w) for w in words if w not in STOPWORDS]
 
 
+@functools.lru_cache(maxsize=1 << 16)  # indexing 16k tools stems the same words again and again
 def _stem(word: str) -> str:
     """A tiny suffix stripper: ``movies``/``movie``, ``companies``/``company``, ``searching``/``search``."""
     if len(word) > 5 and word.endswith("ing"):

@@ -37,6 +37,9 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="repairs after the first attempt (3)")
     p.add_argument("--top-k", type=int, default=None, metavar="K",
                    help="tools shown to the model when the collections hold more (20)")
+    p.add_argument("--retriever", metavar="NAME", default=None,
+                   help="how those tools are chosen: bm25, hybrid, reinvoke, anytool... (default: hybrid when "
+                        "embeddings are available, else bm25)")
     p.set_defaults(handler=_handle)
 
 
@@ -79,6 +82,7 @@ def _handle(args: argparse.Namespace) -> int:
         limits=limits,
         sandbox=args.sandbox,
         top_k=args.top_k,
+        retriever=args.retriever,
         on_attempt=None if args.json else _progress,
     )
     missing = len(recording.missing) if recording is not None else 0

@@ -46,9 +46,15 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("name", metavar="NAME")
     p.set_defaults(handler=_show)
 
-    p = sub.add_parser("search", parents=parents, help="the most relevant tools for a query (BM25)")
+    p = sub.add_parser("search", parents=parents, help="the most relevant tools for a query",
+                       description="Rank every tool of the store for QUERY with a retriever: bm25 (lexical), "
+                       "hybrid (bm25 fused with embeddings), or a model-based one (reinvoke, anytool). The "
+                       "default is hybrid when the index holds embeddings, else bm25; the output says which ran.")
     p.add_argument("query", metavar="QUERY")
     p.add_argument("-k", type=int, default=5, metavar="N", help="how many tools (default 5)")
+    p.add_argument("--retriever", metavar="NAME", default=None,
+                   help="bm25, hybrid, dense, reinvoke, anytool, or any registered retriever (default: automatic)")
+    p.add_argument("--model", "-m", help="model of a model-based retriever (default: $ATC_MODEL)")
     p.set_defaults(handler=_search)
 
     p = sub.add_parser("remove", parents=parents, help="remove a collection from the store")
@@ -102,15 +108,21 @@ def _fetch_with(spec: str, items: list[str]) -> tuple[dict[str, str], str | None
 
 def _import(args: argparse.Namespace) -> int:
     from atc.cli.common import _is_mcp
+    from atc.retrieval.embedders import make_embedder
+    from atc.retrieval.index import update_index
     from protocols.loaders import load_spec
     from protocols.store import Store
 
     if _is_mcp(args.spec):
         return _import_mcp(args)
     headers, fetch_url = _fetch_with(args.spec, list(getattr(args, "credential", None) or []))
+    embedder = make_embedder()  # a misconfigured embedder is said before anything is stored
     collection = load_spec(args.spec, name=args.name, base_url=args.base_url, headers=headers or None,
                            fetch_url=fetch_url)
-    Store(atc_home()).add(collection)
+    store = Store(atc_home())
+    store.add(collection)
+    # The retrieval index follows the store; vectors of unchanged tools come from the cache.
+    update_index(atc_home(), store=store, embedder=embedder)
     warnings = collection.warnings
     if args.json:
         print_json({"ok": True, "collection": collection.name, "tools": len(collection.tools),
@@ -134,6 +146,8 @@ def _import_mcp(args: argparse.Namespace) -> int:
     reach the server again (command, args and env NAMES, or the URL)."""
     from atc.config import mcp_start_timeout
     from atc.errors import UsageError
+    from atc.retrieval.embedders import make_embedder
+    from atc.retrieval.index import update_index
     from protocols.store import Store
     from sandbox.mcp.connections import servers
     from sandbox.mcp.sources import load_source
@@ -142,10 +156,12 @@ def _import_mcp(args: argparse.Namespace) -> int:
         raise UsageError("--base-url and --credential are for HTTP specs, not MCP servers",
                          hint="give an MCP server's secrets in its config's \"env\" (they go to the server only)")
     servers().start_timeout = mcp_start_timeout()
+    embedder = make_embedder()  # a misconfigured embedder is said before anything is stored
     collections = load_source(args.spec, name=args.name)
     store = Store(atc_home())
     for collection in collections:
         store.add(collection)
+    update_index(atc_home(), store=store, embedder=embedder)  # MCP tools are searched like any others
     if args.json:
         print_json({"ok": True, "collections": [
             {"collection": c.name, "tools": len(c.tools), "source": c.source, "source_format": c.source_format,
@@ -237,35 +253,70 @@ def _auth_lines(collection: Any) -> str:
     return "\n".join(lines)
 
 
+def _index_embedder() -> Any:
+    """The embedder the live index was built with, when it can be made here (else BM25 only)."""
+    from atc.retrieval.embedders import make_embedder
+    from atc.retrieval.index import index_dir
+
+    if not (index_dir(atc_home()) / "CURRENT").exists():
+        return make_embedder()
+    from atc.retrieval.index import open_index
+
+    if open_index(atc_home(), refresh=False).embedder is None:
+        return None
+    return make_embedder()
+
+
 def _search(args: argparse.Namespace) -> int:
     from atc.errors import UsageError
+    from atc.retrieval.api import load_builtins, make_retriever
+    from atc.retrieval.base import SearchResult, factory
+    from atc.retrieval.index import open_index
     from protocols.store import Store
 
     if args.k < 1:
         raise UsageError("-k must be at least 1")
     if not args.query.strip():
         raise UsageError("the query is empty", hint='example: atc tools search "movie credits" -k 5')
+    if args.retriever:
+        load_builtins()
+        factory(args.retriever)  # an unknown name is a usage error, even over an empty store
     store = Store(atc_home())
-    hits = store.search(args.query, k=args.k)
+    index = open_index(atc_home(), store=store) if store.names() else None  # no index for an empty store
+    if index is None or index.n == 0:
+        result = SearchResult(hits=[], retriever=args.retriever or "bm25")
+    else:
+        options: dict[str, Any] = {}
+        if args.retriever not in (None, "auto", "bm25", "dense", "hybrid"):
+            from atc.model import make_client
+
+            options["client"] = make_client(args.model)
+        result = make_retriever(args.retriever, index, **options).search(args.query, args.k)
     if args.json:
-        print_json({"query": args.query, "hits": [h.to_dict() for h in hits]})
+        print_json({"query": args.query, **result.to_dict()})
         return 0
+    for note in result.notes:
+        sys.stderr.write(f"atc: note: {note}\n")
     if not store.names():
         print("the store is empty: add a collection with 'atc tools import SPEC'")
         return 0
-    if not hits:
+    if not result.hits:
         print("no tool matches")
         return 0
-    width = max(len(h.tool.name) for h in hits)
-    for h in hits:
-        print(f"{h.score:6.2f}  {h.tool.name:<{width}}  [{h.tool.collection}]  {h.tool.summary[:80]}")
+    width = max(len(h.name) for h in result.hits)
+    for h in result.hits:
+        print(f"{h.score:6.2f}  {h.name:<{width}}  [{h.collection}]  {h.description[:80]}")
+    print(f"({result.retriever})")
     return 0
 
 
 def _remove(args: argparse.Namespace) -> int:
+    from atc.retrieval.index import update_index
     from protocols.store import Store
 
-    Store(atc_home()).remove(args.name)
+    store = Store(atc_home())
+    store.remove(args.name)
+    update_index(atc_home(), store=store, embedder=_index_embedder())
     if args.json:
         print_json({"ok": True, "removed": args.name})
     else:

@@ -13,7 +13,7 @@ fallback, is reported as what ran, not as what was asked for).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -32,6 +32,8 @@ class Hit:
     name: str
     score: float
     description: str = ""
+    #: the ``Tool`` itself when the corpus holds it in memory (``atc.search(query, tools)``); not in the JSON
+    tool: Any = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "collection": self.collection, "score": round(self.score, 4),
@@ -48,6 +50,16 @@ class SearchResult:
     usage: dict[str, int] = field(default_factory=lambda: {"llm_calls": 0, "prompt_tokens": 0,
                                                            "completion_tokens": 0})
     notes: list[str] = field(default_factory=list)
+
+    # A result reads like the list of hits it holds (``atc.search`` used to return that list).
+    def __iter__(self) -> Iterator[Hit]:
+        return iter(self.hits)
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __getitem__(self, i: int) -> Hit:
+        return self.hits[i]
 
     def to_dict(self) -> dict[str, Any]:
         return {"retriever": self.retriever, "hits": [h.to_dict() for h in self.hits], "usage": dict(self.usage),
@@ -70,7 +82,9 @@ class Embedder(Protocol):
     float32 array of shape ``(len(texts), dim)`` whose rows have L2 norm 1."""
 
     name: str
-    dim: int
+
+    @property
+    def dim(self) -> int: ...  # read-only: a plain attribute satisfies it; a remote model learns it late
 
     def embed(self, texts: Sequence[str]) -> numpy.ndarray: ...
 

@@ -1,0 +1,95 @@
+"""Picking and running a retriever: what ``atc tools search``, ``atc solve`` and ``atc.search`` call.
+
+``retriever=None`` is the automatic choice: ``hybrid`` when an embedder is available and the
+corpus has (or, for an in-memory corpus, can compute and cache) its vectors, else ``bm25``. The
+result's ``retriever`` field says what ran.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from atc.retrieval.base import Embedder, Retriever, SearchResult, factory
+from atc.retrieval.corpus import Corpus, MemoryCorpus
+from protocols.model import Tool
+
+__all__ = ["make_retriever", "search", "store_corpus", "load_builtins", "AUTO"]
+
+AUTO = "auto"
+#: The automatic choice embeds at most this many new tools of an in-memory corpus on the spot
+#: (seconds with the local model); a larger spec gets BM25 until its tools are imported, which
+#: embeds them once.
+MAX_AUTO_EMBED = 300
+#: Modules whose import registers the built-in retrievers (the model-based ones may be absent).
+_BUILTINS = ("atc.retrieval.hybrid", "atc.retrieval.reinvoke", "atc.retrieval.anytool")
+
+
+def load_builtins() -> None:
+    for module in _BUILTINS:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+
+
+def store_corpus(home: Path, embedder: Embedder | None = None) -> Corpus:
+    """The persistent index of the store in ``home``, brought up to date if the store changed."""
+    from atc.retrieval.index import open_index
+
+    return open_index(home, embedder=embedder)
+
+
+def make_retriever(name: str | None, corpus: Corpus, *, embedder: Embedder | None = None,
+                   **options: Any) -> Retriever:
+    """The retriever ``name`` over ``corpus`` (None or ``"auto"``: see the module doc). Options
+    (``client`` for the model-based ones...) go to the factory as keywords."""
+    load_builtins()
+    if name in (None, "", AUTO):
+        from atc.retrieval.embedders import make_embedder
+
+        if embedder is None and getattr(corpus, "embedder", "") is None:
+            # A stored index without vectors: BM25, without loading an embedding model at all.
+            return factory("bm25")(corpus=corpus, **options)
+        emb = embedder or make_embedder()
+        notes: list[str] = []
+        if emb is not None:
+            in_memory = isinstance(corpus, MemoryCorpus)
+            missing = corpus.uncached(emb) if isinstance(corpus, MemoryCorpus) else 0
+            if missing > MAX_AUTO_EMBED:
+                notes.append(f"{missing} tools have no vectors yet: BM25 ran "
+                             "(import the collection to embed it once, or ask for --retriever hybrid)")
+            elif corpus.vectors(emb, compute=in_memory) is not None:
+                return factory("hybrid")(corpus=corpus, embedder=emb, **options)
+        chosen = factory("bm25")(corpus=corpus, **options)
+        if notes and hasattr(chosen, "notes"):
+            chosen.notes.extend(notes)
+        return chosen
+    make = factory(name)
+    return make(corpus=corpus, embedder=embedder, **options)
+
+
+def search(query: str, tools: Sequence[Tool] | None = None, k: int = 5, retriever: str | None = None, *,
+           home: Path | str | None = None, embedder: Embedder | None = None, **options: Any) -> SearchResult:
+    """The ``k`` tools most relevant to ``query``: among ``tools``, or (None) every tool of the store
+    in ``home`` (default ``ATC_HOME``), ranked by ``retriever`` (None: automatic)."""
+    from atc.config import atc_home
+    from atc.errors import UsageError
+
+    if k < 1:
+        raise UsageError("k must be at least 1")
+    if not query or not query.strip():
+        raise UsageError("the query is empty")
+    where = atc_home(home)
+    if tools is None:
+        from protocols.store import Store
+
+        if not Store(where).names():
+            return SearchResult(hits=[], retriever=retriever or "bm25")
+    corpus: Corpus = MemoryCorpus(tools, home=where) if tools is not None else store_corpus(where, embedder)
+    if corpus.n == 0:
+        return SearchResult(hits=[], retriever=retriever or "bm25")
+    return make_retriever(retriever, corpus, embedder=embedder, **options).search(query, k)

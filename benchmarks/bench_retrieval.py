@@ -1,0 +1,299 @@
+"""Retrieval quality and speed: every built retriever on the public sets, and the index at 16,000 tools.
+
+Quality (nDCG@5 and Recall@5, binary relevance) on ToolE single (a fixed 2,000-query sample by
+hash: embedding all 20,550 queries with the numpy model takes too long on the shared machine) and
+multi, StableToolBench's test queries over their 2,479-API pool, RestBench TMDB and Spotify.
+Rows: today's BM25 (``protocols.bm25`` with producer expansion: the baseline), the new BM25F,
+dense (all-MiniLM-L6-v2 alone) and the hybrid, on the dev split (hash of the query, 20%), the
+test split and all. ``--tune`` prints the fusion grid on the dev split (the chosen setting is
+the module constants of ``atc.retrieval.hybrid``).
+
+Speed (``--speed``): a store of 17,353 tools (the ToolBench pool imported as 7 collections),
+index build time and size, in-process p50/p95 per query, and ``atc tools search`` wall time
+including process start, each against today's rebuild (``Store.search``) measured in the same run.
+
+Usage: .venv/bin/python benchmarks/bench_retrieval.py [--tune] [--speed] [--no-quality]
+Set OPENBLAS_NUM_THREADS=1 on a shared machine (the numpy model is faster single-threaded there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from retrieval_sets import RetrievalSet, all_sets  # noqa: E402
+
+CACHE_HOME = Path(os.environ.get("ATC_BENCH_HOME", Path(tempfile.gettempdir()) / "atc-bench-retrieval"))
+Key = tuple[str, str]
+
+
+def ndcg_recall(ranked: Sequence[Key], gold: set[Key], k: int = 5) -> tuple[float, float]:
+    top = list(ranked)[:k]
+    dcg = sum(1 / math.log2(i + 2) for i, key in enumerate(top) if key in gold)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(len(gold), k)))
+    return dcg / ideal, len(gold & set(top)) / len(gold)
+
+
+class QueryVectors:
+    """The embedder, with the queries' vectors computed in one batch (and cached on disk)."""
+
+    def __init__(self, embedder: Any, texts: Sequence[str]) -> None:
+        from atc.retrieval.embedders import VectorCache, embed_cached
+        from atc.retrieval.hybrid import sentences
+
+        self.inner = embedder
+        self.name = embedder.name
+        self.dim = embedder.dim
+        self.cache = VectorCache(CACHE_HOME, embedder.name)
+        every = sorted({*texts, *(s for t in texts for s in sentences(t))})
+        vectors = embed_cached(embedder, every, self.cache)
+        self.table = {t: vectors[i] for i, t in enumerate(every)}
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        from atc.retrieval.embedders import embed_cached
+
+        if all(t in self.table for t in texts):
+            return np.vstack([self.table[t] for t in texts])
+        return embed_cached(self.inner, list(texts), self.cache)
+
+
+def score_set(rset: RetrievalSet, rank: Callable[[str], list[Key]]) -> dict[str, tuple[float, float, int]]:
+    parts: dict[str, list[tuple[float, float]]] = {"dev": [], "test": [], "all": []}
+    for q in rset.queries:
+        n, r = ndcg_recall(rank(q.text), q.gold)
+        parts["dev" if q.dev else "test"].append((n, r))
+        parts["all"].append((n, r))
+    return {p: (statistics.fmean(x[0] for x in v), statistics.fmean(x[1] for x in v), len(v))
+            for p, v in parts.items() if v}
+
+
+def retrievers(rset: RetrievalSet, embedder: Any) -> dict[str, Callable[[str], list[Key]]]:
+    from atc.retrieval.corpus import MemoryCorpus
+    from atc.retrieval.hybrid import Bm25Retriever, DenseRetriever, HybridRetriever
+    from protocols.bm25 import BM25Index
+
+    corpus = MemoryCorpus(rset.tools, home=CACHE_HOME)
+    old = BM25Index.from_tools(rset.tools)
+
+    def keys(result: Any) -> list[Key]:
+        return [(h.collection, h.name) for h in result.hits]
+
+    out: dict[str, Callable[[str], list[Key]]] = {
+        "bm25 today (protocols.bm25)": lambda q: [(t.collection, t.name) for t, _ in old.top(q, 5)],
+        "bm25f (new)": lambda q: keys(Bm25Retriever(corpus).search(q, 5)),
+    }
+    if embedder is not None:
+        qv = QueryVectors(embedder, [q.text for q in rset.queries])
+        corpus.vectors(qv)
+        out["dense (MiniLM)"] = lambda q: keys(DenseRetriever(corpus, qv).search(q, 5))
+        out["hybrid"] = lambda q: keys(HybridRetriever(corpus, qv).search(q, 5))
+        out["_corpus"] = corpus  # type: ignore[assignment]
+        out["_qv"] = qv  # type: ignore[assignment]
+    return out
+
+
+def quality(sets: list[RetrievalSet], embedder: Any, tune: bool) -> None:
+    print("\n## quality: nDCG@5 / Recall@5 (dev | test | all)\n")
+    print("| set | tools | queries | retriever | dev nDCG | test nDCG | all nDCG | all R@5 |")
+    print("|---|---|---|---|---|---|---|---|")
+    grids: dict[str, dict[tuple[str, float], float]] = {}
+    for rset in sets:
+        started = time.perf_counter()
+        found = retrievers(rset, embedder)
+        corpus = found.pop("_corpus", None)
+        qv = found.pop("_qv", None)
+        for name, rank in found.items():
+            res = score_set(rset, rank)
+            print(f"| {rset.name} | {len(rset.tools)} | {len(rset.queries)} | {name} | {res['dev'][0]:.3f} | "
+                  f"{res['test'][0]:.3f} | {res['all'][0]:.3f} | {res['all'][1]:.3f} |", flush=True)
+        if tune and corpus is not None:
+            from atc.retrieval.hybrid import HybridRetriever
+
+            dev = RetrievalSet(rset.name, rset.tools, [q for q in rset.queries if q.dev])
+            grid: dict[tuple[str, float], float] = {}
+            for fusion in ("score", "rrf"):
+                for alpha in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8):
+                    h = HybridRetriever(corpus, qv, fusion=fusion, alpha=alpha)
+                    grid[(fusion, alpha)] = score_set(dev, lambda q, h=h: [(x.collection, x.name) for x in
+                                                                           h.search(q, 5).hits])["dev"][0]
+            grids[rset.name] = grid
+        print(f"<!-- {rset.name}: {time.perf_counter() - started:.1f} s -->", file=sys.stderr)
+    if grids:
+        print("\n## fusion grid, dev nDCG@5 (macro mean over sets)\n")
+        settings = next(iter(grids.values())).keys()
+        for s in settings:
+            per = [grids[n][s] for n in grids]
+            print(f"{s[0]:>5} alpha={s[1]:.1f}: mean {statistics.fmean(per):.3f}  " +
+                  " ".join(f"{n}={grids[n][s]:.3f}" for n in grids))
+
+
+# -- speed -------------------------------------------------------------------------------------
+
+
+def _percentiles(samples: list[float]) -> tuple[float, float]:
+    samples = sorted(samples)
+    return statistics.median(samples), samples[min(len(samples) - 1, round(0.95 * (len(samples) - 1)))]
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def speed(embedder: Any, runs: int) -> None:
+    from atc.retrieval.api import make_retriever
+    from atc.retrieval.index import index_dir, update_index
+    from protocols.model import Collection
+    from protocols.store import Store
+
+    tb = next(s for s in all_sets(10) if s.name == "ToolBench")
+    home = Path(tempfile.mkdtemp(prefix="atc-bench-16k-"))
+    try:
+        store = Store(home)
+        copies = 7
+        started = time.perf_counter()
+        for c in range(copies):
+            store.add(Collection(name=f"tb{c}", tools=[_copy(t, f"tb{c}") for t in tb.tools], source="bench",
+                                 source_format="toolbench"))
+        store_s = time.perf_counter() - started
+        if embedder is not None:  # the pool's vectors, computed by the quality rows (or a run before)
+            cached = CACHE_HOME / "embeddings"
+            if cached.is_dir():
+                shutil.copytree(cached, home / "embeddings")
+        n = len(tb.tools) * copies
+        queries = [q.text for q in tb.queries[:60]]
+        print(f"\n## speed at {n:,} tools ({copies} copies of the ToolBench pool), {len(queries)} queries\n")
+        print(f"store import (not part of the index): {store_s:.1f} s")
+        # Vectors of identical texts come from the cache: the copies' embedding cost is that of one
+        # pool (measured as embed_s below, on an empty cache).
+        rows: list[str] = []
+        started = time.perf_counter()
+        update_index(home, store=store, embedder=None)
+        bm25_build = time.perf_counter() - started
+        gen = max((p for p in index_dir(home).iterdir() if p.name.startswith("gen-")), key=lambda p: p.stat().st_mtime)
+        rows.append(f"| index build, BM25 only | {bm25_build * 1000:.0f} ms | size {_size(gen) / 1e6:.1f} MB |")
+        if embedder is not None:
+            started = time.perf_counter()
+            update_index(home, store=store, embedder=embedder)
+            hybrid_build = time.perf_counter() - started
+            gen = max((p for p in index_dir(home).iterdir() if p.name.startswith("gen-")),
+                      key=lambda p: p.stat().st_mtime)
+            rows.append(f"| index build with vectors (cached texts) | {hybrid_build * 1000:.0f} ms | "
+                        f"size {_size(gen) / 1e6:.1f} MB |")
+        # Today's: Store.search rebuilds BM25 from every stored tool's tokens in each process.
+        old: list[float] = []
+        for q in queries[:10]:
+            fresh = Store(home)
+            t0 = time.perf_counter()
+            fresh.search(q, 5)
+            old.append((time.perf_counter() - t0) * 1000)
+        warm_old: list[float] = []
+        fresh = Store(home)
+        fresh.search(queries[0], 5)
+        for q in queries:
+            t0 = time.perf_counter()
+            fresh.search(q, 5)
+            warm_old.append((time.perf_counter() - t0) * 1000)
+        from atc.retrieval.index import open_index
+
+        index = open_index(home, store=Store(home))
+        names = ["bm25"] + (["hybrid"] if embedder is not None else [])
+        for name in names:
+            r = make_retriever(name, index, embedder=embedder)
+            r.search(queries[0], 5)
+            lat = []
+            for q in queries:
+                t0 = time.perf_counter()
+                r.search(q, 5)
+                lat.append((time.perf_counter() - t0) * 1000)
+            p50, p95 = _percentiles(lat)
+            rows.append(f"| in-process query, {name} (index open) | p50 {p50:.2f} ms | p95 {p95:.2f} ms |")
+        if embedder is not None:
+            from atc.retrieval.hybrid import sentences
+
+            lat = []
+            for q in queries:
+                t0 = time.perf_counter()
+                embedder.embed([q, *sentences(q)])
+                lat.append((time.perf_counter() - t0) * 1000)
+            p50, p95 = _percentiles(lat)
+            rows.append(f"| in-process, the query's embedding alone (part of hybrid) | p50 {p50:.2f} ms | "
+                        f"p95 {p95:.2f} ms |")
+        cold = []
+        for q in queries[:10]:
+            t0 = time.perf_counter()
+            i2 = open_index(home, store=Store(home))
+            make_retriever("bm25", i2).search(q, 5)
+            cold.append((time.perf_counter() - t0) * 1000)
+        p50, p95 = _percentiles(cold)
+        rows.append(f"| in-process query, bm25, index opened for it | p50 {p50:.2f} ms | p95 {p95:.2f} ms |")
+        p50, p95 = _percentiles(old)
+        rows.append(f"| today: Store.search, fresh Store (rebuild) | p50 {p50:.2f} ms | p95 {p95:.2f} ms |")
+        p50, p95 = _percentiles(warm_old)
+        rows.append(f"| today: Store.search, warm Store | p50 {p50:.2f} ms | p95 {p95:.2f} ms |")
+        env = {**os.environ, "ATC_HOME": str(home), "OPENBLAS_NUM_THREADS": "1"}
+        atc = str(Path(sys.executable).parent / "atc")
+        old_cli = ("import sys, json; from atc.config import atc_home; from protocols.store import Store; "
+                   "print(json.dumps([h.to_dict() for h in Store(atc_home()).search(sys.argv[1], 5)]))")
+        cmds = {"python -c pass": [sys.executable, "-c", "pass"],
+                "today: Store.search in a fresh process": [sys.executable, "-c", old_cli, queries[1]],
+                "atc tools search --retriever bm25": [atc, "tools", "search", queries[1], "--retriever", "bm25",
+                                                      "--json"]}
+        if embedder is not None:
+            cmds["atc tools search --retriever hybrid"] = [atc, "tools", "search", queries[1], "--retriever",
+                                                           "hybrid", "--json"]
+        walls: dict[str, list[float]] = {c: [] for c in cmds}
+        for _ in range(runs):
+            for label, cmd in cmds.items():  # interleaved: all rows see the same load
+                t0 = time.perf_counter()
+                subprocess.run(cmd, env=env, check=True, capture_output=True)
+                walls[label].append((time.perf_counter() - t0) * 1000)
+        for label, w in walls.items():
+            p50, p95 = _percentiles(w)
+            rows.append(f"| wall, {label} | p50 {p50:.0f} ms | p95 {p95:.0f} ms |")
+        print("| what | time | |\n|---|---|---|")
+        print("\n".join(rows))
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _copy(tool: Any, collection: str) -> Any:
+    from dataclasses import replace
+
+    return replace(tool, collection=collection)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tune", action="store_true", help="print the fusion grid on the dev split")
+    parser.add_argument("--speed", action="store_true", help="the 16k-tool speed rows")
+    parser.add_argument("--no-quality", action="store_true")
+    parser.add_argument("--toole-limit", type=int, default=2000)
+    parser.add_argument("-n", type=int, default=7, help="runs per wall-time row")
+    args = parser.parse_args(argv)
+    from atc.retrieval.embedders import make_embedder
+
+    embedder = make_embedder()
+    print(f"embedder: {embedder.name if embedder else 'none (BM25 only)'}; vector cache {CACHE_HOME}")
+    if not args.no_quality:
+        quality(all_sets(args.toole_limit), embedder, args.tune)
+    if args.speed:
+        speed(embedder, args.n)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

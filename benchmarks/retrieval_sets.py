@@ -1,0 +1,103 @@
+"""The public retrieval sets of benchmarks/bench_retrieval.py, read from ../shared/bench-data.
+
+Each set is a tool pool (``Tool`` objects, keyed by ``(collection, name)``) and queries with
+their gold tools. The dev split (used to choose the fusion settings) is every query whose
+blake2b hash of the text is 0 modulo 5 (about 20%); the rest is the test split.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocols.loaders import load_spec
+from protocols.model import Tool
+from protocols.toolbench import ToolBenchLoader
+
+DATA = Path(__file__).resolve().parent.parent / ".." / "shared" / "bench-data"
+
+
+@dataclass
+class Query:
+    text: str
+    gold: set[tuple[str, str]]
+
+    @property
+    def dev(self) -> bool:
+        return hashlib.blake2b(self.text.encode(), digest_size=4).digest()[0] % 5 == 0
+
+
+@dataclass
+class RetrievalSet:
+    name: str
+    tools: list[Tool]
+    queries: list[Query]
+
+
+def _sample(queries: list[Query], limit: int | None) -> list[Query]:
+    """A fixed subset by hash of the text (the same on every run), when ``limit`` is given."""
+    if limit is None or len(queries) <= limit:
+        return queries
+    return sorted(queries, key=lambda q: hashlib.blake2b(q.text.encode(), digest_size=8).digest())[:limit]
+
+
+def toole(limit: int | None = None) -> tuple[RetrievalSet, RetrievalSet]:
+    root = DATA / "toole"
+    described = json.loads((root / "plugin_des.json").read_text())
+    tools = [Tool(name=name, collection="toole", description=desc) for name, desc in described.items()]
+    single: list[Query] = []
+    seen: set[str] = set()
+    with open(root / "data" / "all_clean_data.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            text, tool = row["Query"].strip(), row["Tool"].strip()
+            if text in seen or tool not in described:  # repeated strings: the first label counts
+                continue
+            seen.add(text)
+            single.append(Query(text, {("toole", tool)}))
+    multi = [Query(q["query"], {("toole", t) for t in q["tool"]})
+             for q in json.loads((root / "data" / "multi_tool_query_golden.json").read_text())]
+    return RetrievalSet("ToolE single", tools, _sample(single, limit)), RetrievalSet("ToolE multi", tools, multi)
+
+
+def toolbench() -> RetrievalSet:
+    folder = DATA / "toolbench" / "stabletoolbench" / "solvable_queries" / "test_instruction"
+    apis: dict[tuple[str, str], dict[str, object]] = {}
+    raw: list[tuple[str, list[tuple[str, str]]]] = []
+    for path in sorted(folder.glob("*.json")):
+        for q in json.loads(path.read_text()):
+            for api in q["api_list"]:
+                apis.setdefault((api["tool_name"], api["api_name"]), api)
+            raw.append((q["query"], [(t, a) for t, a in q["relevant APIs"]]))
+    keys = list(apis)
+    # The loader keeps first-seen order and skips repeats of (category, tool, api): one tool per key.
+    collection = ToolBenchLoader().load([{"api_list": [apis[k] for k in keys]}], source="bench", name="toolbench")
+    by_key = {k: ("toolbench", t.name) for k, t in zip(keys, collection.tools, strict=True)}
+    queries = [Query(text, {by_key[g] for g in gold if g in by_key}) for text, gold in raw]
+    return RetrievalSet("ToolBench", collection.tools, [q for q in queries if q.gold])
+
+
+def restbench(which: str) -> RetrievalSet:
+    root = DATA / "restbench"
+    collection = load_spec(root / "specs" / f"{which}_oas.json", name=which)
+    by_op = {(t.method.upper(), t.path): (which, t.name) for t in collection.tools}
+    fixes = {"/person/{movie_id}/movie_credits": "/person/{person_id}/movie_credits", "/track/{id}": "/tracks/{id}"}
+    queries = []
+    for q in json.loads((root / "datasets" / f"{which}.json").read_text()):
+        gold = set()
+        for step in q["solution"]:
+            method, _, path = step.strip().partition(" ")
+            path = fixes.get(path.strip(), path.strip())
+            if (method.upper(), path) in by_op:
+                gold.add(by_op[(method.upper(), path)])
+        if gold:
+            queries.append(Query(q["query"], gold))
+    label = {"tmdb": "TMDB", "spotify": "Spotify"}[which]
+    return RetrievalSet(label, collection.tools, queries)
+
+
+def all_sets(toole_limit: int | None = None) -> list[RetrievalSet]:
+    single, multi = toole(toole_limit)
+    return [single, multi, toolbench(), restbench("tmdb"), restbench("spotify")]
