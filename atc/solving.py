@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atc import prompts
 from atc.checks import check_program
@@ -33,6 +33,9 @@ from atc.reflection import ask_model_for_tool, feedback, needs_model_attribution
 from protocols.model import Collection, Tool
 from sandbox.api import Backend, ExecutionResult, Limits, ToolCall, Toolset
 from sandbox.execute import BaseUrl, Validation, pick_sandbox, prepare
+
+if TYPE_CHECKING:
+    from atc.retrieval.base import Retriever
 
 __all__ = ["Usage", "Attempt", "Solution", "solve", "asolve", "solve_many", "choose_tools", "DEFAULT_TOP_K"]
 
@@ -55,6 +58,12 @@ class Usage:
         self.llm_calls += completion.requests
         self.prompt_tokens += completion.prompt_tokens
         self.completion_tokens += completion.completion_tokens
+
+    def merge(self, counts: dict[str, int]) -> None:
+        """Add a retriever's model usage (``SearchResult.usage``)."""
+        self.llm_calls += counts.get("llm_calls", 0)
+        self.prompt_tokens += counts.get("prompt_tokens", 0)
+        self.completion_tokens += counts.get("completion_tokens", 0)
 
     def to_dict(self) -> dict[str, int]:
         return {"llm_calls": self.llm_calls, "prompt_tokens": self.prompt_tokens,
@@ -180,11 +189,18 @@ def _lenient(toolset: Toolset) -> frozenset[str]:
     return frozenset(name for name in toolset.tools if toolset.validation_for(name) != "strict")
 
 
-def choose_tools(query: str, toolset: Toolset, top_k: int | None = None) -> list[Tool]:
+def choose_tools(query: str, toolset: Toolset, top_k: int | None = None, *,
+                 retriever: str | Retriever | None = None, client: ModelClient | None = None) -> list[Tool]:
     """The tools shown to the model: all of them, or the ``top_k`` (default 20) most relevant
-    to the query by BM25 when there are more (the first ``top_k`` if nothing matches)."""
+    to the query by BM25 when there are more (the first ``top_k`` if nothing matches).
+    ``retriever`` (a registered name or a ``Retriever``) always picks, whatever the count;
+    a model-backed one uses ``client``."""
     everything = list(toolset.tools.values())
     k = top_k or DEFAULT_TOP_K
+    if retriever is not None:
+        from atc.retrieval.select import build, select
+
+        return select(query, everything, build(retriever, tools=everything, client=client), k)[0]
     if len(everything) <= k:
         return everything
     from protocols.bm25 import search
@@ -267,6 +283,7 @@ def solve(
     on_attempt: AttemptHook | None = None,
     backend: str | Backend | None = None,
     validation: Validation = None,
+    retriever: str | Retriever | None = None,
 ) -> Solution:
     """Solve ``query`` with ``tools`` (a Collection, a list of them, a Toolset, a spec path or
     an imported collection name) in ``sandbox`` (``"docker"``, ``"local"``, auto when None, or a
@@ -275,7 +292,9 @@ def solve(
     argument checks (``strict``, ``warn``, ``off``, or per collection); the model comes from
     ``client``, else ``model`` and the environment. A missing server URL or an unusable credential
     is a ``ConfigError`` before the model is asked anything.
-    ``on_attempt(attempt, number)`` is called after each attempt (for progress output)."""
+    ``on_attempt(attempt, number)`` is called after each attempt (for progress output).
+    ``retriever`` (a registered name or a ``Retriever``) picks the tools shown; one that can
+    reflect (AnyTool) reopens its search after a failed attempt (``atc.retrieval.select``)."""
     started = time.perf_counter()
     if not query or not query.strip():
         raise UsageError("the task is empty", hint='example: atc solve "Which books did Stanislaw Lem write?" --tools spec.json')
@@ -285,7 +304,8 @@ def solve(
     from sandbox.execute import check_toolset
 
     check_toolset(toolset)
-    shown = choose_tools(query, toolset, top_k)
+    everything = list(toolset.tools.values())
+    shown = choose_tools(query, toolset, top_k) if retriever is None else []
     limits = limits or Limits()
     if client is None:
         configured_settings(model)  # a missing model configuration is said before anything starts
@@ -295,6 +315,14 @@ def solve(
     if client is None:
         client = make_client(model)
     runner = pending.backend()
+    usage = Usage()
+    finder = None
+    if retriever is not None:
+        from atc.retrieval.select import build, reopen, reopened_text, select
+
+        finder = build(retriever, tools=everything, client=client)
+        shown, found = select(query, everything, finder, top_k or DEFAULT_TOP_K)
+        usage.merge(found.usage)
 
     from protocols.render import render_compact
 
@@ -302,7 +330,6 @@ def solve(
         {"role": "system", "content": prompts.render("system")},
         {"role": "user", "content": prompts.render("generate", tools=render_compact(shown).strip(), task=query.strip())},
     ]
-    usage = Usage()
     attempts: list[Attempt] = []
     sandbox_name: str | None = None
     model_error: ModelError | None = None
@@ -335,8 +362,13 @@ def solve(
         if on_attempt:
             on_attempt(attempt, number)
         messages.append(_assistant_turn(attempt))
-        messages.append({"role": "user", "content": feedback(number, attempt.program, attempt.error or {},
-                                                             blamed=blamed, reason=reason, result=attempt.result)})
+        text = feedback(number, attempt.program, attempt.error or {}, blamed=blamed, reason=reason, result=attempt.result)
+        reopened = finder and reopen(finder, attempt.error, attempt.blamed_tool, attempt.result.calls
+                                     if attempt.result else [], everything, top_k or DEFAULT_TOP_K)
+        if reopened:  # the retriever widened its search: the model sees the new tool set
+            usage.merge(reopened[1].usage)
+            text, shown = text + "\n\n" + reopened_text(shown, reopened[0]), reopened[0]
+        messages.append({"role": "user", "content": text})
 
     final = attempts[-1]
     error = final.error
@@ -374,13 +406,14 @@ async def asolve(
     on_attempt: AttemptHook | None = None,
     backend: str | Backend | None = None,
     validation: Validation = None,
+    retriever: str | Retriever | None = None,
 ) -> Solution:
     """``solve`` without blocking the event loop (it runs in a worker thread, so many tasks can
     be awaited together; see ``solve_many`` for a bounded batch)."""
     return await asyncio.to_thread(
         solve, query, tools, model=model, client=client, max_reflections=max_reflections, limits=limits,
         sandbox=pick_sandbox(sandbox, backend), base_url=base_url, credentials=credentials, top_k=top_k,
-        on_attempt=on_attempt, validation=validation,
+        on_attempt=on_attempt, validation=validation, retriever=retriever,
     )
 
 

@@ -31,6 +31,11 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="repairs after the first attempt (3)")
     p.add_argument("--top-k", type=int, default=None, metavar="K",
                    help="tools shown to the model when the collections hold more (20)")
+    from atc.retrieval import registered
+
+    p.add_argument("--retriever", choices=registered(), default=None, metavar="NAME",
+                   help=f"how the tools shown are chosen: {', '.join(registered())} (default: automatic, BM25 "
+                        "when the collections hold more than --top-k tools)")
     p.set_defaults(handler=_handle)
 
 
@@ -67,6 +72,7 @@ def _handle(args: argparse.Namespace) -> int:
         limits=limits,
         sandbox=args.sandbox,
         top_k=args.top_k,
+        retriever=args.retriever,
         on_attempt=None if args.json else _progress,
     )
     if args.json:
