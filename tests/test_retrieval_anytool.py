@@ -10,10 +10,14 @@ program fails on it, reflection drops it and the reactivated tool agent adds the
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -328,3 +332,27 @@ def test_solve_reopens_retrieval_after_a_broken_tool(server: ScriptedOpenAI, api
     # every request the model server saw is in the solve's usage, the agents' included
     assert sol.usage.llm_calls == len(server.requests)
     assert sol.usage.llm_calls > len(solves)
+
+
+def test_cli_solve_json_counts_the_retrievals_calls(server: ScriptedOpenAI, api: LibraryAPI, tmp_path: Path) -> None:
+    agent = scripted({
+        ("meta", 1): calls(call("create_agent_category_level", {"category": "uncategorized"})),
+        ("category:uncategorized", 1): calls(call("create_agent_tool_level", {"tools": ["Library"]})),
+        ("tool:Library", 1): calls(call("add_API_into_API_pool", {"apis": ["search_authors"]})),
+        ("tool:Library", 2): calls(call("check_if_request_solvable")),
+        ("judge", 1): "yes",
+    }, default=calls(call("get_tools_in_category", {"category": "uncategorized"}), delay=0.2))
+    program = "```python\nprint(search_authors(name='Lem')['results'][0]['born'])\n```"
+    server.router = lambda body: agent(body) if kind(body) != "other" else program
+    spec = api.write_spec(tmp_path / "library.json")
+    env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "ATC_MODEL": "scripted"}
+    proc = subprocess.run([str(Path(sys.executable).with_name("atc")), "solve", "When was Lem born?", "--tools",
+                           str(spec), "--sandbox", "local", "--retriever", "anytool", "--json"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["ok"] and doc["answer"].strip() == "1921" and doc["tools"] == ["search_authors"]
+    assert doc["usage"]["llm_calls"] == len(server.requests) >= 5
+    bad = subprocess.run([str(Path(sys.executable).with_name("atc")), "solve", "x", "--tools", str(spec),
+                          "--retriever", "nope"], capture_output=True, text=True, env=env, timeout=60)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
