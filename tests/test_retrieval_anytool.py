@@ -356,3 +356,36 @@ def test_cli_solve_json_counts_the_retrievals_calls(server: ScriptedOpenAI, api:
     bad = subprocess.run([str(Path(sys.executable).with_name("atc")), "solve", "x", "--tools", str(spec),
                           "--retriever", "nope"], capture_output=True, text=True, env=env, timeout=60)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_reopen_skips_writing_failures_and_plain_retrievers() -> None:
+    from atc.retrieval.select import reopen
+
+    class Reflecting:
+        name = "r"
+        asked: list[str] = []
+
+        def search(self, query: str, k: int = 5) -> Any:
+            raise AssertionError
+
+        def reflect(self, reason: str, blamed: str | None, *, broken: bool, k: int) -> Any:
+            from atc.retrieval import Hit, SearchResult
+
+            self.asked.append(reason)
+            return SearchResult([Hit("c", "forecast", 1.0)], "r", {"llm_calls": 2, "prompt_tokens": 3,
+                                                                   "completion_tokens": 4})
+
+    r = Reflecting()
+    assert reopen(r, {"type": "SyntaxError", "message": "x"}, None, [], CORPUS, 5) is None
+    assert reopen(r, {"type": "NoProgram", "message": "x"}, None, [], CORPUS, 5) is None and not r.asked
+    tools, result = reopen(r, {"type": "NameError", "message": "name 'weather' is not defined"}, None, [],
+                           CORPUS, 5)  # type: ignore[misc]
+    assert [t.name for t in tools] == ["forecast"] and r.asked == ["NameError: name 'weather' is not defined"]
+
+    class Plain:
+        name = "p"
+
+        def search(self, query: str, k: int = 5) -> Any:
+            raise AssertionError
+
+    assert reopen(Plain(), {"type": "ToolError", "message": "x"}, "t", [], CORPUS, 5) is None

@@ -25,6 +25,10 @@ _NO_ROUTE = re.compile(r"no such (endpoint|route|path|api)|no route|unknown (end
                        r"endpoint (does not|doesn't) exist|cannot (get|post|put|delete) /", re.I)
 
 
+#: Failures of the model's writing, which other tools would not fix: no search is reopened for them.
+_NOT_RETRIEVAL = frozenset({"NoProgram", "SyntaxError"})
+
+
 def build(retriever: str | Retriever, *, tools: Sequence[Tool], client: Any = None,
           home: str | Path | None = None, **options: Any) -> Retriever:
     """A retriever object: ``retriever`` itself, or the registered one of that name built over ``tools``."""
@@ -76,9 +80,9 @@ def reopen(retriever: Retriever, error: dict[str, Any] | None, blamed: str | Non
     """Reopen the search after a failed attempt, when ``retriever`` can reflect: the new tools
     and the round's result (its usage is the caller's to add); None when nothing changes."""
     reflect = getattr(retriever, "reflect", None)
-    if not callable(reflect):
-        return None
     err = error or {}
+    if not callable(reflect) or err.get("type") in _NOT_RETRIEVAL:
+        return None
     reason = f"{err.get('type', 'Error')}: {' '.join(str(err.get('message') or '').split())[:400]}"
     if blamed:
         reason += f" (attributed to {blamed})"
