@@ -62,6 +62,44 @@ def merge_intents(per_intent: Sequence[dict[int, float]], k: int) -> list[tuple[
     return [(tool, -key[1]) for tool, key in ordered[:max(k, 0)]]
 
 
+class ViewIndex:
+    """Okapi BM25 over the views, with every posting list built once: a Re-Invoke retriever
+    answers many queries over the same views (``protocols.bm25.BM25Index`` builds postings per
+    query term on first use, which suits one query over a fresh tool set)."""
+
+    def __init__(self, texts: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> None:
+        from collections import Counter
+
+        from protocols.bm25 import tokenize
+
+        self.k1, self.b = k1, b
+        self.postings: dict[str, list[tuple[int, int]]] = {}
+        lengths = []
+        for i, text in enumerate(texts):
+            words = tokenize(text)
+            lengths.append(len(words))
+            for term, count in Counter(words).items():
+                self.postings.setdefault(term, []).append((i, count))
+        avg = (sum(lengths) / len(lengths)) if lengths else 1.0
+        self.norms = [k1 * (1 - b + b * n / (avg or 1.0)) for n in lengths]
+        self.n = len(lengths)
+
+    def scores(self, query: str) -> dict[int, float]:
+        import math
+
+        from protocols.bm25 import tokenize
+
+        acc: dict[int, float] = {}
+        for term in set(tokenize(query)):
+            posting = self.postings.get(term)
+            if not posting:
+                continue
+            idf = math.log(1 + (self.n - len(posting) + 0.5) / (len(posting) + 0.5))
+            for i, f in posting:
+                acc[i] = acc.get(i, 0.0) + idf * f * (self.k1 + 1) / (f + self.norms[i])
+        return acc
+
+
 class ReInvoke:
     """The retriever. ``per_tool`` synthetic queries per tool; up to ``generate_missing`` tools
     without stored queries get theirs generated during a search (0: never)."""
@@ -85,20 +123,22 @@ class ReInvoke:
         if self._views is not None:
             return self._views
         keys = [document_hash(t) for t in self.tools]
-        missing = [t for t, key in zip(self.tools, keys, strict=True) if self.store.get(key) is None]
+        stored = {key: self.store.get(key) for key in set(keys)}
+        missing = [t for t, key in zip(self.tools, keys, strict=True) if stored[key] is None]
         if missing and self.client is not None and len(missing) <= self.generate_missing:
             report = generate(missing, self.client, self.store, per_tool=self.per_tool)
             for name in usage:
                 usage[name] += report.usage.get(name, 0)
             notes.extend(f"query generation: {e}" for e in report.errors)
-            missing = [t for t, key in zip(self.tools, keys, strict=True) if self.store.get(key) is None]
+            stored.update({key: self.store.get(key) for key in {document_hash(t) for t in missing}})
+            missing = [t for t, key in zip(self.tools, keys, strict=True) if stored[key] is None]
         if missing:
             notes.append(f"{len(missing)} of {len(self.tools)} tools have no synthetic queries (their document is "
                          "their only view): run 'atc tools queries'")
         views: list[tuple[int, str]] = []
         for i, (tool, key) in enumerate(zip(self.tools, keys, strict=True)):
             views.append((i, tool_document(tool)))
-            views.extend((i, q) for q in (self.store.get(key) or [])[:self.per_tool])
+            views.extend((i, q) for q in (stored[key] or [])[:self.per_tool])
         self._views = views
         return views
 
@@ -132,14 +172,12 @@ class ReInvoke:
             best = np.maximum.reduceat(sims, starts, axis=1)
             tools = owners[starts]
             return [{int(t): float(s) for t, s in zip(tools, row, strict=True)} for row in best]
-        from protocols.bm25 import BM25Index
-
         if self._index is None:
-            self._index = BM25Index([i for i, _ in views], [text for _, text in views])
+            self._index = ViewIndex([text for _, text in views])
         out: list[dict[int, float]] = []
         for intent in intents:
             per: dict[int, float] = {}
-            for view, score in self._index.scores(intent):
+            for view, score in self._index.scores(intent).items():
                 tool = views[view][0]
                 per[tool] = max(per.get(tool, 0.0), score)
             out.append(per)
