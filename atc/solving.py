@@ -116,6 +116,8 @@ class Solution:
     error: dict[str, Any] | None = None
     query: str = ""
     model: str | None = None
+    #: the retriever that chose the tools shown (None: there were few enough to show them all)
+    retriever: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -131,6 +133,7 @@ class Solution:
             "tools": self.tools,
             "query": self.query,
             "model": self.model,
+            "retriever": self.retriever,
         }
 
     @classmethod
@@ -316,13 +319,14 @@ def solve(
         client = make_client(model)
     runner = pending.backend()
     usage = Usage()
-    finder = None
+    finder, ran = None, None
     if retriever is not None:
         from atc.retrieval.select import build, reopen, reopened_text, select
 
         finder = build(retriever, tools=everything, client=client)
         shown, found = select(query, everything, finder, top_k or DEFAULT_TOP_K)
         usage.merge(found.usage)
+        ran = found.retriever
 
     from protocols.render import render_compact
 
@@ -388,6 +392,7 @@ def solve(
         error=error,
         query=query,
         model=getattr(client, "model", None),
+        retriever=ran,
     )
 
 

@@ -322,7 +322,7 @@ def test_solve_reopens_retrieval_after_a_broken_tool(server: ScriptedOpenAI, api
     assert sol.ok and sol.answer.strip() == "Solaris, The Cyberiad"
     assert [a.ok for a in sol.attempts] == [False, True]
     assert sol.attempts[0].blamed_tool == "legacy_author_books"
-    assert sol.tools == ["search_authors", "list_author_books"]
+    assert sol.tools == ["search_authors", "list_author_books"] and sol.retriever == "anytool"
     solves = [r for r in server.requests if kind(r) == "other"]
     first = "\n".join(str(m.get("content") or "") for m in solves[0]["messages"])
     assert "legacy_author_books" in first and "list_author_books" not in first
@@ -352,6 +352,7 @@ def test_cli_solve_json_counts_the_retrievals_calls(server: ScriptedOpenAI, api:
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["ok"] and doc["answer"].strip() == "1921" and doc["tools"] == ["search_authors"]
+    assert doc["retriever"] == "anytool"
     assert doc["usage"]["llm_calls"] == len(server.requests) >= 5
     bad = subprocess.run([str(Path(sys.executable).with_name("atc")), "solve", "x", "--tools", str(spec),
                           "--retriever", "nope"], capture_output=True, text=True, env=env, timeout=60)
