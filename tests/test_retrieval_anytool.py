@@ -390,3 +390,19 @@ def test_reopen_skips_writing_failures_and_plain_retrievers() -> None:
             raise AssertionError
 
     assert reopen(Plain(), {"type": "ToolError", "message": "x"}, "t", [], CORPUS, 5) is None
+
+
+def test_a_runaway_agent_still_leaves_its_pool(server: ScriptedOpenAI, client: ModelClient) -> None:
+    server.router = scripted({
+        ("meta", 1): calls(call("create_agent_category_level", {"category": "Finance"})),
+        ("category:Finance", 1): calls(call("create_agent_tool_level", {"tools": ["quotes"]})),
+        ("tool:quotes", 1): calls(call("add_API_into_API_pool", {"apis": ["stock_quote"]})),
+        ("tool:quotes", 2): calls(call("get_API_detail", "[1, 2]")),
+    }, default=calls(call("get_APIs_in_tool", {"tool": "quotes"})))  # the tool agent never finishes
+    retriever = AnyTool(CORPUS, client, AnyToolSettings(max_turns=4))
+    result = retriever.search("latest stock quote for ACME")
+    assert result.retriever == "anytool" and [h.name for h in result.hits] == ["stock_quote"]
+    third = [r for r in server.requests if kind(r) == "tool:quotes" and turn(r) == 3][0]
+    assert "must be a JSON object" in third["messages"][-1]["content"]
+    assert {a.label: a.status for a in retriever.agents}["tool:Finance/quotes"] == "turns"
+    assert any("stopped after 4 turns" in n for n in result.notes)

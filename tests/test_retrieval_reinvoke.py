@@ -192,3 +192,35 @@ def test_cli_generates_for_stored_collections(server: ScriptedOpenAI, tmp_path: 
     assert again.returncode == 0 and again.stdout.startswith("4 tools: 4 already done, 0 generated")
     bad = subprocess.run([atc, "tools", "queries", "nope"], capture_output=True, text=True, env=env, timeout=60)
     assert bad.returncode == 2 and "no collection named 'nope'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_cli_shows_progress_on_a_terminal(server: ScriptedOpenAI, tmp_path: Path) -> None:
+    import pty
+
+    spec = {"openapi": "3.0.3", "info": {"title": "Svc", "version": "1"}, "servers": [{"url": "http://127.0.0.1:9"}],
+            "paths": {f"/{t.name}": {"get": {"operationId": t.name, "summary": t.description,
+                                             "responses": {"200": {"description": "ok"}}}} for t in TOOLS}}
+    path = tmp_path / "svc.json"
+    path.write_text(json.dumps(spec))
+    atc = str(Path(sys.executable).parent / "atc")
+    env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "ATC_MODEL": "scripted"}
+    subprocess.run([atc, "tools", "import", str(path)], capture_output=True, env=env, timeout=60, check=True)
+    leader, follower = pty.openpty()
+    try:
+        run = subprocess.run([atc, "tools", "queries", "--batch", "2"], stdout=subprocess.PIPE, stderr=follower,
+                             text=True, env=env, timeout=60)
+        os.close(follower)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(leader)
+    assert run.returncode == 0
+    assert b"\rsynthetic queries: 0/4 tools" in seen and b"synthetic queries: 4/4 tools" in seen
+    assert run.stdout.startswith("4 tools: 0 already done, 4 generated, 0 failed; 2 model calls")

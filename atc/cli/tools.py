@@ -238,17 +238,19 @@ def _queries(args: argparse.Namespace) -> int:
     if not tools:
         raise UsageError("no tools to cover", hint="import a collection first: atc tools import SPEC")
     client = make_client(args.model)
-    show = not args.json and sys.stderr.isatty()
+    # Our own text, carriage returns included: written to the real stream, not through the
+    # wrapper that escapes the control characters of hostile text on a terminal.
+    term = sys.__stderr__ if not args.json and sys.stderr.isatty() else None
 
     def progress(done: int, total: int) -> None:
-        if show:
-            sys.stderr.write(f"\rsynthetic queries: {done}/{total} tools")
-            sys.stderr.flush()
+        if term is not None:
+            term.write(f"\rsynthetic queries: {done}/{total} tools")
+            term.flush()
 
     report = generate(tools, client, QueryStore(atc_home()), per_tool=args.per_tool, batch=args.batch,
                       on_progress=progress)
-    if show:
-        sys.stderr.write("\n")
+    if term is not None:
+        term.write("\n")
     if args.json:
         print_json(report.to_dict())
     else:
