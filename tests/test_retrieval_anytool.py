@@ -141,12 +141,14 @@ def test_pool_is_capped_at_64(server: ScriptedOpenAI, client: ModelClient) -> No
     big = [T(f"api_{i}", "Big", "huge", f"Operation number {i}.") for i in range(100)]
     server.router = scripted({
         ("meta", 1): calls(call("create_agent_category_level", {"category": "Big"})),
-        ("category:Big", 1): calls(call("create_agent_tool_level", {"tools": ["huge"]})),
-        ("tool:huge", 1): calls(call("add_API_into_API_pool", {"apis": [f"api_{i}" for i in range(100)]})),
+        # a tool of 100 APIs is handed out in parts of 40
+        ("category:Big", 1): calls(call("create_agent_tool_level", {"tools": ["huge", "huge (2)", "huge (3)"]})),
+        ("tool:huge+huge (2)+huge (3)", 1): calls(call("add_API_into_API_pool",
+                                                       {"apis": [f"api_{i}" for i in range(100)]})),
     })
     result = AnyTool(big, client).search("everything")
     assert len(result.hits) == 64 and [h.name for h in result.hits][:2] == ["api_0", "api_1"]
-    second = [r for r in server.requests if kind(r) == "tool:huge" and turn(r) == 2][0]
+    second = [r for r in server.requests if kind(r) == "tool:huge+huge (2)+huge (3)" and turn(r) == 2][0]
     assert "api_64 not added: the pool is full (64 APIs)" in second["messages"][-1]["content"]
 
 
@@ -406,3 +408,13 @@ def test_a_runaway_agent_still_leaves_its_pool(server: ScriptedOpenAI, client: M
     assert "must be a JSON object" in third["messages"][-1]["content"]
     assert {a.label: a.status for a in retriever.agents}["tool:Finance/quotes"] == "turns"
     assert any("stopped after 4 turns" in n for n in result.notes)
+
+
+def test_a_huge_tool_is_split_for_its_agents() -> None:
+    from atc.retrieval.anytool_functions import Catalog
+
+    big = [Tool(name=f"repo_{i}", collection="gh", group="GitHub", path=f"/v3/repos/{{id}}/x{i}") for i in range(50)]
+    big += [Tool(name=f"user_{i}", collection="gh", group="GitHub", path=f"/v3/users/u{i}") for i in range(30)]
+    groups = Catalog(big).tree["uncategorized"]
+    assert {k: len(v) for k, v in groups.items()} == {"GitHub /repos": 40, "GitHub /repos (2)": 10,
+                                                      "GitHub /users": 30}

@@ -9,6 +9,7 @@ that the agent can correct itself; nothing here raises on the model's input.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,16 +24,25 @@ UNCATEGORIZED = "uncategorized"
 MAX_LISTED = 200
 #: API details one get_API_detail call returns.
 MAX_DETAILS = 5
+#: APIs of one tool (above this, the tool is split; see ``Catalog``).
+MAX_GROUP = 40
+_VERSION = re.compile(r"^(v\d+(\.\d+)*|api|rest)$", re.I)
 
 
 class Catalog:
     """The corpus as a tree: category -> tool (``Tool.group``; the collection when empty) -> APIs.
-    Names are matched exactly first, then case-insensitively."""
+    Names are matched exactly first, then case-insensitively. A tool with more than
+    ``MAX_GROUP`` APIs (a large OpenAPI document has hundreds under one title) is split by the
+    first word of its paths, then in parts, so that no tool agent is handed an unreadable list."""
 
     def __init__(self, tools: Sequence[Tool]) -> None:
         self.tree: dict[str, dict[str, list[Tool]]] = {}
         for t in tools:
             self.tree.setdefault(t.category or UNCATEGORIZED, {}).setdefault(t.group or t.collection, []).append(t)
+        for category, groups in self.tree.items():
+            if any(len(apis) > MAX_GROUP for apis in groups.values()):
+                self.tree[category] = {name: apis for group, items in groups.items()
+                                       for name, apis in _split(group, items).items()}
 
     def categories(self) -> list[str]:
         return list(self.tree)
@@ -55,6 +65,20 @@ class Catalog:
         if len(self.tree) > MAX_LISTED:
             lines.append(f"- ... and {len(self.tree) - MAX_LISTED} more categories")
         return "\n".join(lines)
+
+
+def _split(group: str, tools: list[Tool]) -> dict[str, list[Tool]]:
+    if len(tools) <= MAX_GROUP:
+        return {group: tools}
+    by_word: dict[str, list[Tool]] = {}
+    for t in tools:
+        words = [w for w in t.path.split("/") if w and not w.startswith("{") and not _VERSION.match(w)]
+        by_word.setdefault(f"{group} /{words[0]}" if words else group, []).append(t)
+    out: dict[str, list[Tool]] = {}
+    for name, items in by_word.items():
+        for i in range(0, len(items), MAX_GROUP):
+            out[name if i == 0 else f"{name} ({i // MAX_GROUP + 1})"] = items[i:i + MAX_GROUP]
+    return out
 
 
 def _match(name: str, options: dict[str, Any]) -> str | None:
