@@ -224,3 +224,30 @@ def test_cli_shows_progress_on_a_terminal(server: ScriptedOpenAI, tmp_path: Path
     assert run.returncode == 0
     assert b"\rsynthetic queries: 0/4 tools" in seen and b"synthetic queries: 4/4 tools" in seen
     assert run.stdout.startswith("4 tools: 0 already done, 4 generated, 0 failed; 2 model calls")
+
+
+def test_factories_take_a_retrieval_corpus_with_tools_read_from_the_store(tmp_path: Path) -> None:
+    from atc.retrieval.select import corpus_tools
+    from protocols.model import Collection
+    from protocols.store import Store
+
+    Store(tmp_path).add(Collection(name="svc", tools=[Tool(name=t.name, collection="svc", description=t.description)
+                                                      for t in TOOLS]))
+
+    class Doc:
+        def __init__(self, name: str) -> None:
+            self.collection, self.name = "svc", name
+
+    class StoreCorpus:  # the shape of the retrieval index: documents in memory, tools in the store
+        n = len(TOOLS)
+
+        def tool(self, i: int) -> None:
+            return None
+
+        def doc(self, i: int) -> Doc:
+            return Doc(TOOLS[i].name)
+
+    tools = corpus_tools(None, StoreCorpus(), tmp_path)
+    assert [(t.collection, t.name) for t in tools] == [("svc", t.name) for t in TOOLS]
+    retriever = factory("reinvoke")(corpus=StoreCorpus(), home=tmp_path)
+    assert [h.name for h in retriever.search("service FX", k=1).hits] == ["svc_fx"]

@@ -41,7 +41,7 @@ from atc.retrieval.anytool_functions import (
     names_arg,
     schemas,
 )
-from atc.retrieval.base import Hit, SearchResult
+from atc.retrieval.base import Hit, SearchResult, register
 from protocols.model import Tool
 
 __all__ = ["AnyTool", "AnyToolSettings", "Agent", "make"]
@@ -386,12 +386,20 @@ def _zero() -> dict[str, int]:
 
 
 def make(*, tools: Sequence[Tool] | None = None, client: ModelClient | None = None,
-         settings: AnyToolSettings | None = None, **_: Any) -> AnyTool:
-    """The registry's factory (``--retriever anytool``): needs the corpus and a model client."""
+         settings: AnyToolSettings | None = None, corpus: Any = None, home: Any = None, **_: Any) -> AnyTool:
+    """The registry's factory (``--retriever anytool``): needs the tools (``tools``, or a retrieval
+    ``corpus``) and a model client."""
     from atc.errors import ConfigError, UsageError
+    from atc.retrieval.select import corpus_tools
+
+    tools = corpus_tools(tools, corpus, home)
 
     if client is None:
         raise ConfigError("the anytool retriever needs a model", hint="configure one (OPENAI_BASE_URL, ATC_MODEL)")
     if not tools:
         raise UsageError("the anytool retriever got no tools to search")
     return AnyTool(tools, client, settings)
+
+
+# Importing the module registers it too (``atc.retrieval`` registers it lazily by name already).
+register("anytool", make)

@@ -24,7 +24,7 @@ from typing import Any
 
 from atc.errors import ModelError
 from atc.model import ModelClient
-from atc.retrieval.base import Embedder, Hit, SearchResult
+from atc.retrieval.base import Embedder, Hit, SearchResult, register
 from atc.retrieval.queries import QueryStore, document_hash, generate, tool_document
 from protocols.model import Tool
 
@@ -195,8 +195,13 @@ class ReInvoke:
 
 
 def make(*, tools: Sequence[Tool] | None = None, client: ModelClient | None = None, embedder: Embedder | None = None,
-         home: str | Path | None = None, per_tool: int = 5, **_: Any) -> ReInvoke:
-    """The registry's factory (``--retriever reinvoke``)."""
+         home: str | Path | None = None, per_tool: int = 5, corpus: Any = None, **_: Any) -> ReInvoke:
+    """The registry's factory (``--retriever reinvoke``): over ``tools``, or a retrieval ``corpus``."""
     from atc.config import atc_home
+    from atc.retrieval.select import corpus_tools
 
-    return ReInvoke(list(tools or []), client=client, embedder=embedder, home=atc_home(home), per_tool=per_tool)
+    return ReInvoke(corpus_tools(tools, corpus, home), client=client, embedder=embedder, home=atc_home(home), per_tool=per_tool)
+
+
+# Importing the module registers it too (``atc.retrieval`` registers it lazily by name already).
+register("reinvoke", make)

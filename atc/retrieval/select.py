@@ -17,7 +17,7 @@ from typing import Any
 from atc.retrieval.base import Retriever, SearchResult, factory
 from protocols.model import Tool
 
-__all__ = ["build", "select", "reopen", "is_broken", "reopened_text"]
+__all__ = ["build", "select", "reopen", "is_broken", "reopened_text", "corpus_tools"]
 
 #: A 404 only means "broken" when the server says the route itself does not exist (a 404 for an
 #: unknown id is the program's mistake, not the tool's).
@@ -37,6 +37,28 @@ def build(retriever: str | Retriever, *, tools: Sequence[Tool], client: Any = No
     from atc.config import atc_home
 
     return factory(retriever)(tools=list(tools), client=client, home=atc_home(home), **options)
+
+
+def corpus_tools(tools: Sequence[Tool] | None, corpus: Any, home: str | Path | None) -> list[Tool]:
+    """The ``Tool`` objects a model-backed retriever reads: ``tools``, else those of ``corpus``
+    (anything with ``n``, ``tool(i)`` and ``doc(i)``, as the retrieval index offers); a document
+    whose tool is not in memory is read from the store, one collection at a time."""
+    if tools is not None or corpus is None:
+        return list(tools or [])
+    out: list[Tool | None] = [corpus.tool(i) for i in range(corpus.n)]
+    missing = [i for i, t in enumerate(out) if t is None]
+    if missing:
+        from atc.config import atc_home
+        from protocols.store import Store
+
+        store = Store(atc_home(home))
+        loaded: dict[str, dict[str, Tool]] = {}
+        for i in missing:
+            doc = corpus.doc(i)
+            if doc.collection not in loaded:
+                loaded[doc.collection] = {t.name: t for t in store.get(doc.collection).tools}
+            out[i] = loaded[doc.collection].get(doc.name)
+    return [t for t in out if t is not None]
 
 
 def _tools_of(result: SearchResult, everything: Sequence[Tool]) -> list[Tool]:
