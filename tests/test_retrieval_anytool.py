@@ -418,3 +418,10 @@ def test_a_huge_tool_is_split_for_its_agents() -> None:
     groups = Catalog(big).tree["uncategorized"]
     assert {k: len(v) for k, v in groups.items()} == {"GitHub /repos": 40, "GitHub /repos (2)": 10,
                                                       "GitHub /users": 30}
+
+
+def test_the_round_has_a_wall_clock(server: ScriptedOpenAI, client: ModelClient) -> None:
+    server.router = lambda body: calls(call("get_tools_in_category", {"category": "Movies"}), delay=0.3)
+    result = AnyTool(CORPUS, client, AnyToolSettings(max_seconds=0.5, max_turns=50)).search("films")
+    assert 1 <= len(server.requests) <= 3 and result.usage["llm_calls"] == len(server.requests)
+    assert any("0.5 s are spent" in n for n in result.notes), result.notes

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -56,7 +57,8 @@ _REFLECT_ASK = {
 @dataclass(frozen=True)
 class AnyToolSettings:
     """The bounds of one retrieval. ``max_calls`` counts model requests per round (the search,
-    and each reflection); ``max_turns`` replies per agent per activation."""
+    and each reflection), ``max_seconds`` its wall clock (no new request starts after it);
+    ``max_turns`` replies per agent per activation."""
 
     pool_cap: int = 64
     max_turns: int = 8
@@ -64,6 +66,7 @@ class AnyToolSettings:
     max_calls: int = 120
     tools_per_agent: int = 5
     concurrency: int = 8
+    max_seconds: float = 300.0
 
 
 @dataclass
@@ -102,6 +105,7 @@ class AnyTool:
         self._futures: list[Future[None]] = []
         self._executor: ThreadPoolExecutor | None = None
         self._calls_left = 0
+        self._deadline = 0.0
         self._usage = _zero()
         self._notes: list[str] = []
 
@@ -146,6 +150,7 @@ class AnyTool:
     def _begin(self) -> None:
         self._stop.clear()
         self._calls_left = self.settings.max_calls
+        self._deadline = time.monotonic() + self.settings.max_seconds
         self._usage = _zero()
         self._notes = []
 
@@ -211,6 +216,10 @@ class AnyTool:
             if self._calls_left <= 0:
                 agent.status = "budget"
                 self._notes.append(f"{agent.label}: the round's budget of {self.settings.max_calls} model calls is spent")
+                return None
+            if time.monotonic() > self._deadline:
+                agent.status = "budget"
+                self._notes.append(f"{agent.label}: the round's {self.settings.max_seconds:g} s are spent")
                 return None
             self._calls_left -= 1
         try:
