@@ -309,6 +309,10 @@ def solve(
     check_toolset(toolset)
     everything = list(toolset.tools.values())
     shown = choose_tools(query, toolset, top_k) if retriever is None else []
+    if isinstance(retriever, str):
+        from atc.retrieval import factory
+
+        factory(retriever)  # an unknown name is said before anything starts
     limits = limits or Limits()
     if client is None:
         configured_settings(model)  # a missing model configuration is said before anything starts

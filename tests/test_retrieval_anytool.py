@@ -280,8 +280,11 @@ class GoneAPI:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def spec(self) -> dict[str, Any]:
-        return {"openapi": "3.0.3", "info": {"title": "Archive", "version": "1"},
-                "servers": [{"url": f"http://127.0.0.1:{self.server.server_address[1]}"}],
+        return self.spec_for(f"http://127.0.0.1:{self.server.server_address[1]}")
+
+    @staticmethod
+    def spec_for(url: str) -> dict[str, Any]:
+        return {"openapi": "3.0.3", "info": {"title": "Archive", "version": "1"}, "servers": [{"url": url}],
                 "paths": {"/author-books": {"get": {
                     "operationId": "legacy_author_books", "summary": "Books of an author, by name (legacy).",
                     "parameters": [{"name": "name", "in": "query", "required": True, "schema": {"type": "string"}}],
@@ -425,3 +428,12 @@ def test_the_round_has_a_wall_clock(server: ScriptedOpenAI, client: ModelClient)
     result = AnyTool(CORPUS, client, AnyToolSettings(max_seconds=0.5, max_turns=50)).search("films")
     assert 1 <= len(server.requests) <= 3 and result.usage["llm_calls"] == len(server.requests)
     assert any("0.5 s are spent" in n for n in result.notes), result.notes
+
+
+def test_an_unknown_retriever_is_refused_before_anything_starts(server: ScriptedOpenAI, client: ModelClient) -> None:
+    from atc.errors import UsageError
+
+    with pytest.raises(UsageError, match="unknown retriever 'nope'"):
+        solve("anything", [load_data(GoneAPI.spec_for("http://127.0.0.1:9"), name="x")], client=client,
+              retriever="nope", sandbox="local")
+    assert server.requests == []
