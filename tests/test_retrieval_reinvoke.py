@@ -251,3 +251,35 @@ def test_factories_take_a_retrieval_corpus_with_tools_read_from_the_store(tmp_pa
     assert [(t.collection, t.name) for t in tools] == [("svc", t.name) for t in TOOLS]
     retriever = factory("reinvoke")(corpus=StoreCorpus(), home=tmp_path)
     assert [h.name for h in retriever.search("service FX", k=1).hits] == ["svc_fx"]
+
+
+def test_an_interrupted_generation_keeps_what_it_did(server: ScriptedOpenAI, tmp_path: Path) -> None:
+    import signal
+    import time
+
+    many = [T(f"api_{i}", f"Operation {i}.") for i in range(12)]
+    spec = {"openapi": "3.0.3", "info": {"title": "Many", "version": "1"}, "servers": [{"url": "http://127.0.0.1:9"}],
+            "paths": {f"/{t.name}": {"get": {"operationId": t.name, "summary": t.description,
+                                             "responses": {"200": {"description": "ok"}}}} for t in many}}
+    path = tmp_path / "many.json"
+    path.write_text(json.dumps(spec))
+    atc = str(Path(sys.executable).parent / "atc")
+    env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "ATC_MODEL": "scripted"}
+    subprocess.run([atc, "tools", "import", str(path)], capture_output=True, env=env, timeout=60, check=True)
+    server.router = lambda body: Reply(text=str(model(body)), delay=0.4)
+    proc = subprocess.Popen([atc, "tools", "queries", "--batch", "1", "--per-tool", "1"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 30
+    while len(server.requests) < 5 and time.monotonic() < deadline:  # the first four are answered
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
+    sent = len(server.requests)
+    stored = len(list((Path(env["ATC_HOME"]) / "retrieval" / "queries").rglob("*.json")))
+    assert 4 <= stored == sent < 12  # what was in flight finished and was kept; nothing more was sent
+    server.router = model
+    again = subprocess.run([atc, "tools", "queries", "--batch", "1", "--per-tool", "1", "--json"],
+                           capture_output=True, text=True, env=env, timeout=60)
+    doc = json.loads(again.stdout)
+    assert (doc["cached"], doc["generated"]) == (stored, 12 - stored) and len(server.requests) == 12

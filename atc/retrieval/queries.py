@@ -188,5 +188,9 @@ def generate(tools: Sequence[Tool], client: ModelClient, store: QueryStore, *, p
     if chunks:
         with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(chunks))),
                                 thread_name_prefix="atc-queries") as pool:
-            list(pool.map(one, chunks))
+            try:
+                list(pool.map(one, chunks))
+            except BaseException:  # Ctrl-C: the batches in flight finish and are kept, the rest is not sent
+                failed.set()
+                raise
     return report
