@@ -160,15 +160,20 @@ class AnyTool:
             return
         with ThreadPoolExecutor(max_workers=self.settings.concurrency, thread_name_prefix="atc-anytool") as ex:
             self._executor = ex
-            for agent in agents:
-                self._submit(agent)
-            while True:
-                with self._lock:
-                    pending = [f for f in self._futures if not f.done()]
-                if not pending:
-                    break
-                wait(pending)
-            self._executor = None
+            try:
+                for agent in agents:
+                    self._submit(agent)
+                while True:
+                    with self._lock:
+                        pending = [f for f in self._futures if not f.done()]
+                    if not pending:
+                        break
+                    wait(pending)
+            except BaseException:  # Ctrl-C: agents end before their next model call
+                self._stop.set()
+                raise
+            finally:
+                self._executor = None
             with self._lock:
                 futures, self._futures = self._futures, []
         for f in futures:
@@ -177,8 +182,11 @@ class AnyTool:
                 self._note(f"an agent failed: {type(exc).__name__}: {exc}")
 
     def _submit(self, agent: Agent) -> None:
-        assert self._executor is not None
-        future = self._executor.submit(self._run, agent)
+        executor = self._executor
+        if executor is None or self._stop.is_set():  # interrupted, or the pool is already enough
+            agent.status = "stopped"
+            return
+        future = executor.submit(self._run, agent)
         with self._lock:
             self._futures.append(future)
 
