@@ -178,11 +178,15 @@ class HttpChatModel:
                     continue
                 raise self._error(exc, requests) from None
 
-    def complete(self, messages: Sequence[Message]) -> Completion:
-        """One chat completion, retried on transient failures; raises ``ModelError`` otherwise."""
-        from atc.model import Completion
+    def complete(self, messages: Sequence[Message], *, tools: Sequence[dict[str, Any]] | None = None,
+                 tool_choice: Any = None) -> Completion:
+        """One chat completion, retried on transient failures; raises ``ModelError`` otherwise.
+        ``tools``/``tool_choice``: function calling, as in ``atc.model.ModelClient``."""
+        from atc.model import Completion, chat_request, tool_calls_of
 
-        doc, requests = self.post("chat/completions", self._request(messages))
+        body = chat_request(self.model, messages, temperature=self.temperature, max_tokens=self.max_tokens,
+                            tools=tools, tool_choice=tool_choice)
+        doc, requests = self.post("chat/completions", body)
         choices = doc.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise ModelError(f"the model server at {self._where} answered without any choice",
@@ -193,17 +197,8 @@ class HttpChatModel:
         usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
         return Completion(text=text if isinstance(text, str) else "",
                           prompt_tokens=_count(usage.get("prompt_tokens")),
-                          completion_tokens=_count(usage.get("completion_tokens")), requests=requests)
-
-    def _request(self, messages: Sequence[Message]) -> dict[str, Any]:
-        req: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
-            "temperature": self.temperature,
-        }
-        if self.max_tokens:
-            req["max_tokens"] = self.max_tokens
-        return req
+                          completion_tokens=_count(usage.get("completion_tokens")), requests=requests,
+                          tool_calls=tool_calls_of(message.get("tool_calls") if isinstance(message, dict) else None))
 
     @property
     def _where(self) -> str:

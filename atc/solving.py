@@ -35,7 +35,7 @@ from sandbox.api import Backend, ExecutionResult, Limits, ToolCall, Toolset
 from sandbox.execute import BaseUrl, Validation, pick_sandbox, prepare
 
 if TYPE_CHECKING:
-    from atc.retrieval.base import SearchResult
+    from atc.retrieval.base import Retriever, SearchResult
 
 __all__ = ["Usage", "Attempt", "Solution", "solve", "asolve", "solve_many", "choose_tools", "DEFAULT_TOP_K"]
 
@@ -60,6 +60,12 @@ class Usage:
         self.llm_calls += completion.requests
         self.prompt_tokens += completion.prompt_tokens
         self.completion_tokens += completion.completion_tokens
+
+    def merge(self, counts: dict[str, int]) -> None:
+        """Add a retriever's model usage (``SearchResult.usage``)."""
+        self.llm_calls += counts.get("llm_calls", 0)
+        self.prompt_tokens += counts.get("prompt_tokens", 0)
+        self.completion_tokens += counts.get("completion_tokens", 0)
 
     def to_dict(self) -> dict[str, int]:
         return {"llm_calls": self.llm_calls, "prompt_tokens": self.prompt_tokens,
@@ -212,38 +218,51 @@ def _lenient(toolset: Toolset) -> frozenset[str]:
     return frozenset(name for name in toolset.tools if toolset.validation_for(name) != "strict")
 
 
-def choose_tools(query: str, toolset: Toolset, top_k: int | None = None, *, retriever: str | None = None,
-                 client: ModelClient | None = None) -> list[Tool]:
+#: Retrievers that rank without a model: when every tool fits in what the model is shown, none runs.
+_LEXICAL = (None, "auto", "bm25", "dense", "hybrid")
+
+
+def choose_tools(query: str, toolset: Toolset, top_k: int | None = None, *,
+                 retriever: str | Retriever | None = None, client: ModelClient | None = None) -> list[Tool]:
     """The tools shown to the model: all of them, or the ``top_k`` (default 20) most relevant
     to the query when there are more (the first ``top_k`` if nothing matches). ``retriever``
-    names the retriever (None: automatic, see ``atc.retrieval.api``)."""
+    is a registered name (None: automatic, see ``atc.retrieval.api``) or a ``Retriever``; a
+    model-backed one uses ``client``."""
     return choose(query, toolset, top_k, retriever=retriever, client=client)[0]
 
 
-def choose(query: str, toolset: Toolset, top_k: int | None = None, *, retriever: str | None = None,
-           client: ModelClient | None = None) -> tuple[list[Tool], SearchResult | None]:
-    """``choose_tools``, and the search result (None when every tool was shown)."""
+def choose(query: str, toolset: Toolset, top_k: int | None = None, *, retriever: str | Retriever | None = None,
+           client: ModelClient | None = None) -> tuple[list[Tool], SearchResult | None, Retriever | None]:
+    """``choose_tools``, the search result (None when every tool was shown) and the retriever
+    that ran (one that can reflect reopens its search after a failed attempt).
+
+    A retriever without a model runs only when the collections hold more than ``top_k`` tools;
+    a model-backed one (Re-Invoke, AnyTool) or a ``Retriever`` object runs whenever asked for."""
     from atc.retrieval.api import load_builtins
 
     everything = list(toolset.tools.values())
     k = top_k or DEFAULT_TOP_K
-    if retriever:
+    if isinstance(retriever, str):
         from atc.retrieval.base import factory
 
         load_builtins()
         factory(retriever)  # an unknown name is a usage error even when no search is needed
-    if len(everything) <= k:
-        return everything, None
-    from atc.config import atc_home
-    from atc.retrieval.api import make_retriever
-    from atc.retrieval.corpus import MemoryCorpus
+    if retriever in _LEXICAL and len(everything) <= k:
+        return everything, None, None
+    from atc.retrieval.select import select
 
-    corpus = MemoryCorpus(everything, home=atc_home())
-    options: dict[str, Any] = {"client": client} if client is not None else {}
-    result = make_retriever(retriever, corpus, **options).search(query, k)
-    by_key = {(t.collection, t.name): t for t in everything}
-    hits = [by_key[(h.collection, h.name)] for h in result.hits if (h.collection, h.name) in by_key]
-    return (hits or everything[:k]), result
+    finder: Retriever
+    if retriever is None or isinstance(retriever, str):
+        from atc.config import atc_home
+        from atc.retrieval.api import make_retriever
+        from atc.retrieval.corpus import MemoryCorpus
+
+        options: dict[str, Any] = {"client": client} if client is not None else {}
+        finder = make_retriever(retriever, MemoryCorpus(everything, home=atc_home()), **options)
+    else:
+        finder = retriever
+    tools, result = select(query, everything, finder, k)
+    return tools, result, finder
 
 
 # -- one attempt ------------------------------------------------------------------------------
@@ -335,7 +354,7 @@ def solve(
     on_attempt: AttemptHook | None = None,
     backend: str | Backend | None = None,
     validation: Validation = None,
-    retriever: str | None = None,
+    retriever: str | Retriever | None = None,
 ) -> Solution:
     """Solve ``query`` with ``tools`` (a Collection, a list of them, a Toolset, a spec path or
     an imported collection name) in ``sandbox`` (``"docker"``, ``"local"``, auto when None, or a
@@ -345,8 +364,10 @@ def solve(
     ``client``, else ``model`` and the environment. A missing server URL or an unusable credential
     is a ``ConfigError`` before the model is asked anything.
     ``on_attempt(attempt, number)`` is called after each attempt (for progress output).
-    ``retriever`` picks the tools shown when there are more than ``top_k`` (None: automatic;
-    ``Solution.retriever`` says which ran)."""
+    ``retriever`` (a registered name, None: automatic, or a ``Retriever``) picks the tools shown
+    when there are more than ``top_k`` (a model-backed one always runs); one that can reflect
+    (AnyTool) reopens its search after a failed attempt (``atc.retrieval.select``).
+    ``Solution.retriever`` says which ran."""
     started = time.perf_counter()
     if not query or not query.strip():
         raise UsageError("the task is empty", hint='example: atc solve "Which books did Stanislaw Lem write?" --tools spec.json')
@@ -358,9 +379,9 @@ def solve(
     check_toolset(toolset)
     if client is None:
         configured_settings(model)  # a missing model configuration is said before anything starts
-    if client is None and retriever not in (None, "auto", "bm25", "dense", "hybrid"):
+    if client is None and retriever not in _LEXICAL:
         client = make_client(model)  # a model-based retriever asks the model before the program is written
-    shown, searched = choose(query, toolset, top_k, retriever=retriever, client=client)
+    shown, searched, finder = choose(query, toolset, top_k, retriever=retriever, client=client)
     limits = limits or Limits()
     # The sandbox gets ready (backend made, runners starting) while the model client loads and the
     # model writes: loading the openai package alone takes about a second.
@@ -368,7 +389,7 @@ def solve(
     if client is None:
         client = make_client(model)
     runner = pending.backend()
-
+    usage = Usage()
     from protocols.render import render_compact
 
     messages: list[Message] = [
@@ -377,9 +398,7 @@ def solve(
     ]
     usage = Usage()
     if searched is not None:  # what a model-based retriever spent counts as the solve's
-        usage.llm_calls += searched.usage.get("llm_calls", 0)
-        usage.prompt_tokens += searched.usage.get("prompt_tokens", 0)
-        usage.completion_tokens += searched.usage.get("completion_tokens", 0)
+        usage.merge(searched.usage)
     attempts: list[Attempt] = []
     sandbox_name: str | None = None
     model_error: ModelError | None = None
@@ -421,8 +440,16 @@ def solve(
         if on_attempt:
             on_attempt(attempt, number)
         messages.append(_assistant_turn(attempt))
-        messages.append({"role": "user", "content": feedback(number, attempt.program, attempt.error or {},
-                                                             blamed=blamed, reason=reason, result=attempt.result)})
+        text = feedback(number, attempt.program, attempt.error or {}, blamed=blamed, reason=reason, result=attempt.result)
+        if finder is not None and callable(getattr(finder, "reflect", None)):
+            from atc.retrieval.select import reopen, reopened_text
+
+            reopened = reopen(finder, attempt.error, attempt.blamed_tool, attempt.result.calls
+                              if attempt.result else [], list(toolset.tools.values()), top_k or DEFAULT_TOP_K)
+            if reopened:  # the retriever widened its search: the model sees the new tool set
+                usage.merge(reopened[1].usage)
+                text, shown = text + "\n\n" + reopened_text(shown, reopened[0]), reopened[0]
+        messages.append({"role": "user", "content": text})
 
     final = attempts[-1]
     error = final.error
@@ -461,7 +488,7 @@ async def asolve(
     on_attempt: AttemptHook | None = None,
     backend: str | Backend | None = None,
     validation: Validation = None,
-    retriever: str | None = None,
+    retriever: str | Retriever | None = None,
 ) -> Solution:
     """``solve`` without blocking the event loop (it runs in a worker thread, so many tasks can
     be awaited together; see ``solve_many`` for a bounded batch)."""

@@ -38,8 +38,8 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--top-k", type=int, default=None, metavar="K",
                    help="tools shown to the model when the collections hold more (20)")
     p.add_argument("--retriever", metavar="NAME", default=None,
-                   help="how those tools are chosen: bm25, hybrid, reinvoke, anytool... (default: hybrid when "
-                        "embeddings are available, else bm25)")
+                   help="how the tools shown are chosen: bm25, dense, hybrid, reinvoke, anytool (default: hybrid "
+                        "when embeddings are available, else bm25; only when the tools outnumber --top-k)")
     p.set_defaults(handler=_handle)
 
 

@@ -57,6 +57,16 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--model", "-m", help="model of a model-based retriever (default: $ATC_MODEL)")
     p.set_defaults(handler=_search)
 
+    p = sub.add_parser("queries", parents=parents, help="generate Re-Invoke's synthetic queries for stored tools",
+                       description="Ask the model for a few user requests per tool (Re-Invoke's index), kept in "
+                       "ATC_HOME/retrieval/queries by a hash of each tool's document: unchanged tools are never "
+                       "asked about again and an interrupted run keeps what it did. Default: every collection.")
+    p.add_argument("collections", nargs="*", metavar="COLLECTION", help="collections to cover (default: all)")
+    p.add_argument("--per-tool", type=int, default=5, metavar="N", help="synthetic queries per tool (5)")
+    p.add_argument("--batch", type=int, default=8, metavar="N", help="tools per model request (8)")
+    p.add_argument("--model", "-m", help="model name (default: $ATC_MODEL)")
+    p.set_defaults(handler=_queries)
+
     p = sub.add_parser("remove", parents=parents, help="remove a collection from the store")
     p.add_argument("name", metavar="NAME")
     p.set_defaults(handler=_remove)
@@ -308,6 +318,45 @@ def _search(args: argparse.Namespace) -> int:
         print(f"{h.score:6.2f}  {h.name:<{width}}  [{h.collection}]  {h.description[:80]}")
     print(f"({result.retriever})")
     return 0
+
+
+def _queries(args: argparse.Namespace) -> int:
+    from atc.errors import UsageError
+    from atc.model import make_client
+    from atc.retrieval.queries import QueryStore, generate
+    from protocols.store import Store
+
+    if args.per_tool < 1 or args.batch < 1:
+        raise UsageError("--per-tool and --batch must be at least 1")
+    store = Store(atc_home())
+    names = list(args.collections) or store.names()
+    tools = [t for name in names for t in store.get(name).tools]
+    if not tools:
+        raise UsageError("no tools to cover", hint="import a collection first: atc tools import SPEC")
+    client = make_client(args.model)
+    # Our own text, carriage returns included: written to the real stream, not through the
+    # wrapper that escapes the control characters of hostile text on a terminal.
+    term = sys.__stderr__ if not args.json and sys.stderr.isatty() else None
+
+    def progress(done: int, total: int) -> None:
+        if term is not None:
+            term.write(f"\rsynthetic queries: {done}/{total} tools")
+            term.flush()
+
+    report = generate(tools, client, QueryStore(atc_home()), per_tool=args.per_tool, batch=args.batch,
+                      on_progress=progress)
+    if term is not None:
+        term.write("\n")
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        u = report.usage
+        print(f"{report.tools} tools: {report.cached} already done, {report.generated} generated, {report.failed} "
+              f"failed; {u['llm_calls']} model calls, {u['prompt_tokens']} prompt + {u['completion_tokens']} "
+              "completion tokens")
+        for error in report.errors:
+            sys.stderr.write(f"atc: error: {error}\n")
+    return 0 if report.to_dict()["ok"] else 1
 
 
 def _remove(args: argparse.Namespace) -> int:

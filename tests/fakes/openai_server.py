@@ -5,8 +5,14 @@ text), a ``Reply`` (an HTTP status with an error body, e.g. 429 or 500), or a ca
 request body and returning either (for routing many concurrent tasks by a marker in their text).
 A ``router`` may be set instead of a queue. Every request body is recorded (``requests``), and
 every answer carries ``usage`` (tokens estimated as characters / 4), so tests can check what the
-model was asked and what atc counted. ``delay`` makes every answer take that long (a model's
-latency, for benchmarks).
+model was asked and what atc counted.
+
+Function calling: a ``Reply`` may carry ``tool_calls`` (build them with ``call(name, arguments)``;
+arguments given as a string are sent verbatim, so a test can send malformed JSON), answered
+with ``finish_reason: "tool_calls"``; ``offered(i)`` names the functions request ``i`` offered.
+``delay`` (of the server: every answer; of a ``Reply``: that one) holds an answer back, as a
+model's latency would, and ``max_in_flight`` is the largest number of requests the server was
+answering at once, so tests can see that agents really run concurrently.
 """
 
 from __future__ import annotations
@@ -21,16 +27,32 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Reply", "ScriptedOpenAI"]
+__all__ = ["Reply", "ScriptedOpenAI", "call"]
 
 
 @dataclass(frozen=True)
 class Reply:
-    """A scripted HTTP answer other than a normal completion (``status`` >= 400 gives an error body)."""
+    """A scripted HTTP answer other than a plain text completion (``status`` >= 400 gives an error
+    body; ``tool_calls`` makes it a function-calling answer; ``delay`` holds it back)."""
 
     status: int = 200
     text: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    delay: float = 0.0
+
+
+_CALL_IDS = iter(range(1, 1 << 62))
+_CALL_LOCK = threading.Lock()
+
+
+def call(name: str, arguments: dict[str, Any] | str | None = None, *, id: str | None = None) -> dict[str, Any]:
+    """One tool call of a scripted reply, in the OpenAI wire form."""
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+    if id is None:
+        with _CALL_LOCK:
+            id = f"call_{next(_CALL_IDS)}"
+    return {"id": id, "type": "function", "function": {"name": name, "arguments": args}}
 
 
 Script = str | Reply | Callable[[dict[str, Any]], "str | Reply"]
@@ -49,6 +71,8 @@ class ScriptedOpenAI:
         self.router = router
         self.delay = delay  # seconds each answer takes (a model's latency, for benchmarks)
         self.requests: list[dict[str, Any]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -60,7 +84,11 @@ class ScriptedOpenAI:
 
     def request_text(self, index: int) -> str:
         """All message contents of the ``index``-th request, joined: what the model was shown."""
-        return "\n".join(str(m.get("content", "")) for m in self.requests[index]["messages"])
+        return "\n".join(str(m.get("content") or "") for m in self.requests[index]["messages"])
+
+    def offered(self, index: int) -> list[str]:
+        """The names of the functions the ``index``-th request offered (``tools``)."""
+        return [t.get("function", {}).get("name", "") for t in self.requests[index].get("tools") or []]
 
     def _next(self, body: dict[str, Any]) -> Reply:
         with self._lock:
@@ -93,7 +121,7 @@ class ScriptedOpenAI:
             def setup(self) -> None:
                 super().setup()
                 # headers and body go out in two writes: without this, Nagle's algorithm and the
-                # client's delayed ACK add ~40 ms to every keep-alive request
+                # client's delayed ACK add ~40 ms to every answer (benchmarks time many of them)
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def _send(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
@@ -115,23 +143,34 @@ class ScriptedOpenAI:
                     body = json.loads(raw or b"{}")
                 except ValueError:
                     return self._send(400, {"error": {"message": "body is not JSON", "type": "invalid_request"}})
-                reply = server._next(body)
-                if server.delay:
-                    time.sleep(server.delay)
+                with server._lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    reply = server._next(body)
+                    if reply.delay or server.delay:
+                        time.sleep(reply.delay or server.delay)
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
                 if reply.status >= 400:
                     return self._send(reply.status, {"error": {"message": reply.text or f"scripted {reply.status}",
                                                                "type": "scripted", "code": reply.status}},
                                       reply.headers)
-                prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+                prompt = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
+                message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+                if reply.tool_calls:
+                    message = {"role": "assistant", "content": reply.text or None, "tool_calls": list(reply.tool_calls)}
+                completion = reply.text + "".join(json.dumps(c) for c in reply.tool_calls)
                 self._send(200, {
                     "id": f"chatcmpl-{len(server.requests)}",
                     "object": "chat.completion",
                     "created": int(time.time()),
                     "model": body.get("model", "scripted"),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": reply.text}}],
-                    "usage": {"prompt_tokens": _tokens(prompt), "completion_tokens": _tokens(reply.text),
-                              "total_tokens": _tokens(prompt) + _tokens(reply.text)},
+                    "choices": [{"index": 0, "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+                                 "message": message}],
+                    "usage": {"prompt_tokens": _tokens(prompt), "completion_tokens": _tokens(completion),
+                              "total_tokens": _tokens(prompt) + _tokens(completion)},
                 }, reply.headers)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
