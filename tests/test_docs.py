@@ -337,8 +337,11 @@ def test_shell_blocks_run(path: Path, doc_env: dict[str, str], tmp_path: Path) -
     with open(tmp_path / "out", "w+") as out, open(tmp_path / "err", "w+") as errors:
         proc = subprocess.Popen(["bash", "-c", script], cwd=ROOT, env=doc_env, stdout=out, stderr=errors,
                                 text=True, start_new_session=True)
+        timed_out = False
         try:
             proc.wait(timeout=240)
+        except subprocess.TimeoutExpired:
+            timed_out = True  # said below with the command that hung (the last one announced)
         finally:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)  # whatever a command left in the background
@@ -347,6 +350,10 @@ def test_shell_blocks_run(path: Path, doc_env: dict[str, str], tmp_path: Path) -
             proc.wait()
         errors.seek(0)
         err = errors.read()
+    if timed_out:
+        started = [ln for ln in err.splitlines() if ln.startswith("@@@ ")]
+        pytest.fail(f"{path.name}: still running after 240 s at {started[-1] if started else 'its start'}\n"
+                    + err[-3000:])
     failed = [ln for ln in err.splitlines() if ln.startswith("@@@ FAILED") or "never opened" in ln]
     assert proc.returncode == 0 and not failed, (failed or [f"exit {proc.returncode}"])[0] + "\n" + err[-3000:]
 
