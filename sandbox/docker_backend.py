@@ -133,7 +133,8 @@ class DockerBackend:
     At least ``pool_size`` ready containers are kept per set of container limits that has been
     used, more while runs come faster than containers are recycled, up to ``pool_max`` (default:
     ``ATC_POOL_MAX``, else what the machine allows); 0 disables the pool: every run starts its
-    container, "cold", and the container is removed after the run. ``image`` must exist: build it
+    container, "cold", and the container is removed after the run. ``reuse=False`` removes every
+    container after its run even with a pool (the policy before containers were reset and reused). ``image`` must exist: build it
     with ``atc sandbox build``. Raises ``SandboxError`` when the engine or the image is missing.
     """
 
@@ -149,9 +150,11 @@ class DockerBackend:
         start_timeout: float = 30.0,
         client: docker.DockerClient | None = None,
         pool_max: int | None = None,
+        reuse: bool = True,
     ) -> None:
         self.image = image
         self.pool_size = max(0, pool_size)
+        self.reuse = reuse
         self.cpus = cpus
         self.tmpfs_mb = tmpfs_mb
         self.start_timeout = start_timeout
@@ -207,7 +210,7 @@ class DockerBackend:
                 self._explain_death(cell, outcome)
         finally:
             recycle = (outcome.done is not None and outcome.failure is None and self.pool_size > 0
-                       and cell.runs + 1 < MAX_RUNS_PER_CELL)
+                       and self.reuse and cell.runs + 1 < MAX_RUNS_PER_CELL)
             with self._lock:
                 self._in_use[key] -= 1
                 if recycle:
@@ -228,7 +231,7 @@ class DockerBackend:
         return ["docker", "network:none", "readonly-rootfs", "cap-drop:ALL", "no-new-privileges",
                 "user:65534", f"pids:{key.pids}", f"memory:{key.memory_mb}MB", f"cpus:{self.cpus:g}",
                 f"tmpfs:/tmp:{self.tmpfs_mb}MB", "ipcns", "utsns", "cgroupns", "proc:masked", "sys:empty", seccomp,
-                "clean-env", "fresh-process", "reset-checked" if self.pool_size else "fresh-container",
+                "clean-env", "fresh-process", "reset-checked" if self.pool_size and self.reuse else "fresh-container",
                 "restrictedpython-lint"]
 
     def _refused(self, program: str, issue: LintIssue, started: float, limits: Limits) -> ExecutionResult:

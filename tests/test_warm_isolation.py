@@ -26,7 +26,7 @@ TOOLS = Toolset(collections=[])
 LITTER = r"""
 import json, os, subprocess, sys, threading, time
 made = []
-for d in ("/tmp", os.getcwd(), "/dev/shm", os.environ.get("HOME") or "/", "/var/tmp", "/work"):
+for d in ("/tmp", os.getcwd(), "/dev/shm", "/dev/mqueue", os.environ.get("HOME") or "/", "/var/tmp", "/work"):
     try:
         with open(os.path.join(d, "atc-leak-file"), "w") as f:
             f.write("secret-of-the-previous-run")
@@ -56,7 +56,7 @@ print(json.dumps({"made": made, "daemon": alive, "server": open("/proc/1/stat").
 LOOK = r"""
 import json, os, threading
 found = []
-for d in ("/tmp", os.getcwd(), "/dev/shm", os.environ.get("HOME") or "/", "/var/tmp", "/work"):
+for d in ("/tmp", os.getcwd(), "/dev/shm", "/dev/mqueue", os.environ.get("HOME") or "/", "/var/tmp", "/work"):
     try:
         found += [os.path.join(d, n) for n in os.listdir(d) if n.startswith("atc-leak")]
     except OSError:
