@@ -13,18 +13,18 @@ serves the Docker backend (``sandbox/docker_cells.py``):
   when ``start`` comes does it become uid 65534 (from the server's root with nothing but
   CAP_SETUID/CAP_SETGID: the kernel clears every capability with the uid change), take its
   rlimits and run the program in ``/tmp``. Answer: ``{"op": "spawned", "id": N, "pid": P}``.
-- ``{"op": "reset", "id": N}`` after a run that ended normally: make the container's state what
-  it was before the run, and check that it is. A cleaner process becomes uid 65534 and kills
-  every process of that uid (``kill(-1)``, until /proc shows none), removes everything in the
+- ``"reset": true`` in a ``spawn`` sent after a run that ended normally: the server forks the
+  next runner, then makes the container's state what it was before the run, and checks it. A
+  cleaner process becomes uid 65534 and kills every process of that uid (``kill(-1)``, until /proc shows none), removes everything in the
   places uid 65534 can write (``/tmp``, ``/dev/shm``, ``/dev/mqueue``: the root filesystem is
-  read-only and every other mount belongs to root) and then checks that they are empty. Answer:
-  ``{"op": "clean", "id": N, "ok": bool, "detail": "..."}``; the backend removes a container
-  that is not clean instead of running anything more in it.
+  read-only and every other mount belongs to root) and then checks that they are empty and that
+  no process of the uid is left. The answer carries ``"clean": bool``; the backend removes a
+  container that is not clean instead of running anything more in it.
 - It reaps every process (it is PID 1) and reports its runners' ends:
   ``{"op": "exit", "pid": P, "status": S}`` (``Popen.returncode`` style).
 
-The backend runs at most one program per container at a time, starts a runner only after the
-previous run's reset came back clean, and removes the container after anything abnormal
+The backend runs at most one program per container at a time, sends a runner its program only
+after the previous run's reset came back clean, and removes the container after anything abnormal
 (timeout, a runner that died, a failed reset). The server itself never runs a program.
 """
 
@@ -186,6 +186,28 @@ def serve(path: str, runner_path: str) -> int:
                 runners.discard(pid)
                 _send(ctl, {"op": "exit", "pid": pid, "status": code})
 
+    def reset() -> bool:
+        """Kill and wipe what uid 65534 left (in a cleaner that is that uid), then check."""
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                signal.set_wakeup_fd(-1)
+                os.setgroups([])
+                os.setresgid(RUN_UID, RUN_UID, RUN_UID)
+                os.setresuid(RUN_UID, RUN_UID, RUN_UID)
+                status = 0 if not _clean() else 3
+            finally:
+                os._exit(status)
+        while pid not in statuses:  # the cleaner is quick; nothing else is served meanwhile
+            try:
+                select.select([wake_r], [], [], 0.05)
+            except InterruptedError:
+                pass
+            reap()
+        reap()  # what the cleaner killed and left to PID 1
+        return statuses.pop(pid) == 0 and not _run_processes()
+
     _send(ctl, {"op": "hello", "pid": me})
     while True:
         ready = select.select([ctl.fileno(), wake_r], [], [])[0]
@@ -207,10 +229,11 @@ def serve(path: str, runner_path: str) -> int:
             msg = {}
         op = msg.get("op") if isinstance(msg, dict) else None
         if op == "spawn" and len(fds) == 1:
+            reply: dict[str, Any] = {"op": "spawned", "id": msg.get("id")}
             try:
                 pid = os.fork()
             except OSError as exc:
-                _send(ctl, {"op": "spawned", "id": msg.get("id"), "error": str(exc)})
+                reply["error"] = str(exc)
             else:
                 if pid == 0:
                     status = 1
@@ -219,29 +242,12 @@ def serve(path: str, runner_path: str) -> int:
                     finally:
                         os._exit(status)
                 runners.add(pid)
-                _send(ctl, {"op": "spawned", "id": msg.get("id"), "pid": pid})
-        elif op == "reset":
-            pid = os.fork()
-            if pid == 0:
-                status = 1
-                try:
-                    signal.set_wakeup_fd(-1)
-                    os.setgroups([])
-                    os.setresgid(RUN_UID, RUN_UID, RUN_UID)
-                    os.setresuid(RUN_UID, RUN_UID, RUN_UID)
-                    status = 0 if not _clean() else 3
-                finally:
-                    os._exit(status)
-            while pid not in statuses:  # the cleaner is quick; nothing else is served meanwhile
-                try:
-                    select.select([wake_r], [], [], 0.05)
-                except InterruptedError:
-                    pass
-                reap()
-            reap()  # what the cleaner killed and left to PID 1
-            ok = statuses.pop(pid) == 0 and not _run_processes()
-            _send(ctl, {"op": "clean", "id": msg.get("id"), "ok": ok,
-                        "detail": "" if ok else "the run left state that could not be removed"})
+                reply["pid"] = pid
+            if msg.get("reset"):
+                # The next runner is forked first (as root, waiting for a program that is only sent
+                # once this reset came back clean: nothing of uid 65534 can touch it meanwhile).
+                reply["clean"] = reset()
+            _send(ctl, reply)
         for fd in fds:
             os.close(fd)
 

@@ -398,8 +398,7 @@ class DockerBackend:
                                                + self._in_use.get(key, 0) > self._demand_of(key).wanted())
                 if surplus:
                     raise CellError("not wanted")
-                cell.reset(self.start_timeout)
-                cell.prime(key.cpu_seconds or 0, key.file_bytes, self.start_timeout)
+                cell.prime(key.cpu_seconds or 0, key.file_bytes, self.start_timeout, reset=True)
             except CellError:
                 cell.close()
                 self._discard(cell)

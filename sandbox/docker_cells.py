@@ -107,15 +107,22 @@ class Cell:
         if self._next(timeout).get("op") != "hello":
             raise CellError("the container's fork server did not say hello")
 
-    def prime(self, cpu_seconds: int, file_bytes: int, timeout: float) -> None:
-        """Have the server fork the next runner and wait for its ``ready``."""
+    def prime(self, cpu_seconds: int, file_bytes: int, timeout: float, *, reset: bool = False) -> None:
+        """Have the server fork the next runner and wait for its ``ready``. ``reset``: after a run
+        that ended normally -- the server also resets the container (after forking the runner,
+        which gets its program only later) and the cell is kept only if it came back clean."""
+        if self.runner is not None:
+            self.runner.close()
+            self.runner = None
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            reply = self._request({"op": "spawn", "cpu": cpu_seconds, "fsize": file_bytes}, "spawned", timeout,
-                                  fds=(theirs.fileno(),))
+            reply = self._request({"op": "spawn", "cpu": cpu_seconds, "fsize": file_bytes, "reset": reset},
+                                  "spawned", timeout, fds=(theirs.fileno(),))
             theirs.close()
             if not isinstance(reply.get("pid"), int):
                 raise CellError(f"the container's fork server could not fork: {reply.get('error')}")
+            if reset and reply.get("clean") is not True:
+                raise CellError("the container could not be reset to its first state")
             wait_ready(ours, timeout)
             ours.settimeout(None)
         except (OSError, wire.FrameError) as exc:
@@ -126,18 +133,10 @@ class Cell:
             raise
         finally:
             theirs.close()
+        if reset:
+            self.runs += 1
         self.runner, self.runner_pid = ours, int(reply["pid"])
         self.oom_before = oom_kills(self.cid)
-
-    def reset(self, timeout: float) -> None:
-        """After a run that ended normally: the server wipes and checks what the run could change."""
-        if self.runner is not None:
-            self.runner.close()
-            self.runner = None
-        reply = self._request({"op": "reset"}, "clean", timeout)
-        if reply.get("ok") is not True:
-            raise CellError(f"the container could not be reset: {reply.get('detail')}")
-        self.runs += 1
 
     def exit_status(self, timeout: float) -> int | None:
         """How the last runner ended (None: unknown, e.g. the server died with it)."""
