@@ -352,7 +352,9 @@ class DockerBackend:
         first = True
         while True:
             with self._lock:
-                missed = not self._pools.get(key)
+                # A miss, for sizing: no ready container and none on its way. Waiting for a
+                # recycle (milliseconds) is not one -- a new container costs far more than it saves.
+                missed = not self._pools.get(key) and not self._starting.get(key)
                 deadline = time.monotonic() + self.start_timeout
                 while (not self._closed and not self._pools.get(key) and self._starting.get(key)
                        and time.monotonic() < deadline):
@@ -392,6 +394,7 @@ class DockerBackend:
 
         def work() -> None:
             ready: Cell | None = cell
+            began = time.monotonic()
             try:
                 with self._lock:
                     surplus = self._closed or (len(self._pools.get(key, [])) + self._starting.get(key, 0)
@@ -399,6 +402,8 @@ class DockerBackend:
                 if surplus:
                     raise CellError("not wanted")
                 cell.prime(key.cpu_seconds or 0, key.file_bytes, self.start_timeout, reset=True)
+                with self._lock:
+                    self._demand_of(key).started(time.monotonic() - began)
             except CellError:
                 cell.close()
                 self._discard(cell)
