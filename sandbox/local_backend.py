@@ -403,8 +403,8 @@ class LocalBackend:
                         worker = candidate
                     else:
                         candidate.stop(finished=False)
-                if worker is None:
-                    missed = True
+                if worker is None and not self._starting.get(key):
+                    missed = True  # for sizing: none ready and none on its way
                 remaining = deadline - time.monotonic()
                 if worker is not None or not self._starting.get(key) or remaining <= 0:
                     break

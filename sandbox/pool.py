@@ -5,8 +5,9 @@ fixed size (the old policy: two, refilled one at a time) drains in a burst and e
 pays a cold start. ``Demand`` instead follows what the runs ask for:
 
 - it never keeps fewer than ``PoolBounds.minimum`` (the backend's ``pool_size``) ready;
-- a run that finds the pool empty (a miss) doubles the target, and a steady rate of runs keeps
-  enough ready to cover one start (``ceil(start time / time between runs) + 1``);
+- a run that finds no runner ready and none on its way (a miss) doubles the target, and a
+  steady rate of runs keeps enough ready to cover one start (``ceil(start time / time between
+  runs) + 1``; for Docker the "start" of a reused container is its reset);
 - it never goes beyond ``PoolBounds.maximum``: ``ATC_POOL_MAX`` when set, else what the machine
   allows (``machine_max``: a few per core, and no more than free memory holds);
 - after ``idle_seconds`` without a run the target falls back to the minimum and the backend
