@@ -1,13 +1,15 @@
-"""The Docker backend: each program runs in a fresh, locked-down container.
+"""The Docker backend: each program runs in a fresh process in a locked-down container.
 
 A container is started from the sandbox image (``atc sandbox build``) with no network, a read-only
-root, a small noexec ``/tmp``, uid 65534, no capabilities, ``no-new-privileges``, cgroup limits
+root, a small noexec ``/tmp``, programs as uid 65534 with no capabilities, ``no-new-privileges``, cgroup limits
 on memory (no swap), pids and CPU, private IPC, UTS and cgroup namespaces, an empty ``/sys``, a
 ``/proc`` with what it tells of the host masked, and the sandbox's own seccomp profile (``sandbox/seccomp.py``: Docker 20.10's default one still allows
 io_uring, every socket family and SysV IPC). Nothing of the host is visible inside except two
-read-only bind mounts: the runner (``sandbox/runner.py`` of the installed package, so the image never goes stale)
-and a per-container directory holding one Unix socket. The host listens on that socket, the
-runner connects, and from then on the run is the same session as for the local backend
+read-only bind mounts: the runner and the fork server (``sandbox/runner.py``,
+``sandbox/container_server.py`` of the installed package, so the image never goes stale) and a
+per-container directory holding one Unix socket. The host listens on that socket, the fork server
+connects, and each runner gets a socket pair of its own through it; from then on a run is the
+same session as for the local backend
 (``sandbox.session.serve``): tool calls are made by the host-side gateway, so the container needs
 no network at all.
 
@@ -22,20 +24,19 @@ read-only), checks both -- and forks the next runner (``sandbox/docker_cells.py`
 else (timeout, a runner that died, a reset that did not come back clean) the container is
 removed. ``pool_size=0`` never reuses a container.
 
-Containers are always removed: after every run (also on timeout), on ``close()``, at interpreter
-exit, and, for owners that died without cleaning up (``kill -9``), by the next backend that starts
+Containers are always removed: after an abnormal run (also on timeout), when the pool shrinks, on
+``close()``, at interpreter exit, and, for owners that died without cleaning up (``kill -9``), by the next backend that starts
 on this host, in the background (containers carry ``atc.owner=<pid>`` and ``atc.host=<hostname>``
-labels). A runner whose socket closes exits, so a killed atc leaves only stopped containers
-behind. We do not use Docker's ``auto_remove``: it would delete the container before we can read
-``State.OOMKilled``, which is how a memory kill is told apart from a program that kills itself.
+labels). A fork server whose socket closes exits, and its container stops with it, so a killed
+atc leaves only stopped containers behind. A memory kill is told apart from a program that kills
+itself by the container's ``oom_kill`` counter (``State.OOMKilled`` where the host does not show
+it); we do not use Docker's ``auto_remove``, which would delete the container before that.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
-import json
 import os
 import shutil
 import signal
@@ -46,7 +47,6 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,12 +65,13 @@ from sandbox.docker_engine import (
     reap_stale_containers,
     translate_docker_error,
 )
+from sandbox.docker_spec import SOCKET_NAME, container_spec, seccomp_option
+from sandbox.docker_spec import ContainerKey as _Key
+from sandbox.docker_spec import key_of as _key_of
 from sandbox.gateway import Gateway
-from sandbox.jail import PROC_MASKED
 from sandbox.lint import LintIssue, lint
 from sandbox.pool import Demand, PoolBounds
 from sandbox.seccomp import NAME as FILTER_NAME
-from sandbox.seccomp import UnsupportedArch, docker_profile
 from sandbox.session import SessionOutcome, build_result, serve
 
 if TYPE_CHECKING:
@@ -89,43 +90,6 @@ __all__ = [
 ]
 
 # --- the backend ----------------------------------------------------------------------------------
-
-RUNNER_PATH = "/atc/runner.py"
-SERVER_PATH = "/atc/server.py"
-#: Memory the fork server itself takes in the container, added to the run's limit.
-SERVER_MB = 16
-SOCKET_DIR = "/atc/sock"
-SOCKET_NAME = "runner.sock"
-SANDBOX_USER = "65534:65534"
-MIN_MEMORY_MB = 16
-#: Docker's own masked paths plus what else /proc tells of the host (the local jail's list).
-MASKED_PATHS = sorted({"/sys/firmware", *(f"/proc/{name}" for name in PROC_MASKED)})
-
-
-@dataclass(frozen=True)
-class _Key:
-    """The limits a container is started with; a warm container fits only runs with the same."""
-
-    memory_mb: int
-    pids: int
-    cpu_seconds: int | None
-    file_bytes: int
-
-
-@functools.lru_cache(maxsize=1)
-def seccomp_option() -> str | None:
-    """``seccomp=<profile JSON>`` for ``security_opt`` (None where the policy has no profile for
-    this machine: Docker's default profile then applies)."""
-    try:
-        return "seccomp=" + json.dumps(docker_profile(), separators=(",", ":"))
-    except UnsupportedArch:
-        return None
-
-
-def _key_of(limits: Limits) -> _Key:
-    return _Key(memory_mb=max(MIN_MEMORY_MB, int(limits.memory_mb)), pids=max(8, int(limits.max_processes)),
-                cpu_seconds=limits.cpu_seconds, file_bytes=int(limits.max_file_bytes))
-
 
 class DockerBackend:
     """Runs each program in its own container (see the module docstring for the isolation).
@@ -524,49 +488,11 @@ class DockerBackend:
             raise OSError(f"process {pid} connected to the sandbox socket, not the container's runner {expected}")
 
     def _create(self, key: _Key, sockdir: str) -> str:
-        from docker.types import LogConfig, Ulimit
-
-        # The CPU limit is each runner's own (the server would add up every run's time).
-        ulimits = [Ulimit(name="nofile", soft=256, hard=256),
-                   Ulimit(name="fsize", soft=key.file_bytes, hard=key.file_bytes)]
         api = self.client.api
         try:
-            host_config = api.create_host_config(
-                binds={str(self._runner): {"bind": RUNNER_PATH, "mode": "ro"},
-                       str(self._server): {"bind": SERVER_PATH, "mode": "ro"},
-                       sockdir: {"bind": SOCKET_DIR, "mode": "ro"}},
-                network_mode="none",
-                read_only=True,
-                # nr_inodes: empty files cost kernel memory that ``size`` does not count. An empty
-                # read-only /sys instead of the host's (devices, firmware, kernel settings).
-                tmpfs={"/tmp": f"rw,size={self.tmpfs_mb}m,nr_inodes=32768,mode=1777,noexec,nosuid,nodev",
-                       "/sys": "ro,size=4k,nr_inodes=16,nosuid,nodev,noexec"},
-                # The fork server needs these two to hand each runner to uid 65534; the runner
-                # loses them (and every other capability) with that change.
-                cap_drop=["ALL"],
-                cap_add=["SETUID", "SETGID"],
-                security_opt=["no-new-privileges", *filter(None, [seccomp_option()])],
-                cgroupns="private",
-                pids_limit=key.pids + 2,  # the server and, between runs, its cleaner
-                mem_limit=f"{key.memory_mb + SERVER_MB}m",
-                memswap_limit=f"{key.memory_mb + SERVER_MB}m",
-                nano_cpus=int(self.cpus * 1e9),
-                ulimits=ulimits,
-                ipc_mode="private",
-                log_config=LogConfig(type="none"),
-            )
-            host_config["MaskedPaths"] = MASKED_PATHS  # API 1.40+; docker-py has no keyword for it
-            created = api.create_container(
-                self.image,
-                command=["python3", "-I", "-S", SERVER_PATH, "--connect", f"{SOCKET_DIR}/{SOCKET_NAME}",
-                         "--runner", RUNNER_PATH],
-                user="0:0",  # the server only; every program runs as SANDBOX_USER
-                working_dir="/tmp",
-                hostname="sandbox",
-                network_disabled=True,
-                labels=self._labels,
-                host_config=host_config,
-            )
+            created = api.create_container(**container_spec(
+                api, key, image=self.image, sockdir=sockdir, runner=self._runner, server=self._server,
+                cpus=self.cpus, tmpfs_mb=self.tmpfs_mb, labels=self._labels))
             cid = str(created["Id"])
             with self._lock:
                 self._live[cid] = sockdir
