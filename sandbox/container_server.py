@@ -186,6 +186,14 @@ def serve(path: str, runner_path: str) -> int:
                 runners.discard(pid)
                 _send(ctl, {"op": "exit", "pid": pid, "status": code})
 
+    def drain() -> None:
+        """Empty the signal wake-up pipe (else every select() returns at once: a busy loop)."""
+        try:
+            while os.read(wake_r, 512):
+                pass
+        except BlockingIOError:
+            pass
+
     def reset() -> bool:
         """Kill and wipe what uid 65534 left (in a cleaner that is that uid), then check."""
         pid = os.fork()
@@ -200,10 +208,8 @@ def serve(path: str, runner_path: str) -> int:
             finally:
                 os._exit(status)
         while pid not in statuses:  # the cleaner is quick; nothing else is served meanwhile
-            try:
-                select.select([wake_r], [], [], 0.05)
-            except InterruptedError:
-                pass
+            select.select([wake_r], [], [], 0.05)
+            drain()
             reap()
         reap()  # what the cleaner killed and left to PID 1
         return statuses.pop(pid) == 0 and not _run_processes()
@@ -212,11 +218,7 @@ def serve(path: str, runner_path: str) -> int:
     while True:
         ready = select.select([ctl.fileno(), wake_r], [], [])[0]
         if wake_r in ready:
-            try:
-                while os.read(wake_r, 512):
-                    pass
-            except BlockingIOError:
-                pass
+            drain()
             reap()
         if ctl.fileno() not in ready:
             continue
