@@ -314,6 +314,7 @@ class DockerBackend:
         """A ready container for ``key`` whose runner is still waiting, else one being started or
         recycled for it (waiting costs less than starting another), else a fresh one."""
         first = True
+        asked = time.monotonic()
         while True:
             with self._lock:
                 # A miss, for sizing: no ready container and none on its way. Waiting for a
@@ -331,7 +332,7 @@ class DockerBackend:
                 self._in_use[key] = self._in_use.get(key, 0) + 1
                 if self.pool_size:
                     if first:
-                        self._demand_of(key).taken(missed=missed)
+                        self._demand_of(key).taken(missed=missed, now=asked, waited=time.monotonic() - asked)
                         first = False
                     self._ensure_refiller()
                     self._lock.notify_all()

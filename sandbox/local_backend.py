@@ -274,7 +274,8 @@ class LocalBackend:
         key = _pool_key(limits)
         worker = None
         missed = False
-        deadline = time.monotonic() + _SPAWN_TIMEOUT
+        asked = time.monotonic()
+        deadline = asked + _SPAWN_TIMEOUT
         with self._lock:
             while True:
                 if self._closed:
@@ -294,7 +295,7 @@ class LocalBackend:
                 self._lock.wait(remaining)
             self._evict_locked(keep=key)
             if self.pool_size:
-                self._demand_of(key).taken(missed=missed)
+                self._demand_of(key).taken(missed=missed, now=asked, waited=time.monotonic() - asked)
         if self.pool_size:
             self._refill(key, limits)
         return worker or self._spawn(limits)

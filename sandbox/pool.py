@@ -98,13 +98,15 @@ class Demand:
         if self.target < 0:
             self.target = self.bounds.minimum
 
-    def taken(self, *, missed: bool, now: float | None = None) -> None:
-        """A run took a runner (``missed``: it found none ready)."""
+    def taken(self, *, missed: bool, now: float | None = None, waited: float = 0.0) -> None:
+        """A run asked for a runner at ``now`` and got one ``waited`` seconds later (``missed``:
+        none was ready or on its way). The time between runs is counted without the waits, so
+        that a pool that makes runs wait does not read as a slower demand."""
         now = time.monotonic() if now is None else now
         if self.last_take:
             gap = max(1e-4, now - self.last_take)
             self.gap = gap if math.isinf(self.gap) else 0.7 * self.gap + 0.3 * gap
-        self.last_take = now
+        self.last_take = now + waited
         if missed:
             self.target = min(self.bounds.maximum, max(self.target + 1, 2 * self.target))
         self.peak = max(self.peak, self.wanted(now))
