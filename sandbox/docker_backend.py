@@ -296,7 +296,7 @@ class DockerBackend:
     def _demand_of(self, key: _Key) -> Demand:
         demand = self._demand.get(key)
         if demand is None:
-            demand = self._demand[key] = Demand(self.bounds)
+            demand = self._demand[key] = Demand(self.bounds, follow_rate=False)
         return demand
 
     def pool_stats(self, limits: Limits | None = None) -> dict[str, int]:
@@ -332,7 +332,9 @@ class DockerBackend:
                 self._in_use[key] = self._in_use.get(key, 0) + 1
                 if self.pool_size:
                     if first:
-                        self._demand_of(key).taken(missed=missed, now=asked, waited=time.monotonic() - asked)
+                        demand = self._demand_of(key)
+                        demand.taken(missed=missed, now=asked, waited=time.monotonic() - asked)
+                        demand.busy(self._in_use[key])
                         first = False
                     self._ensure_refiller()
                     self._lock.notify_all()
@@ -359,7 +361,6 @@ class DockerBackend:
 
         def work() -> None:
             ready: Cell | None = cell
-            began = time.monotonic()
             try:
                 with self._lock:
                     surplus = self._closed or (len(self._pools.get(key, [])) + self._starting.get(key, 0)
@@ -367,8 +368,6 @@ class DockerBackend:
                 if surplus:
                     raise CellError("not wanted")
                 cell.prime(key.cpu_seconds or 0, key.file_bytes, self.start_timeout, reset=True)
-                with self._lock:
-                    self._demand_of(key).started(time.monotonic() - began)
             except CellError:
                 cell.close()
                 self._discard(cell)

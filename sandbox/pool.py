@@ -5,9 +5,14 @@ fixed size (the old policy: two, refilled one at a time) drains in a burst and e
 pays a cold start. ``Demand`` instead follows what the runs ask for:
 
 - it never keeps fewer than ``PoolBounds.minimum`` (the backend's ``pool_size``) ready;
-- a run that finds no runner ready and none on its way (a miss) doubles the target, and a
-  steady rate of runs keeps enough ready to cover one start (``ceil(start time / time between
-  runs) + 1``; for Docker the "start" of a reused container is its reset);
+- a run that finds no runner ready and none on its way (a miss) doubles the target;
+- with ``follow_rate`` (local runners, used once each), a steady rate of runs keeps enough
+  ready to cover one start (``ceil(start time / time between runs) + 1``);
+- ``busy(n)`` (Docker, whose containers come back after a run) keeps one more than the runs
+  that ran at once: a caller running one program after another needs two containers, one
+  running and one being reset. More would only spread the same resets over more containers
+  (measured: slower, bench_throughput.py), and every container started costs the engine far
+  more than a reset;
 - it never goes beyond ``PoolBounds.maximum``: ``ATC_POOL_MAX`` when set, else what the machine
   allows (``machine_max``: a few per core, and no more than free memory holds);
 - after ``idle_seconds`` without a run the target falls back to the minimum and the backend
@@ -93,6 +98,7 @@ class Demand:
     gap: float = field(default=math.inf)  # smoothed seconds between runs
     start_seconds: float = field(default=0.05)  # smoothed time to start one runner
     peak: int = field(default=0)  # the largest size asked for so far (tests and benchmarks read it)
+    follow_rate: bool = field(default=True)
 
     def __post_init__(self) -> None:
         if self.target < 0:
@@ -111,6 +117,11 @@ class Demand:
             self.target = min(self.bounds.maximum, max(self.target + 1, 2 * self.target))
         self.peak = max(self.peak, self.wanted(now))
 
+    def busy(self, running: int, now: float | None = None) -> None:
+        """``running`` runs hold a runner at once now: keep one more than that."""
+        self.target = min(self.bounds.maximum, max(self.target, running + 1))
+        self.peak = max(self.peak, self.wanted(now))
+
     def started(self, seconds: float) -> None:
         """A runner took ``seconds`` to start."""
         self.start_seconds = 0.7 * self.start_seconds + 0.3 * seconds
@@ -124,5 +135,5 @@ class Demand:
             self.target = self.bounds.minimum
             self.gap = math.inf
             return self.bounds.minimum
-        by_rate = 0 if math.isinf(self.gap) else math.ceil(self.start_seconds / self.gap) + 1
+        by_rate = 0 if math.isinf(self.gap) or not self.follow_rate else math.ceil(self.start_seconds / self.gap) + 1
         return max(self.bounds.minimum, min(self.bounds.maximum, max(self.target, by_rate)))

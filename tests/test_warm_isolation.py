@@ -181,23 +181,47 @@ def test_local_pool_grows_in_a_burst_within_its_bound_and_shrinks_when_idle(monk
 
 
 @pytest.mark.docker
-def test_docker_pool_grows_in_a_burst_within_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_docker_pool_follows_concurrency_within_its_bound_and_shrinks_when_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
     from sandbox.docker_backend import DockerBackend, docker_available
 
     if not docker_available():
         pytest.skip("no Docker engine or no sandbox image (atc sandbox build)")
-    monkeypatch.setenv("ATC_POOL_IDLE_SECONDS", "1")
-    with DockerBackend(pool_size=1, pool_max=2) as backend:
+    monkeypatch.setenv("ATC_POOL_IDLE_SECONDS", "2")
+    with DockerBackend(pool_size=1, pool_max=3) as backend:
         backend.prewarm(LIMITS)
         most = 0
-        for _ in range(25):
+        for _ in range(20):  # one after another: one container running, one being reset
             assert backend.run("print(1)", TOOLS, LIMITS).ok
             most = max(most, backend.pool_stats(LIMITS)["containers"])
+        assert backend.pool_stats(LIMITS)["peak"] == 2 and most <= 3, (backend.pool_stats(LIMITS), most)
+
+        failures: list[object] = []
+
+        def runs() -> None:
+            for _ in range(4):
+                result = backend.run("print(1)", TOOLS, LIMITS)
+                if not result.ok:
+                    failures.append(result.to_dict())
+
+        threads = [threading.Thread(target=runs) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failures == []
         stats = backend.pool_stats(LIMITS)
-        assert stats["peak"] <= 2 and most <= 3, (stats, most)  # 2, and one on its way out at most
-        time.sleep(3)
+        assert stats["peak"] == 3, stats  # it grew with the runs at once, never beyond the bound
+        deadline = time.monotonic() + 10
+        while backend.pool_stats(LIMITS)["containers"] > 3 and time.monotonic() < deadline:
+            time.sleep(0.1)  # a container started for a 4th run at once goes after it
+        assert backend.pool_stats(LIMITS)["containers"] <= 3
+        deadline = time.monotonic() + 15
+        while backend.pool_stats(LIMITS)["containers"] > 1 and time.monotonic() < deadline:
+            time.sleep(0.2)  # idle: back to pool_size
         stats = backend.pool_stats(LIMITS)
-        assert stats["wanted"] == 1 and stats["ready"] <= 1, stats
+        assert stats["wanted"] == 1 and stats["containers"] == 1, stats
 
 
 # --- the sizing policy on its own ------------------------------------------------------------------
@@ -210,6 +234,16 @@ def test_demand_doubles_on_misses_up_to_the_bound_and_falls_back_when_idle() -> 
         demand.taken(missed=True, now=100.0 + i * 0.01)
     assert demand.wanted(now=100.1) == 6 and demand.peak == 6
     assert demand.wanted(now=200.0) == 2  # idle for longer than idle_seconds
+
+
+def test_demand_follows_runs_at_once_when_not_following_the_rate() -> None:
+    demand = Demand(PoolBounds(1, 4), follow_rate=False)
+    for i in range(50):
+        demand.taken(missed=False, now=10.0 + i * 0.001)
+        demand.busy(1, now=10.0 + i * 0.001)
+    assert demand.wanted(now=10.1) == 2  # one running, one being reset
+    demand.busy(7, now=10.1)
+    assert demand.wanted(now=10.1) == 4
 
 
 def test_demand_keeps_enough_to_cover_one_start_at_the_observed_rate() -> None:
