@@ -14,7 +14,8 @@ serves the Docker backend (``sandbox/docker_cells.py``):
   CAP_SETUID/CAP_SETGID: the kernel clears every capability with the uid change), take its
   rlimits and run the program in ``/tmp``. Answer: ``{"op": "spawned", "id": N, "pid": P}``.
 - ``"reset": true`` in a ``spawn`` sent after a run that ended normally: the server forks the
-  next runner, then makes the container's state what it was before the run, and checks it. A
+  next runner and answers whether the container's state is what it was before the run. The
+  reset starts as soon as the last runner exits (its run is over then), else with this request. A
   cleaner process becomes uid 65534 and kills every process of that uid (``kill(-1)``, until /proc shows none), removes everything in the
   places uid 65534 can write (``/tmp``, ``/dev/shm``, ``/dev/mqueue``: the root filesystem is
   read-only and every other mount belongs to root) and then checks that they are empty and that
@@ -171,6 +172,9 @@ def serve(path: str, runner_path: str) -> int:
     runners: set[int] = set()
     statuses: dict[int, int] = {}
     me = os.getpid()
+    # "latest": the runner forked last; when it exits its run is over, and the cleaner starts at
+    # once ("due", then "cleaner": its pid) instead of waiting for the host to ask for a reset.
+    state: dict[str, Any] = {"latest": 0, "due": False, "cleaner": None}
 
     def reap() -> None:
         while True:
@@ -185,6 +189,8 @@ def serve(path: str, runner_path: str) -> int:
             if pid in runners:
                 runners.discard(pid)
                 _send(ctl, {"op": "exit", "pid": pid, "status": code})
+                if pid == state["latest"]:
+                    state["due"] = True
 
     def drain() -> None:
         """Empty the signal wake-up pipe (else every select() returns at once: a busy loop)."""
@@ -194,8 +200,8 @@ def serve(path: str, runner_path: str) -> int:
         except BlockingIOError:
             pass
 
-    def reset() -> bool:
-        """Kill and wipe what uid 65534 left (in a cleaner that is that uid), then check."""
+    def start_cleaner() -> int:
+        """Fork the cleaner: it becomes uid 65534, kills and wipes what that uid left."""
         pid = os.fork()
         if pid == 0:
             status = 1
@@ -207,6 +213,10 @@ def serve(path: str, runner_path: str) -> int:
                 status = 0 if not _clean() else 3
             finally:
                 os._exit(status)
+        return pid
+
+    def finish_cleaner(pid: int) -> bool:
+        """Wait for the cleaner, then check: is no process of uid 65534 left?"""
         while pid not in statuses:  # the cleaner is quick; nothing else is served meanwhile
             select.select([wake_r], [], [], 0.05)
             drain()
@@ -220,6 +230,9 @@ def serve(path: str, runner_path: str) -> int:
         if wake_r in ready:
             drain()
             reap()
+        if state["due"]:
+            state["due"] = False
+            state["cleaner"] = start_cleaner()
         if ctl.fileno() not in ready:
             continue
         data, fds, _flags, _addr = socket.recv_fds(ctl, _MAX_MESSAGE, 2)
@@ -232,6 +245,7 @@ def serve(path: str, runner_path: str) -> int:
         op = msg.get("op") if isinstance(msg, dict) else None
         if op == "spawn" and len(fds) == 1:
             reply: dict[str, Any] = {"op": "spawned", "id": msg.get("id")}
+            cleaner, state["cleaner"] = state["cleaner"], None
             try:
                 pid = os.fork()
             except OSError as exc:
@@ -244,11 +258,13 @@ def serve(path: str, runner_path: str) -> int:
                     finally:
                         os._exit(status)
                 runners.add(pid)
+                state["latest"] = pid
                 reply["pid"] = pid
             if msg.get("reset"):
-                # The next runner is forked first (as root, waiting for a program that is only sent
-                # once this reset came back clean: nothing of uid 65534 can touch it meanwhile).
-                reply["clean"] = reset()
+                # The cleaner started when the last runner exited, else it starts now -- after the
+                # next runner was forked (as root, waiting for a program that is only sent once
+                # this reset came back clean: nothing of uid 65534 can touch it meanwhile).
+                reply["clean"] = finish_cleaner(cleaner or start_cleaner())
             _send(ctl, reply)
         for fd in fds:
             os.close(fd)
