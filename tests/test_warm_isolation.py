@@ -1,9 +1,10 @@
 """Warm machinery keeps runs apart, sizes itself to demand, and leaves nothing behind.
 
 A program that litters (files in every writable place, environment variables, a non-daemon
-thread, a detached child process) runs on a backend's warm machinery -- the local fork server,
-a reused Docker container -- and the NEXT run on that same machinery must see none of it. Real
-jails, real containers; Docker tests skip without an engine (and fail under ATC_REQUIRE_DOCKER=1).
+thread, a detached child process, a process that keeps changing its pid) runs on a backend's warm
+machinery -- the local fork server, a reused Docker container -- and the NEXT run on that same
+machinery must see none of it. Real jails, real containers; Docker tests skip without an engine
+(and fail under ATC_REQUIRE_DOCKER=1).
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ threading.Thread(target=time.sleep, args=(3600,), name="atc-leak-thread", daemon
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", "atc-leak-daemon"],
                          start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
+# A process that keeps changing its pid (forks, and the parent exits), so a scan of /proc can miss it.
+hopper = "import os, time\nwhile True:\n    time.sleep(0.001)\n    if os.fork():\n        os._exit(0)\n"
+subprocess.Popen([sys.executable, "-c", hopper, "atc-leak-daemon"], start_new_session=True,
+                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 time.sleep(0.05)
 alive = child.poll() is None
 print(json.dumps({"made": made, "daemon": alive, "server": open("/proc/1/stat").read().split()[21]}))
