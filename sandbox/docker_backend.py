@@ -1,37 +1,45 @@
-"""The Docker backend: each program runs in a fresh, locked-down container.
+"""The Docker backend: each program runs in a fresh process in a locked-down container.
 
 A container is started from the sandbox image (``atc sandbox build``) with no network, a read-only
-root, a small noexec ``/tmp``, uid 65534, no capabilities, ``no-new-privileges``, cgroup limits
+root, a small noexec ``/tmp``, programs as uid 65534 with no capabilities, ``no-new-privileges``, cgroup limits
 on memory (no swap), pids and CPU, private IPC, UTS and cgroup namespaces, an empty ``/sys``, a
 ``/proc`` with what it tells of the host masked, and the sandbox's own seccomp profile (``sandbox/seccomp.py``: Docker 20.10's default one still allows
 io_uring, every socket family and SysV IPC). Nothing of the host is visible inside except two
-read-only bind mounts: the runner (``sandbox/runner.py`` of the installed package, so the image never goes stale)
-and a per-container directory holding one Unix socket. The host listens on that socket, the
-runner connects, and from then on the run is the same session as for the local backend
+read-only bind mounts: the runner and the fork server (``sandbox/runner.py``,
+``sandbox/container_server.py`` of the installed package, so the image never goes stale) and a
+per-container directory holding one Unix socket. The host listens on that socket, the fork server
+connects, and each runner gets a socket pair of its own through it; from then on a run is the
+same session as for the local backend
 (``sandbox.session.serve``): tool calls are made by the host-side gateway, so the container needs
 no network at all.
 
-Start-up cost is hidden by a small pool of warm containers per set of container limits: each is
-started ahead of time with its runner connected and blocked on ``start``; a run takes one, uses it
-once and removes it, and a background thread starts the next. Containers are never reused.
+Start-up cost is hidden by a pool of ready containers per set of container limits, sized to the
+observed demand (``sandbox/pool.py``). Each container runs a fork server
+(``sandbox/container_server.py``, mounted read-only like the runner) as root with only
+CAP_SETUID/CAP_SETGID; it forks one runner per run, which becomes uid 65534 (losing every
+capability) only once its program arrives. A container runs one program at a time. After a run
+that ended normally the server resets the container -- kills every process of uid 65534, empties
+every place that uid can write (``/tmp``, ``/dev/shm``, ``/dev/mqueue``; the root filesystem is
+read-only), checks both -- and forks the next runner (``sandbox/docker_cells.py``); after anything
+else (timeout, a runner that died, a reset that did not come back clean) the container is
+removed. ``pool_size=0`` never reuses a container.
 
-Containers are always removed: after every run (also on timeout), on ``close()``, at interpreter
-exit, and, for owners that died without cleaning up (``kill -9``), by the next backend that starts
+Containers are always removed: after an abnormal run (also on timeout), when the pool shrinks, on
+``close()``, at interpreter exit, and, for owners that died without cleaning up (``kill -9``), by the next backend that starts
 on this host, in the background (containers carry ``atc.owner=<pid>`` and ``atc.host=<hostname>``
-labels). A runner whose socket closes exits, so a killed atc leaves only stopped containers
-behind. We do not use Docker's ``auto_remove``: it would delete the container before we can read
-``State.OOMKilled``, which is how a memory kill is told apart from a program that kills itself.
+labels). A fork server whose socket closes exits, and its container stops with it, so a killed
+atc leaves only stopped containers behind. A memory kill is told apart from a program that kills
+itself by the container's ``oom_kill`` counter (``State.OOMKilled`` where the host does not show
+it); we do not use Docker's ``auto_remove``, which would delete the container before that.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
-import json
 import os
-import select
 import shutil
+import signal
 import socket
 import struct
 import tempfile
@@ -39,13 +47,12 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from protocols.errors import SandboxError
-from sandbox import wire
 from sandbox.api import ErrorInfo, ExecutionResult, Limits, Toolset
+from sandbox.docker_cells import MAX_RUNS_PER_CELL, Cell, CellError
 from sandbox.docker_engine import (
     DEFAULT_IMAGE,
     HOST_LABEL,
@@ -58,12 +65,14 @@ from sandbox.docker_engine import (
     reap_stale_containers,
     translate_docker_error,
 )
+from sandbox.docker_spec import SOCKET_NAME, container_spec, seccomp_option
+from sandbox.docker_spec import ContainerKey as _Key
+from sandbox.docker_spec import key_of as _key_of
 from sandbox.gateway import Gateway
-from sandbox.jail import PROC_MASKED
 from sandbox.lint import LintIssue, lint
+from sandbox.pool import Demand, PoolBounds
 from sandbox.seccomp import NAME as FILTER_NAME
-from sandbox.seccomp import UnsupportedArch, docker_profile
-from sandbox.session import SessionOutcome, build_result, serve, wait_ready
+from sandbox.session import SessionOutcome, build_result, serve
 
 if TYPE_CHECKING:
     import docker
@@ -82,56 +91,14 @@ __all__ = [
 
 # --- the backend ----------------------------------------------------------------------------------
 
-RUNNER_PATH = "/atc/runner.py"
-SOCKET_DIR = "/atc/sock"
-SOCKET_NAME = "runner.sock"
-SANDBOX_USER = "65534:65534"
-MIN_MEMORY_MB = 16
-#: Docker's own masked paths plus what else /proc tells of the host (the local jail's list).
-MASKED_PATHS = sorted({"/sys/firmware", *(f"/proc/{name}" for name in PROC_MASKED)})
-
-
-@dataclass(frozen=True)
-class _Key:
-    """The limits a container is started with; a warm container fits only runs with the same."""
-
-    memory_mb: int
-    pids: int
-    cpu_seconds: int | None
-    file_bytes: int
-
-
-@dataclass
-class _Warm:
-    """A started container whose runner is connected and blocked on ``start``."""
-
-    cid: str
-    sockdir: str
-    conn: socket.socket
-    key: _Key
-    ready: dict[str, Any] = field(default_factory=dict)
-
-
-@functools.lru_cache(maxsize=1)
-def seccomp_option() -> str | None:
-    """``seccomp=<profile JSON>`` for ``security_opt`` (None where the policy has no profile for
-    this machine: Docker's default profile then applies)."""
-    try:
-        return "seccomp=" + json.dumps(docker_profile(), separators=(",", ":"))
-    except UnsupportedArch:
-        return None
-
-
-def _key_of(limits: Limits) -> _Key:
-    return _Key(memory_mb=max(MIN_MEMORY_MB, int(limits.memory_mb)), pids=max(8, int(limits.max_processes)),
-                cpu_seconds=limits.cpu_seconds, file_bytes=int(limits.max_file_bytes))
-
-
 class DockerBackend:
     """Runs each program in its own container (see the module docstring for the isolation).
 
-    ``pool_size`` warm containers are kept per set of container limits that has been used
-    (0 disables the pool: every run starts its container, "cold"). ``image`` must exist: build it
+    At least ``pool_size`` ready containers are kept per set of container limits that has been
+    used, more while runs come faster than containers are recycled, up to ``pool_max`` (default:
+    ``ATC_POOL_MAX``, else what the machine allows); 0 disables the pool: every run starts its
+    container, "cold", and the container is removed after the run. ``reuse=False`` removes every
+    container after its run even with a pool (the policy before containers were reset and reused). ``image`` must exist: build it
     with ``atc sandbox build``. Raises ``SandboxError`` when the engine or the image is missing.
     """
 
@@ -146,16 +113,21 @@ class DockerBackend:
         tmpfs_mb: int = 64,
         start_timeout: float = 30.0,
         client: docker.DockerClient | None = None,
+        pool_max: int | None = None,
+        reuse: bool = True,
     ) -> None:
         self.image = image
         self.pool_size = max(0, pool_size)
+        self.reuse = reuse
         self.cpus = cpus
         self.tmpfs_mb = tmpfs_mb
         self.start_timeout = start_timeout
         self.client = client or connect(timeout=60)
         self._runner = Path(__file__).with_name("runner.py").resolve()
-        if not self._runner.is_file():
-            raise SandboxError(f"the sandbox runner is missing: {self._runner}", hint="reinstall atc")
+        self._server = Path(__file__).with_name("container_server.py").resolve()
+        for part in (self._runner, self._server):
+            if not part.is_file():
+                raise SandboxError(f"the sandbox runner is missing: {part}", hint="reinstall atc")
         try:
             self.client.images.get(image)
         except Exception as exc:
@@ -165,8 +137,13 @@ class DockerBackend:
         self._labels = {ROLE_LABEL: "1", OWNER_LABEL: str(os.getpid()), HOST_LABEL: socket.gethostname(),
                         INSTANCE_LABEL: self.instance}
         self._lock = threading.Condition()
-        self._pools: dict[_Key, list[_Warm]] = {}
+        self._pools: dict[_Key, list[Cell]] = {}
+        self.bounds = PoolBounds.from_env(self.pool_size, per_runner_mb=64, maximum=pool_max)
+        self._demand: dict[_Key, Demand] = {}
+        self._recycler = ThreadPoolExecutor(max_workers=4, thread_name_prefix="atc-docker-recycle")
         self._starting: dict[_Key, int] = {}
+        #: Cells running a program: they come back when the run ends normally (recycled).
+        self._in_use: dict[_Key, int] = {}
         self._closed = False
         self._refillers: list[threading.Thread] = []
         self._reservers: list[threading.Thread] = []
@@ -186,16 +163,28 @@ class DockerBackend:
         if issue is not None:
             return self._refused(program, issue, started, limits)
         key = _key_of(limits)
-        warm = self._take(key)
+        cell = self._take(key)
         deadline = time.monotonic() + limits.timeout
+        outcome = SessionOutcome()
         try:
+            assert cell.runner is not None
             gateway = Gateway(tools, limits, deadline=deadline)
-            outcome = serve(warm.conn, program, tools, limits, gateway, deadline=deadline)
+            outcome = serve(cell.runner, program, tools, limits, gateway, deadline=deadline)
             if outcome.done is None and outcome.failure in (None, "SandboxError"):
-                self._explain_death(warm, outcome)
+                self._explain_death(cell, outcome)
         finally:
-            warm.conn.close()
-            self._discard(warm)
+            recycle = (outcome.done is not None and outcome.failure is None and self.pool_size > 0
+                       and self.reuse and cell.runs + 1 < MAX_RUNS_PER_CELL)
+            with self._lock:
+                self._in_use[key] -= 1
+                if recycle:
+                    self._starting[key] = self._starting.get(key, 0) + 1
+                self._lock.notify_all()  # a cell that does not come back is replaced
+            if recycle:
+                self._recycle(cell)
+            else:
+                cell.close()
+                self._discard(cell)
         return build_result(program, outcome, sandbox=self.name, isolation=self.isolation(limits),
                             started=started, tools=tools)
 
@@ -206,7 +195,7 @@ class DockerBackend:
         return ["docker", "network:none", "readonly-rootfs", "cap-drop:ALL", "no-new-privileges",
                 "user:65534", f"pids:{key.pids}", f"memory:{key.memory_mb}MB", f"cpus:{self.cpus:g}",
                 f"tmpfs:/tmp:{self.tmpfs_mb}MB", "ipcns", "utsns", "cgroupns", "proc:masked", "sys:empty", seccomp,
-                "clean-env",
+                "clean-env", "fresh-process", "reset-checked" if self.pool_size and self.reuse else "fresh-container",
                 "restrictedpython-lint"]
 
     def _refused(self, program: str, issue: LintIssue, started: float, limits: Limits) -> ExecutionResult:
@@ -231,9 +220,10 @@ class DockerBackend:
             self._lock.notify_all()
         for thread in self._refillers + self._reservers:
             thread.join(timeout=self.start_timeout + 5)
-        for warm in pooled:
-            warm.conn.close()
-            self._discard(warm)
+        self._recycler.shutdown(wait=True)  # recycled cells see the backend closed and go
+        for cell in pooled:
+            cell.close()
+            self._discard(cell)
         self._reaper.shutdown(wait=True)
         with self._lock:
             leftover = list(self._live.items())
@@ -250,8 +240,9 @@ class DockerBackend:
     def prewarm(self, limits: Limits, *, timeout: float = 30.0) -> int:
         """Fill the pool for ``limits`` and wait (up to ``timeout`` s) until it is full.
 
-        Returns how many warm containers are ready. Useful before a batch of runs and in
-        benchmarks; runs do not need it (the pool fills itself after the first run).
+        Returns how many ready containers there are (at least ``pool_size`` unless it timed out).
+        Useful before a batch of runs and in benchmarks; runs do not need it (the pool fills
+        itself after the first run).
         """
         key = _key_of(limits)
         deadline = time.monotonic() + timeout
@@ -285,24 +276,50 @@ class DockerBackend:
 
     def _start_into_pool(self, key: _Key) -> None:
         try:
-            warm: _Warm | None = self._start(key)
+            cell: Cell | None = self._start(key)
         except SandboxError:
-            warm = None
+            cell = None
+        self._pool_or_discard(key, cell)
+
+    def _pool_or_discard(self, key: _Key, cell: Cell | None) -> None:
+        """A cell that was being started or recycled (counted in ``_starting``) is ready, or failed."""
         with self._lock:
             self._starting[key] -= 1
-            if warm is not None and not self._closed:
-                self._pools.setdefault(key, []).append(warm)
-                warm = None
+            if cell is not None and not self._closed:
+                self._pools.setdefault(key, []).append(cell)
+                cell = None
             self._lock.notify_all()
-        if warm is not None:  # closed meanwhile
-            warm.conn.close()
-            self._discard(warm)
+        if cell is not None:  # closed meanwhile
+            cell.close()
+            self._discard(cell)
 
-    def _take(self, key: _Key) -> _Warm:
-        """A warm container for ``key`` whose runner is still waiting, else the one being started
-        for it in the background (waiting costs less than starting another), else a fresh one."""
+    def _demand_of(self, key: _Key) -> Demand:
+        demand = self._demand.get(key)
+        if demand is None:
+            demand = self._demand[key] = Demand(self.bounds, follow_rate=False)
+        return demand
+
+    def pool_stats(self, limits: Limits | None = None) -> dict[str, int]:
+        """The pool for ``limits`` now: ``ready``, ``starting`` (starting or being recycled),
+        ``wanted``, ``peak`` (the largest size asked for so far), ``max`` and ``containers`` (all
+        containers of this backend that exist)."""
+        key = _key_of(limits or Limits())
+        with self._lock:
+            demand = self._demand_of(key)
+            return {"ready": len(self._pools.get(key, [])), "starting": self._starting.get(key, 0),
+                    "wanted": demand.wanted() if self.pool_size else 0, "peak": demand.peak,
+                    "max": self.bounds.maximum, "containers": len(self._live)}
+
+    def _take(self, key: _Key) -> Cell:
+        """A ready container for ``key`` whose runner is still waiting, else one being started or
+        recycled for it (waiting costs less than starting another), else a fresh one."""
+        first = True
+        asked = time.monotonic()
         while True:
             with self._lock:
+                # A miss, for sizing: no ready container and none on its way. Waiting for a
+                # recycle (milliseconds) is not one -- a new container costs far more than it saves.
+                missed = not self._pools.get(key) and not self._starting.get(key)
                 deadline = time.monotonic() + self.start_timeout
                 while (not self._closed and not self._pools.get(key) and self._starting.get(key)
                        and time.monotonic() < deadline):
@@ -310,67 +327,118 @@ class DockerBackend:
                 if self._closed:
                     raise SandboxError("this Docker backend is closed")
                 pool = self._pools.setdefault(key, [])
-                warm = pool.pop(0) if pool else None
+                cell = pool.pop(0) if pool else None
+                # Counted before the refill threads look: a cell in use comes back after its run.
+                self._in_use[key] = self._in_use.get(key, 0) + 1
                 if self.pool_size:
+                    if first:
+                        demand = self._demand_of(key)
+                        demand.taken(missed=missed, now=asked, waited=time.monotonic() - asked)
+                        demand.busy(self._in_use[key])
+                        first = False
                     self._ensure_refiller()
                     self._lock.notify_all()
-            if warm is None:
+            if cell is not None and cell.waiting():
+                return cell
+            if cell is not None:  # its runner died while pooled
+                cell.close()
+                self._discard(cell)
+                with self._lock:
+                    self._in_use[key] -= 1
+                continue
+            try:
                 return self._start(key)
-            # A waiting runner sends nothing: anything readable means it died (EOF) while pooled.
-            if not select.select([warm.conn], [], [], 0)[0]:
-                return warm
-            warm.conn.close()
-            self._discard(warm)
+            except BaseException:
+                with self._lock:
+                    self._in_use[key] -= 1
+                    self._lock.notify_all()
+                raise
+
+    def _recycle(self, cell: Cell) -> None:
+        """After a normal run: reset the container and fork the next runner, in the background;
+        the cell counts as starting meanwhile (a run waits for it rather than start a container)."""
+        key = cell.key
+
+        def work() -> None:
+            ready: Cell | None = cell
+            try:
+                with self._lock:
+                    surplus = self._closed or (len(self._pools.get(key, [])) + self._starting.get(key, 0)
+                                               + self._in_use.get(key, 0) > self._demand_of(key).wanted())
+                if surplus:
+                    raise CellError("not wanted")
+                cell.prime(key.cpu_seconds or 0, key.file_bytes, self.start_timeout, reset=True)
+            except CellError:
+                cell.close()
+                self._discard(cell)
+                ready = None
+            self._pool_or_discard(key, ready)
+
+        try:
+            self._recycler.submit(work)
+        except RuntimeError:  # shut down: the backend is closing
+            with self._lock:
+                self._starting[key] -= 1
+            cell.close()
+            self._discard(cell)
 
     def _ensure_refiller(self) -> None:
         """Start the refill threads once: two, so that a burst of runs waits for at most one start."""
-        while len(self._refillers) < min(2, self.pool_size):
+        while len(self._refillers) < min(2, max(1, self.pool_size)):
             thread = threading.Thread(target=self._refill_loop, name="atc-docker-pool", daemon=True)
             self._refillers.append(thread)
             thread.start()
 
     def _refill_loop(self) -> None:
-        """Keep ``pool_size`` warm containers for every key in use (each thread starts one at a time)."""
+        """Keep as many ready containers as the demand wants for every key in use, and stop the
+        surplus of an idle pool (each thread starts one container at a time)."""
         failures = 0
         while True:
+            surplus: list[Cell] = []
             with self._lock:
                 while not self._closed and not self._wanted():
-                    self._lock.wait()
+                    self._lock.wait(timeout=max(0.5, self.bounds.idle_seconds / 4))
+                    for k, pool in self._pools.items():
+                        while len(pool) > self._demand_of(k).wanted():
+                            surplus.append(pool.pop())
+                    if surplus:
+                        break
                 if self._closed:
                     return
-                key = self._wanted()[0]
-                self._starting[key] = self._starting.get(key, 0) + 1
+                wanted = self._wanted()
+                key = wanted[0] if wanted else None
+                if key is not None:
+                    self._starting[key] = self._starting.get(key, 0) + 1
+            for extra in surplus:
+                extra.close()
+                self._discard(extra)
+            if key is None:
+                continue
             try:
-                warm: _Warm | None = self._start(key)
+                cell: Cell | None = self._start(key)
                 failures = 0
             except SandboxError:
-                warm = None
+                cell = None
                 failures += 1
-            with self._lock:
-                self._starting[key] -= 1
-                if warm is not None and not self._closed:
-                    self._pools.setdefault(key, []).append(warm)
-                    warm = None
-                self._lock.notify_all()
-            if warm is not None:  # closed meanwhile
-                warm.conn.close()
-                self._discard(warm)
+            self._pool_or_discard(key, cell)
             if failures:
                 with self._lock:  # back off instead of spinning on a broken engine
                     self._lock.wait(timeout=min(30.0, 0.5 * 2**failures))
 
     def _wanted(self) -> list[_Key]:
-        return [k for k, pool in self._pools.items() if len(pool) + self._starting.get(k, 0) < self.pool_size]
+        return [k for k, pool in self._pools.items()
+                if len(pool) + self._starting.get(k, 0) + self._in_use.get(k, 0) < self._demand_of(k).wanted()]
 
     # -- one container -----------------------------------------------------------------------------
 
-    def _start(self, key: _Key) -> _Warm:
-        """Start a container for ``key`` and wait until its runner is connected and ready."""
+    def _start(self, key: _Key) -> Cell:
+        """Start a container for ``key``, wait for its fork server to connect and its first runner
+        to be ready."""
         sockdir = tempfile.mkdtemp(prefix=f"{SOCKET_DIR_PREFIX}{os.getpid()}-")
         # The container's uid may traverse the directory and connect, but not list or write it.
         os.chmod(sockdir, 0o711)
         path = os.path.join(sockdir, SOCKET_NAME)
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         cid = ""
         try:
             listener.bind(path)
@@ -383,14 +451,15 @@ class DockerBackend:
             except OSError as exc:
                 raise SandboxError(f"the sandbox container did not connect within {self.start_timeout:g} s",
                                    hint=f"check `docker logs {cid[:12]}`; the engine may be overloaded") from exc
+            cell = Cell(cid=cid, sockdir=sockdir, ctl=conn, key=key)
             try:
                 self._check_peer(conn, cid)
-                ready = wait_ready(conn, self.start_timeout)
-            except (OSError, wire.FrameError) as exc:
-                conn.close()
+                cell.hello(self.start_timeout)
+                cell.prime(key.cpu_seconds or 0, key.file_bytes, self.start_timeout)
+            except (OSError, CellError) as exc:
+                cell.close()
                 raise SandboxError(f"the sandbox runner did not start: {exc}") from exc
-            conn.settimeout(None)
-            return _Warm(cid=cid, sockdir=sockdir, conn=conn, key=key, ready=ready)
+            return cell
         except BaseException:
             if cid:
                 self._remove(cid, "")
@@ -419,45 +488,11 @@ class DockerBackend:
             raise OSError(f"process {pid} connected to the sandbox socket, not the container's runner {expected}")
 
     def _create(self, key: _Key, sockdir: str) -> str:
-        from docker.types import LogConfig, Ulimit
-
-        ulimits = [Ulimit(name="nofile", soft=256, hard=256),
-                   Ulimit(name="fsize", soft=key.file_bytes, hard=key.file_bytes)]
-        if key.cpu_seconds:
-            ulimits.append(Ulimit(name="cpu", soft=key.cpu_seconds, hard=key.cpu_seconds))
         api = self.client.api
         try:
-            host_config = api.create_host_config(
-                binds={str(self._runner): {"bind": RUNNER_PATH, "mode": "ro"},
-                       sockdir: {"bind": SOCKET_DIR, "mode": "ro"}},
-                network_mode="none",
-                read_only=True,
-                # nr_inodes: empty files cost kernel memory that ``size`` does not count. An empty
-                # read-only /sys instead of the host's (devices, firmware, kernel settings).
-                tmpfs={"/tmp": f"rw,size={self.tmpfs_mb}m,nr_inodes=32768,mode=1777,noexec,nosuid,nodev",
-                       "/sys": "ro,size=4k,nr_inodes=16,nosuid,nodev,noexec"},
-                cap_drop=["ALL"],
-                security_opt=["no-new-privileges", *filter(None, [seccomp_option()])],
-                cgroupns="private",
-                pids_limit=key.pids,
-                mem_limit=f"{key.memory_mb}m",
-                memswap_limit=f"{key.memory_mb}m",
-                nano_cpus=int(self.cpus * 1e9),
-                ulimits=ulimits,
-                ipc_mode="private",
-                log_config=LogConfig(type="none"),
-            )
-            host_config["MaskedPaths"] = MASKED_PATHS  # API 1.40+; docker-py has no keyword for it
-            created = api.create_container(
-                self.image,
-                command=["python3", "-I", "-S", RUNNER_PATH, "--connect", f"{SOCKET_DIR}/{SOCKET_NAME}"],
-                user=SANDBOX_USER,
-                working_dir="/tmp",
-                hostname="sandbox",
-                network_disabled=True,
-                labels=self._labels,
-                host_config=host_config,
-            )
+            created = api.create_container(**container_spec(
+                api, key, image=self.image, sockdir=sockdir, runner=self._runner, server=self._server,
+                cpus=self.cpus, tmpfs_mb=self.tmpfs_mb, labels=self._labels))
             cid = str(created["Id"])
             with self._lock:
                 self._live[cid] = sockdir
@@ -470,19 +505,31 @@ class DockerBackend:
         except Exception as exc:
             raise translate_docker_error(exc, image=self.image) from exc
 
-    def _explain_death(self, warm: _Warm, outcome: SessionOutcome) -> None:
-        """The runner vanished without a result: was it the memory limit (State.OOMKilled)?"""
-        try:
-            self.client.api.wait(warm.cid, timeout=3)
-            state = self.client.api.inspect_container(warm.cid).get("State") or {}
-        except Exception:
-            return
-        if state.get("OOMKilled"):
+    def _explain_death(self, cell: Cell, outcome: SessionOutcome) -> None:
+        """The runner vanished without a result: was it the memory limit (the container's
+        ``oom_kill`` counter, else State.OOMKilled), its CPU time, or the program itself?"""
+        status = cell.exit_status(timeout=1.0)
+        killed = cell.memory_killed()
+        if killed is None:
+            try:
+                if status is None:  # the server went too: let the container finish exiting
+                    self.client.api.wait(cell.cid, timeout=3)
+                state = self.client.api.inspect_container(cell.cid).get("State") or {}
+            except Exception:
+                state = {}
+            killed = bool(state.get("OOMKilled"))
+            if status is None and "ExitCode" in state:
+                status = state.get("ExitCode")
+        if killed:
             outcome.failure = "MemoryLimit"
-            outcome.detail = f"the program used more than {warm.key.memory_mb} MB of memory (killed)"
+            outcome.detail = f"the program used more than {cell.key.memory_mb} MB of memory (killed)"
+        elif status in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
+            outcome.failure, outcome.detail = "Timeout", "the program used up its CPU time limit"
         elif outcome.failure is None or outcome.detail.startswith("the runner stopped"):
             outcome.failure = "SandboxError"
-            outcome.detail = f"the sandbox process exited with status {state.get('ExitCode')} without a result"
+            how = f"was killed by signal {-status}" if isinstance(status, int) and status < 0 else \
+                f"exited with status {status}"
+            outcome.detail = f"the sandbox process {how} without a result"
 
     def _reap_stale(self) -> None:
         try:
@@ -490,12 +537,12 @@ class DockerBackend:
         except SandboxError:  # the engine refused a cleanup: the runs themselves will say if it is gone
             pass
 
-    def _discard(self, warm: _Warm) -> None:
-        """Kill and remove a used container in the background (the result need not wait)."""
+    def _discard(self, cell: Cell) -> None:
+        """Kill and remove a container in the background (the result need not wait)."""
         try:
-            self._reaper.submit(self._remove, warm.cid, warm.sockdir)
+            self._reaper.submit(self._remove, cell.cid, cell.sockdir)
         except RuntimeError:  # executor shut down: do it here
-            self._remove(warm.cid, warm.sockdir)
+            self._remove(cell.cid, cell.sockdir)
 
     def _remove(self, cid: str, sockdir: str) -> None:
         try:

@@ -327,10 +327,23 @@ def set_limits(opts: dict[str, Any], isolation: list[str]) -> None:
     isolation.append("rlimits")
 
 
-def run_runner(source: str, fd: int) -> None:
+#: The runner compiled once per process, by path: a fork server (``sandbox/zygote.py``) compiles it
+#: before it forks, so that a forked jail only executes it.
+_RUNNER_CODE: dict[str, Any] = {}
+
+
+def runner_code(path: str) -> Any:
+    code = _RUNNER_CODE.get(path)
+    if code is None:
+        with open(path) as f:
+            code = _RUNNER_CODE[path] = compile(f.read(), "/atc/runner.py", "exec")
+    return code
+
+
+def run_runner(code: Any, fd: int) -> None:
     sys.argv = ["runner.py", "--fd", str(fd)]
     namespace = {"__name__": "__main__", "__file__": "/atc/runner.py", "__builtins__": __builtins__}
-    exec(compile(source, "/atc/runner.py", "exec"), namespace)
+    exec(code, namespace)
 
 
 def quiet_stdio() -> None:
@@ -357,7 +370,7 @@ def namespace_init(program: int) -> int:
 
 
 def namespace_child(opts: dict[str, Any], isolation: list[str], fd: int, write_end: int, report: IO[str],
-                    runner_source: str) -> NoReturn:
+                    runner_source: Any) -> NoReturn:
     """PID 2: limits, report, then the runner (never returns)."""
     try:
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -376,8 +389,7 @@ def namespace_child(opts: dict[str, Any], isolation: list[str], fd: int, write_e
 def main(argv: list[str]) -> int:
     opts = parse(argv)
     fd = int(opts["fd"])
-    with open(opts["runner"]) as f:
-        runner_source = f.read()
+    runner_source = runner_code(opts["runner"])
     prefixes = sorted({os.path.realpath(sys.base_prefix), os.path.dirname(os.path.realpath(sys.executable))})
     report = os.fdopen(os.dup(1), "w")
     isolation: list[str] = []

@@ -28,7 +28,6 @@ import sys
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,11 +35,13 @@ from protocols.errors import SandboxError
 from sandbox import workdirs
 from sandbox.api import ErrorInfo, ExecutionResult, Limits, Toolset
 from sandbox.cgroups import make_cgroup, remove_cgroup
-from sandbox.kernel_objects import teardown
+from sandbox.forkserver import ForkedJail, ForkServer
+from sandbox.local_worker import Worker as _Worker
+from sandbox.pool import Demand, PoolBounds
 from sandbox.seccomp import NAME as FILTER_NAME
 from sandbox.seccomp import UnsupportedArch, compile_filter
 from sandbox.session import SessionOutcome, build_result, serve, wait_ready
-from sandbox.uids import RETIRED, claim_uid_block, next_uid, release_uid, uid_block
+from sandbox.uids import claim_uid_block, next_uid, release_uid, uid_block
 
 if TYPE_CHECKING:
     import httpx
@@ -101,118 +102,6 @@ def sandbox_python() -> str:
     return _python_cache[0]
 
 
-@dataclass
-class _Worker:
-    """One jailed runner: the jail process, our end of its channel, the program's host pid."""
-
-    proc: subprocess.Popen[bytes]
-    sock: socket.socket
-    pid: int
-    isolation: list[str]
-    workdir: str
-    closed: bool = field(default=False)
-    cgroups: tuple[str, ...] = ()
-    oom_killed: bool = False
-    uid: int | None = None  # the uid drawn for this runner (released once torn down)
-    dedicated_uid: bool = False  # the program really runs as ``uid`` (root, no user namespace)
-    python: str = ""
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self, *, finished: bool, grace: float = 0.0) -> int | None:
-        """End the runner and everything it started. A runner that sent ``done`` is exiting
-        anyway: it is killed and left to ``reap`` (the caller may do that in the background).
-        Otherwise it is killed -- after ``grace`` seconds to exit by itself, so that how it died
-        (e.g. SIGXCPU) is still visible -- and reaped now, and its exit status is returned."""
-        if self.closed:
-            return self.proc.returncode
-        self.closed = True
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-        deadline = time.monotonic() + grace
-        while grace and not self._exited() and time.monotonic() < deadline:
-            time.sleep(0.002)
-        self.kill()
-        if finished:
-            return None
-        return self.reap()
-
-    def reap(self) -> int | None:
-        """Wait until the jail has exited -- it exits only after reaping the program, and the
-        program is PID 1 of its namespace, so then every process of the run is gone -- kill what
-        is left of the process group while the dead jail still holds the group id, then reap the
-        jail and remove the work directory. Returns the jail's exit status."""
-        deadline = time.monotonic() + 5
-        escalated = False
-        while not self._exited():
-            if time.monotonic() > deadline:
-                if escalated:
-                    break
-                self._killpg()
-                escalated, deadline = True, time.monotonic() + 5
-            time.sleep(0.002)
-        self._killpg()
-        try:
-            status: int | None = self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            status = None
-        if self.proc.stdout:
-            self.proc.stdout.close()
-        # Without a mount namespace the run worked on the host: its leftovers go (sandbox/workdirs.py).
-        workdirs.after_run(self.workdir, self.isolation)
-        for path in self.cgroups:
-            self.oom_killed = remove_cgroup(path) or self.oom_killed
-        self.cgroups = ()
-        self.teardown()
-        return status
-
-    def teardown(self) -> None:
-        """Remove what the run's own uid still owns in the kernel (SysV IPC objects, keys: only
-        possible without an IPC namespace or without the filter) -- its processes are all gone by
-        now -- and release the uid, or retire it if anything stays."""
-        uid, self.uid = self.uid, None
-        if uid is None:
-            return
-        # With an IPC namespace the run's IPC objects died with it (no other process could join it).
-        ipc = "ipcns" not in self.isolation
-        if self.dedicated_uid and os.geteuid() == 0 and teardown(uid, self.python or None, ipc=ipc):
-            RETIRED.add(uid)
-        release_uid(uid)
-
-    def _exited(self) -> bool:
-        """Has the jail exited? (WNOWAIT: a zombie jail keeps its pid and group id reserved, so
-        signalling them cannot hit a recycled process.)"""
-        if self.proc.returncode is not None:
-            return True
-        try:
-            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return True
-        return info is not None
-
-    def _killpg(self) -> None:
-        if self.proc.returncode is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-
-    def kill(self) -> None:
-        """Kill the program. With namespaces that is PID 1 of its namespace (the kernel takes
-        everything it started along), and the jail then reaps it and exits; without, the jail
-        is the program and the whole process group goes."""
-        if self.pid != self.proc.pid and not self._exited():
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except OSError:
-                pass
-        else:
-            self._killpg()
-
-
 def _pool_key(limits: Limits) -> tuple[int, int, int, int]:
     """The limits fixed when a runner is spawned (the rest travel in ``start``)."""
     cpu = limits.cpu_seconds or int(limits.timeout) + 2
@@ -222,7 +111,11 @@ def _pool_key(limits: Limits) -> tuple[int, int, int, int]:
 class LocalBackend:
     """``sandbox.api.Backend`` running programs in jailed local subprocesses.
 
-    ``pool_size`` warm runners are kept per set of spawn-time limits (0: always cold).
+    At least ``pool_size`` warm runners are kept per set of spawn-time limits (0: always cold),
+    more while runs come faster than runners start, up to ``pool_max`` (default: ``ATC_POOL_MAX``,
+    else what the machine allows; ``sandbox/pool.py``); an idle pool shrinks back.
+    ``fork_server``: fork each jail from one pre-imported interpreter (``sandbox/zygote.py``)
+    instead of starting an interpreter per runner; by default whenever there is a pool.
     ``namespaces``: None tries them and falls back to rlimits only; False never tries.
     ``seccomp``: the system-call filter (``sandbox/seccomp.py``); None installs it where the
     machine allows and says so in ``isolation`` either way ("seccomp:atc-v1" or
@@ -232,8 +125,18 @@ class LocalBackend:
     name = "local"
 
     def __init__(self, *, pool_size: int = 2, namespaces: bool | None = None, python: str | None = None,
-                 client: httpx.Client | None = None, seccomp: bool | None = None) -> None:
+                 client: httpx.Client | None = None, seccomp: bool | None = None, pool_max: int | None = None,
+                 fork_server: bool | None = None) -> None:
         self.pool_size = max(0, pool_size)
+        # A warm runner is three small processes sharing the fork server's pages; a uid block
+        # holds 100 uids (sandbox/uids.py), and reaped runners still hold theirs for a moment.
+        bounds = PoolBounds.from_env(self.pool_size, per_runner_mb=24, maximum=pool_max)
+        self.bounds = PoolBounds(bounds.minimum, min(bounds.maximum, 64), bounds.idle_seconds)
+        self.fork_server = self.pool_size > 0 if fork_server is None else fork_server
+        self._server: ForkServer | None = None
+        self._server_lock = threading.Lock()
+        self._demand: dict[tuple[int, int, int, int], Demand] = {}
+        self._janitor: threading.Thread | None = None
         self.namespaces = namespaces
         self.seccomp = seccomp
         self.namespace_failure: str | None = None
@@ -241,7 +144,7 @@ class LocalBackend:
         self.client = client  # None: the gateway's shared client, made when a call needs it
         self._lock = threading.Condition()
         self._warm: dict[tuple[int, int, int, int], list[_Worker]] = {}
-        self._refilling: set[tuple[int, int, int, int]] = set()
+        self._refilling: dict[tuple[int, int, int, int], int] = {}  # filler threads per key
         #: Runners being spawned in the background, per key: a run waits for one rather than start its own.
         self._starting: dict[tuple[int, int, int, int], int] = {}
         self._closed = False
@@ -274,8 +177,7 @@ class LocalBackend:
         workdir = workdirs.make_workdir(uid) if self.namespaces is False else ""
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         memory_mb, nproc, fsize, cpu = _pool_key(limits)
-        argv = [self.python, "-I", "-S", str(jail_path()), "--fd", str(child_end.fileno()),
-                "--runner", str(runner_path()), "--uid", str(uid), "--memory-mb", str(memory_mb),
+        argv = ["--runner", str(runner_path()), "--uid", str(uid), "--memory-mb", str(memory_mb),
                 "--cpu", str(cpu), "--nproc", str(nproc), "--fsize", str(fsize),
                 "--tmpfs-mb", str(max(16, min(256, fsize * 4 // (1 << 20))))]
         if workdir:
@@ -291,15 +193,15 @@ class LocalBackend:
         if self.seccomp is not False:
             argv += filter_argv()
         try:
-            proc = subprocess.Popen(argv, env={}, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, pass_fds=(child_end.fileno(),),
-                                    start_new_session=True)
-        except OSError as exc:
+            proc = self._launch(argv, child_end)
+        except (OSError, SandboxError) as exc:
             host_end.close()
             workdirs.remove_workdir(workdir)
             for path in cgroups:
                 remove_cgroup(path)
             release_uid(uid)
+            if isinstance(exc, SandboxError):
+                raise
             raise SandboxError(f"cannot start the local sandbox ({self.python}): {exc}") from exc
         finally:
             child_end.close()
@@ -330,8 +232,23 @@ class LocalBackend:
             raise SandboxError(f"the local sandbox did not start: {exc}") from exc
         return worker
 
+    def _launch(self, argv: list[str], child_end: socket.socket) -> subprocess.Popen[bytes] | ForkedJail:
+        """Start the jail ``jail.py argv`` speaking on ``child_end``: forked by the fork server
+        when there is one (a new server when the last one died), else a new interpreter."""
+        if self.fork_server:
+            with self._server_lock:
+                if self._server is None or not self._server.alive():
+                    if self._server is not None:
+                        self._server.close()
+                    self._server = ForkServer(self.python, jail_path(), runner_path())
+                server = self._server
+            return server.spawn(argv, child_end)
+        return subprocess.Popen([self.python, "-I", "-S", str(jail_path()), "--fd", str(child_end.fileno()), *argv],
+                                env={}, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, pass_fds=(child_end.fileno(),), start_new_session=True)
+
     @staticmethod
-    def _read_report(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+    def _read_report(proc: subprocess.Popen[bytes] | ForkedJail) -> dict[str, Any]:
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
         buf = b""
@@ -352,10 +269,13 @@ class LocalBackend:
 
     def _take(self, limits: Limits) -> _Worker:
         """A warm runner for ``limits``: one from the pool, else the one being spawned for it in the
-        background (waiting for it costs less than spawning another), else a new one."""
+        background (waiting for it costs less than spawning another), else a new one. Every take
+        is counted in the key's ``Demand``, which sizes the pool (``sandbox/pool.py``)."""
         key = _pool_key(limits)
         worker = None
-        deadline = time.monotonic() + _SPAWN_TIMEOUT
+        missed = False
+        asked = time.monotonic()
+        deadline = asked + _SPAWN_TIMEOUT
         with self._lock:
             while True:
                 if self._closed:
@@ -367,18 +287,39 @@ class LocalBackend:
                         worker = candidate
                     else:
                         candidate.stop(finished=False)
+                if worker is None and not self._starting.get(key):
+                    missed = True  # for sizing: none ready and none on its way
                 remaining = deadline - time.monotonic()
                 if worker is not None or not self._starting.get(key) or remaining <= 0:
                     break
                 self._lock.wait(remaining)
             self._evict_locked(keep=key)
+            if self.pool_size:
+                self._demand_of(key).taken(missed=missed, now=asked, waited=time.monotonic() - asked)
         if self.pool_size:
             self._refill(key, limits)
         return worker or self._spawn(limits)
 
+    def _demand_of(self, key: tuple[int, int, int, int]) -> Demand:
+        demand = self._demand.get(key)
+        if demand is None:
+            demand = self._demand[key] = Demand(self.bounds)
+        return demand
+
+    def pool_stats(self, limits: Limits | None = None) -> dict[str, int]:
+        """The pool for ``limits`` now: ``ready``, ``starting``, ``wanted`` (the size it keeps to),
+        ``peak`` (the largest size asked for so far) and ``max``."""
+        key = _pool_key(limits or Limits())
+        with self._lock:
+            demand = self._demand_of(key)
+            return {"ready": len(self._warm.get(key, [])), "starting": self._starting.get(key, 0),
+                    "wanted": demand.wanted() if self.pool_size else 0, "peak": demand.peak,
+                    "max": self.bounds.maximum}
+
     def _spawn_in_background(self, key: tuple[int, int, int, int], limits: Limits) -> bool:
         """Spawn one runner for ``key`` into the pool (in the calling thread, counted in
         ``_starting`` meanwhile); False when it failed or the backend closed."""
+        began = time.monotonic()
         try:
             worker: _Worker | None = self._spawn(limits)
         except SandboxError:
@@ -388,6 +329,7 @@ class LocalBackend:
             if worker is not None and keep:
                 self._warm[key].append(worker)
                 self._starting[key] -= 1
+                self._demand_of(key).started(time.monotonic() - began)
                 self._lock.notify_all()
                 return True
         if worker is not None:
@@ -415,30 +357,64 @@ class LocalBackend:
         """Keep warm runners for the three most recently used limit sets only."""
         while len(self._warm) > 3:
             oldest = next(k for k in self._warm if k != keep)
+            self._demand.pop(oldest, None)
             for w in self._warm.pop(oldest):
                 threading.Thread(target=w.stop, kwargs={"finished": False}, daemon=True).start()
         self._warm[keep] = self._warm.pop(keep)
 
+    def _fillers(self) -> int:
+        """Runners spawned at once per key: the fork server forks while earlier jails set
+        themselves up, and part of a jail's set-up is waiting (joining its cgroups), so two per
+        core, up to four, keep the cores busy (measured on 2 cores: 4 in flight beat 2 and 8);
+        a new interpreter per runner gains nothing from more than one."""
+        return max(1, min(4, 2 * (os.cpu_count() or 1))) if self.fork_server else 1
+
     def _refill(self, key: tuple[int, int, int, int], limits: Limits) -> None:
+        """Spawn runners until the pool for ``key`` holds what its demand wants, with up to
+        ``_fillers()`` spawns in flight; also make sure an idle pool gets trimmed."""
         with self._lock:
-            if key in self._refilling or self._closed:
+            if self._closed:
                 return
-            self._refilling.add(key)
+            start = max(0, min(self._fillers() - self._refilling.get(key, 0),
+                               self._demand_of(key).wanted() - len(self._warm.get(key, []))
+                               - self._starting.get(key, 0)))
+            self._refilling[key] = self._refilling.get(key, 0) + start
+            if self._janitor is None and start:
+                self._janitor = threading.Thread(target=self._trim_loop, name="atc-local-pool-trim", daemon=True)
+                self._janitor.start()
 
         def fill() -> None:
             try:
                 while True:
                     with self._lock:
-                        if self._closed or len(self._warm.get(key, [])) >= self.pool_size:
+                        if self._closed or key not in self._warm:
+                            return
+                        if len(self._warm[key]) + self._starting.get(key, 0) >= self._demand_of(key).wanted():
                             return
                         self._starting[key] = self._starting.get(key, 0) + 1
                     if not self._spawn_in_background(key, limits):
                         return
             finally:
                 with self._lock:
-                    self._refilling.discard(key)
+                    self._refilling[key] -= 1
 
-        threading.Thread(target=fill, name="atc-local-pool", daemon=True).start()
+        for _ in range(start):
+            threading.Thread(target=fill, name="atc-local-pool", daemon=True).start()
+
+    def _trim_loop(self) -> None:
+        """Stop the warm runners an idle pool no longer wants (back to ``pool_size``)."""
+        while True:
+            surplus: list[_Worker] = []
+            with self._lock:
+                self._lock.wait(max(0.5, self.bounds.idle_seconds / 4))
+                if self._closed:
+                    return
+                for key, warm in self._warm.items():
+                    wanted = self._demand_of(key).wanted() if self.pool_size else len(warm)
+                    while len(warm) > wanted:
+                        surplus.append(warm.pop())
+            for worker in surplus:
+                worker.stop(finished=False)
 
     def warm_up(self, limits: Limits | None = None) -> None:
         """Start filling the pool for ``limits`` now (e.g. while a model is still writing)."""
@@ -449,8 +425,8 @@ class LocalBackend:
             self._refill(_pool_key(limits), limits)
 
     def prewarm(self, limits: Limits | None = None, *, timeout: float = 30.0) -> int:
-        """Fill the pool for ``limits`` and wait until it is full (or ``timeout``); return how many
-        runners are warm."""
+        """Fill the pool for ``limits`` and wait until it holds at least ``pool_size`` runners (or
+        ``timeout``); return how many runners are warm."""
         limits = limits or Limits()
         key = _pool_key(limits)
         self.warm_up(limits)
@@ -547,6 +523,12 @@ class LocalBackend:
             reapers = list(self._reapers)
         for t in reapers:
             t.join(timeout=15)
+        if self._janitor is not None:
+            self._janitor.join(timeout=5)
+        with self._server_lock:
+            server, self._server = self._server, None
+        if server is not None:
+            server.close()
 
     def __enter__(self) -> LocalBackend:
         return self

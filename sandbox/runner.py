@@ -484,7 +484,9 @@ def connect(path: str, timeout: float = 10.0) -> socket.socket:
             time.sleep(0.02)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], before_program: Callable[[], None] | None = None) -> int:
+    """Serve one program. ``before_program`` runs once ``start`` came, before the program: the
+    Docker fork server (``sandbox/container_server.py``) drops to the run's uid there."""
     if len(argv) != 2 or argv[0] not in ("--fd", "--connect"):
         sys.stderr.write("usage: runner.py --fd N | --connect PATH\n")
         return 2
@@ -497,6 +499,8 @@ def main(argv: list[str]) -> int:
         return 0
     if not isinstance(start, dict) or start.get("op") != "start":
         return 3
+    if before_program is not None:
+        before_program()
     done = run_program(Channel(sock), start)
     try:
         send(sock, done)

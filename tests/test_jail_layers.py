@@ -148,13 +148,13 @@ def sys_python() -> str:
 
 def test_a_uid_whose_objects_cannot_be_removed_is_retired(monkeypatch: pytest.MonkeyPatch) -> None:
     """If a run left something the teardown cannot remove, its uid is never handed out again."""
-    import sandbox.local_backend as local
+    import sandbox.local_worker as worker
     from sandbox.kernel_objects import Leftovers
     from sandbox.uids import RETIRED
 
     if os.geteuid() != 0:
         pytest.skip("runs have uids of their own only under root")
-    monkeypatch.setattr(local, "teardown", lambda uid, python=None, ipc=True: Leftovers(uid, keys=1))
+    monkeypatch.setattr(worker, "teardown", lambda uid, python=None, ipc=True: Leftovers(uid, keys=1))
     with LocalBackend(pool_size=0) as backend:
         first = backend.run("print(1)", Toolset([]), LIMITS)
         for thread in list(backend._reapers):  # finished runs are reaped and torn down in the background

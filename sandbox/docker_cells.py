@@ -1,0 +1,171 @@
+"""A Docker sandbox container running the fork server (``sandbox/container_server.py``): a "cell".
+
+The Docker backend keeps cells ready. A cell holds one runner forked by the server, connected
+and blocked on ``start``. A run takes the cell, serves the program on the runner's socket and
+then either hands the cell back for *recycling* -- the server resets the container (kills every
+process of the run's uid, empties every place it could write, checks both) and forks the next
+runner -- or, after anything abnormal, the backend removes the container.
+
+This module speaks the server's control protocol (one JSON message per ``SOCK_SEQPACKET``
+packet; the runner's socket travels as SCM_RIGHTS) and reads what the kernel knows about a
+container's memory kills (the ``oom_kill`` counter of its memory cgroup) so that a run killed
+for memory is told apart from one that killed itself.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox import wire
+from sandbox.session import wait_ready
+
+__all__ = ["Cell", "CellError", "oom_kills", "MAX_RUNS_PER_CELL"]
+
+#: A container serves at most this many runs, then is replaced (a bound on anything slow to leak).
+MAX_RUNS_PER_CELL = 500
+_CGROUP_FILES = ("/sys/fs/cgroup/memory/docker/{cid}/memory.oom_control",
+                 "/sys/fs/cgroup/memory/system.slice/docker-{cid}.scope/memory.oom_control",
+                 "/sys/fs/cgroup/system.slice/docker-{cid}.scope/memory.events",
+                 "/sys/fs/cgroup/docker/{cid}/memory.events")
+
+
+class CellError(Exception):
+    """The server broke the protocol, went away or refused: the cell must be removed."""
+
+
+def oom_kills(cid: str) -> int | None:
+    """How many processes the kernel has killed for memory in container ``cid`` (its memory
+    cgroup's ``oom_kill`` counter), or None when this host does not show it."""
+    for pattern in _CGROUP_FILES:
+        try:
+            with open(pattern.format(cid=cid)) as f:
+                for line in f:
+                    name, _, value = line.partition(" ")
+                    if name == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+@dataclass
+class Cell:
+    """One container with its server connection (``ctl``) and, when ready, a waiting runner."""
+
+    cid: str
+    sockdir: str
+    ctl: socket.socket
+    key: Any
+    runs: int = 0
+    runner: socket.socket | None = None
+    runner_pid: int = 0
+    oom_before: int | None = None
+    exits: dict[int, int] = field(default_factory=dict)
+    _next_id: int = 0
+
+    def _request(self, msg: dict[str, Any], want: str, timeout: float, fds: tuple[int, ...] = ()) -> dict[str, Any]:
+        self._next_id += 1
+        msg = {**msg, "id": self._next_id}
+        try:
+            self.ctl.settimeout(timeout)
+            if fds:
+                socket.send_fds(self.ctl, [json.dumps(msg).encode()], list(fds))
+            else:
+                self.ctl.send(json.dumps(msg).encode())
+        except OSError as exc:
+            raise CellError(f"the container's fork server is gone: {exc}") from exc
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self._next(max(0.001, deadline - time.monotonic()))
+            if reply.get("op") == want and reply.get("id") == self._next_id:
+                return reply
+
+    def _next(self, timeout: float) -> dict[str, Any]:
+        """The server's next message (exit reports are recorded on the way)."""
+        self.ctl.settimeout(timeout)
+        try:
+            data = self.ctl.recv(1 << 16)
+        except OSError as exc:
+            raise CellError(f"no answer from the container's fork server: {exc}") from exc
+        if not data:
+            raise CellError("the container's fork server closed its connection")
+        try:
+            msg = json.loads(data)
+        except ValueError as exc:
+            raise CellError("the container's fork server sent garbage") from exc
+        if not isinstance(msg, dict):
+            raise CellError("the container's fork server sent garbage")
+        if msg.get("op") == "exit" and isinstance(msg.get("pid"), int):
+            self.exits[msg["pid"]] = int(msg.get("status") or 0)
+        return msg
+
+    def hello(self, timeout: float) -> None:
+        if self._next(timeout).get("op") != "hello":
+            raise CellError("the container's fork server did not say hello")
+
+    def prime(self, cpu_seconds: int, file_bytes: int, timeout: float, *, reset: bool = False) -> None:
+        """Have the server fork the next runner and wait for its ``ready``. ``reset``: after a run
+        that ended normally -- the server also resets the container (after forking the runner,
+        which gets its program only later) and the cell is kept only if it came back clean."""
+        if self.runner is not None:
+            self.runner.close()
+            self.runner = None
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            reply = self._request({"op": "spawn", "cpu": cpu_seconds, "fsize": file_bytes, "reset": reset},
+                                  "spawned", timeout, fds=(theirs.fileno(),))
+            theirs.close()
+            if not isinstance(reply.get("pid"), int):
+                raise CellError(f"the container's fork server could not fork: {reply.get('error')}")
+            if reset and reply.get("clean") is not True:
+                raise CellError("the container could not be reset to its first state")
+            wait_ready(ours, timeout)
+            ours.settimeout(None)
+        except (OSError, wire.FrameError) as exc:
+            ours.close()
+            raise CellError(f"the sandbox runner did not start: {exc}") from exc
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        if reset:
+            self.runs += 1
+        self.runner, self.runner_pid = ours, int(reply["pid"])
+        self.oom_before = oom_kills(self.cid)
+
+    def exit_status(self, timeout: float) -> int | None:
+        """How the last runner ended (None: unknown, e.g. the server died with it)."""
+        deadline = time.monotonic() + timeout
+        while self.runner_pid not in self.exits and time.monotonic() < deadline:
+            try:
+                self._next(max(0.001, deadline - time.monotonic()))
+            except CellError:
+                break
+        return self.exits.get(self.runner_pid)
+
+    def memory_killed(self) -> bool | None:
+        """Did the kernel kill something in the container for memory since the runner started?"""
+        now = oom_kills(self.cid)
+        if now is None or self.oom_before is None:
+            return None
+        return now > self.oom_before
+
+    def close(self) -> None:
+        for sock in (self.runner, self.ctl):
+            if sock is not None:
+                sock.close()
+        self.runner = None
+
+    def waiting(self) -> bool:
+        """Is the runner still waiting? A waiting runner sends nothing: anything readable (EOF) means
+        it died while pooled."""
+        import select
+
+        if self.runner is None:
+            return False
+        return not select.select([self.runner], [], [], 0)[0]

@@ -1,0 +1,177 @@
+"""The fork server of the local backend: one pre-imported interpreter that forks each jail.
+
+STDLIB ONLY (it runs under a bare ``python3 -I -S`` with an empty environment). The local
+backend (``sandbox/forkserver.py``) starts it once per backend::
+
+    python3 -I -S zygote.py --control FD --jail JAIL.py --runner RUNNER.py
+
+and then, instead of starting a new interpreter for every runner, asks it over the control
+socket (``SOCK_SEQPACKET``, one JSON message per packet) to fork one:
+
+- ``{"op": "spawn", "id": N, "argv": [...]}`` with two file descriptors attached (SCM_RIGHTS):
+  the runner's end of its socketpair and the write end of the report pipe. The server forks; the
+  child becomes a session leader, puts the report pipe on its stdout, keeps the socket as fd 3,
+  closes every other descriptor and calls ``jail.main(argv + ["--fd", "3"])`` -- exactly what
+  ``python3 -I -S jail.py ARGV`` does, without the interpreter start and the imports. The server
+  answers ``{"op": "spawned", "id": N, "pid": P}`` (or ``"error"``).
+- ``{"op": "kill", "pid": P}``: SIGKILL to the process group of jail ``P`` if it has not been
+  reaped yet (only the server, its parent, can tell; a reaped pid may already be someone else's).
+- The server reaps its children and reports each one: ``{"op": "exit", "pid": P, "status": S}``
+  (S as ``Popen.returncode``: the exit code, or minus the signal).
+
+Why a run still cannot see anything of another one: the server itself never runs a program
+and holds nothing of one -- it only imports the stdlib modules the jail and the runner need and
+compiles the runner. Each jail is a fresh fork of that pristine state and then builds its whole
+jail itself (new namespaces, a new root on its own tmpfs, its own uid, rlimits, the system-call
+filter: ``sandbox/jail.py``) exactly as a jail started from scratch does; what a program changes
+in its copy of the interpreter dies with its process and its PID namespace.
+
+The server has no threads (forking is safe) and stops when the control socket closes (the
+backend closed or died): it kills every jail it still has first. Jails get SIGKILL when the
+server dies (``PR_SET_PDEATHSIG``), and a jail's PID 1 when the jail dies, so nothing outlives it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import importlib.util
+import json
+import os
+import select
+import signal
+import socket
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+PR_SET_PDEATHSIG = 1
+_MAX_MESSAGE = 1 << 16
+#: What the runner imports: loaded once here so that a forked runner finds them in sys.modules.
+_RUNNER_MODULES = ("builtins", "io", "json", "os", "re", "socket", "struct", "sys", "threading", "time",
+                   "traceback")
+
+
+def _send(ctl: socket.socket, msg: dict[str, Any]) -> None:
+    try:
+        ctl.send(json.dumps(msg).encode())
+    except OSError:
+        pass  # the backend is gone: the loop sees EOF next
+
+
+def _load_jail(path: str) -> Any:
+    spec = importlib.util.spec_from_file_location("atc_jail", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the jail from {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _child(jail: Any, argv: list[str], sock_fd: int, report_fd: int, server: int) -> int:
+    """In the forked child: a clean process shaped like a freshly started jail, then the jail."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.setsid()
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != server:  # the server died before the line above
+        return 1
+    devnull = os.open("/dev/null", os.O_RDWR)
+    os.dup2(report_fd, 1)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 2)
+    if sock_fd != 3:
+        os.dup2(sock_fd, 3)
+    os.closerange(4, os.sysconf("SC_OPEN_MAX"))
+    return int(jail.main([*argv, "--fd", "3"]))
+
+
+def serve(control_fd: int, jail_path: str, runner_path: str) -> int:
+    jail = _load_jail(jail_path)
+    jail.runner_code(runner_path)
+    for name in _RUNNER_MODULES:
+        __import__(name)
+    # Everything loaded so far goes to the permanent generation: a forked child's collections
+    # then never touch (and copy) the server's pages.
+    gc.collect()
+    gc.freeze()
+    ctl = socket.socket(fileno=control_fd)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    live: set[int] = set()
+    me = os.getpid()
+
+    def reap() -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid in live:
+                live.discard(pid)
+                _send(ctl, {"op": "exit", "pid": pid, "status": os.waitstatus_to_exitcode(status)})
+
+    try:
+        while True:
+            ready = select.select([ctl.fileno(), wake_r], [], [])[0]
+            if wake_r in ready:
+                try:
+                    while os.read(wake_r, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+                reap()
+            if ctl.fileno() not in ready:
+                continue
+            data, fds, _flags, _addr = socket.recv_fds(ctl, _MAX_MESSAGE, 4)
+            if not data:
+                return 0
+            try:
+                msg = json.loads(data)
+            except ValueError:
+                msg = {}
+            op = msg.get("op") if isinstance(msg, dict) else None
+            if op == "spawn" and len(fds) == 2:
+                try:
+                    pid = os.fork()
+                except OSError as exc:
+                    _send(ctl, {"op": "spawned", "id": msg.get("id"), "error": str(exc)})
+                else:
+                    if pid == 0:
+                        code = 1
+                        try:
+                            code = _child(jail, [str(a) for a in msg.get("argv") or []], fds[0], fds[1], me)
+                        finally:
+                            os._exit(code)
+                    live.add(pid)
+                    _send(ctl, {"op": "spawned", "id": msg.get("id"), "pid": pid})
+            elif op == "kill" and msg.get("pid") in live:
+                for kill in (os.killpg, os.kill):
+                    try:
+                        kill(int(msg["pid"]), signal.SIGKILL)
+                    except OSError:
+                        pass
+            for fd in fds:
+                os.close(fd)
+    finally:
+        for pid in live:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def main(argv: list[str]) -> int:
+    opts = {argv[i][2:]: argv[i + 1] for i in range(0, len(argv) - 1, 2)}
+    return serve(int(opts["control"]), opts["jail"], opts["runner"])
+
+
+if __name__ == "__main__":
+    os._exit(main(sys.argv[1:]))
