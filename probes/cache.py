@@ -28,39 +28,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from protocols.files import atomic_write
 from protocols.model import Tool
 
-__all__ = ["ResponseCache", "DEFAULT_TTL", "CACHEABLE_KINDS", "cacheable", "atomic_write"]
+__all__ = ["ResponseCache", "DEFAULT_TTL", "CACHEABLE_KINDS", "cacheable"]
 
 DEFAULT_TTL = 7 * 24 * 3600.0
 _FORMAT = 1
 CACHEABLE_KINDS = frozenset({"ok", "empty", "http"})
 _VOLATILE = frozenset({401, 403, 408, 429})
-
-
-def atomic_write(path: Path, data: bytes, *, mode: int = 0o600) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the new one, never a part."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def cacheable(kind: str, status: int | None) -> bool:

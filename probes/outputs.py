@@ -25,8 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from probes.cache import atomic_write
 from probes.report import ProbeReport, ToolReport
+from protocols.files import atomic_write
 from protocols.model import Collection, Tool
 from protocols.render import field_lines, purpose, type_label
 

@@ -18,10 +18,8 @@ from __future__ import annotations
 import builtins
 import fcntl
 import json
-import os
 import re
 import secrets
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +30,7 @@ from typing import Any
 
 from protocols.bm25 import BM25Index, DocInfo, SearchHit, document_text, tokenize
 from protocols.errors import NotFound, UsageError
+from protocols.files import atomic_write
 from protocols.model import Collection, Tool
 
 __all__ = ["Store", "CollectionInfo"]
@@ -54,22 +53,6 @@ class CollectionInfo:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "tools": self.tools, "source": self.source, "source_format": self.source_format,
                 "imported_at": self.imported_at, "description": self.description}
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _dumps(obj: Any) -> bytes:
@@ -118,7 +101,7 @@ class Store:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
     def _write_index(self, index: dict[str, Any]) -> None:
-        _atomic_write(self.dir / "index.json", _dumps(index))
+        atomic_write(self.dir / "index.json", _dumps(index))
         self._index_cache = None
 
     # -- changes -------------------------------------------------------------------------------
@@ -145,8 +128,8 @@ class Store:
             doc_info = DocInfo.of(tool)
             texts.append([tool.name, " ".join(tokenize(document_text(tool))), doc_info.path, doc_info.needs_ids])
         self.dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.dir / data_name, b"".join(chunks))
-        _atomic_write(self.dir / f"{name}.{file_id}.search.json", _dumps(texts))
+        atomic_write(self.dir / data_name, b"".join(chunks))
+        atomic_write(self.dir / f"{name}.{file_id}.search.json", _dumps(texts))
         info = CollectionInfo(name=name, tools=len(collection.tools), source=collection.source,
                               source_format=collection.source_format,
                               imported_at=datetime.now(UTC).isoformat(timespec="seconds"),
