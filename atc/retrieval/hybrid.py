@@ -177,7 +177,11 @@ class HybridRetriever:
             for rank, i in enumerate(dense_top):
                 acc[int(i)] = acc.get(int(i), 0.0) + (1 - self.alpha) / (RRF_K + rank + 1)
             return _top(acc, POOL)
-        candidates = np.union1d(lex_top, dense_top)
+        # The union, sorted, by a mask: np.union1d would import numpy.ma (40 ms of a command's start).
+        chosen = np.zeros(len(sims), dtype=bool)
+        chosen[lex_top] = True
+        chosen[dense_top] = True
+        candidates = np.flatnonzero(chosen)
         lex_max = float(lexical[lex_top[0]]) if len(lex_top) else 1.0
         dense_max = float(sims[dense_top[0]]) if len(dense_top) else 1.0
         dense_floor = float(sims[dense_top[-1]]) if len(dense_top) else 0.0
