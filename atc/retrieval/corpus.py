@@ -143,7 +143,8 @@ class Corpus(Protocol):
     """The documents a retriever ranks: numbered 0..n-1, with a lexical index over them.
 
     ``vectors(embedder)`` is the matrix of the documents' vectors under that embedder (rows in
-    document order; each the mean of its views' unit vectors, so of norm at most 1), computed once and kept (stored with the index, or cached by text hash),
+    document order; each the mean of its views' unit vectors, so of norm at most 1), computed
+    once and kept (stored with the index, or cached by text hash),
     or None when the corpus has none and ``compute`` is false."""
 
     @property

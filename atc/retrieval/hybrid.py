@@ -3,7 +3,8 @@
 Fusion is normalised-score: the lexical scores are divided by the best one, the dense similarities
 mapped to [0, 1] between the ``POOL``-th best and the best, and the fused score is
 ``ALPHA * lexical + (1 - ALPHA) * dense`` over the union of both sides' top ``POOL``. The dense
-side takes, per tool, the best similarity to the whole query or to one of its sentences. Reciprocal-rank fusion is available
+side takes, per tool, the best similarity to the whole query or to one of its sentences (a
+tool's vector is the mean of three views of it: corpus.doc_of, embedders.doc_vectors). Reciprocal-rank fusion is available
 (``fusion="rrf"``) and was measured against it (benchmarks/RESULTS.md); the global settings below
 were chosen on the dev split of the public sets, never per data set.
 
