@@ -270,6 +270,55 @@ def speed(embedder: Any, runs: int) -> None:
         shutil.rmtree(home, ignore_errors=True)
 
 
+def embed_speed(n_tools: int = 400, n_queries: int = 60) -> None:
+    """The numpy MiniLM against its merged version (``minilm_padded.py``), in the same run: model
+    load, one query's embedding (with its sentences, as the hybrid asks), and tools per second at
+    index time, on ToolBench texts, with the largest difference between their vectors."""
+    import numpy as np
+    from minilm_padded import PaddedMiniLM
+
+    from atc.retrieval.corpus import docs_of
+    from atc.retrieval.hybrid import sentences
+    from atc.retrieval.minilm import MiniLM
+
+    tb = next(s for s in all_sets(10) if s.name == "ToolBench")
+    docs = docs_of(tb.tools)[:n_tools]
+    queries = [q.text for q in tb.queries[:n_queries]]
+    models: dict[str, Any] = {}
+    loads: dict[str, float] = {}
+    for label, cls in (("before (padded)", PaddedMiniLM), ("after (packed)", MiniLM)):
+        t0 = time.perf_counter()
+        models[label] = cls()
+        loads[label] = (time.perf_counter() - t0) * 1000
+    lat: dict[str, list[float]] = {label: [] for label in models}
+    for q in queries:
+        for label, m in models.items():  # interleaved: both see the same load
+            t0 = time.perf_counter()
+            m.embed([q, *sentences(q)])
+            lat[label].append((time.perf_counter() - t0) * 1000)
+    texts = [d.dense_text for d in docs]
+    views = [t for d in docs for t in d.views]
+    rate: dict[str, float] = {}
+    vectors: dict[str, Any] = {}
+    for label, m in models.items():
+        t0 = time.perf_counter()
+        vectors[label] = m.embed(texts)
+        rate[label] = len(texts) / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    models["after (packed)"].embed(views)
+    views_rate = len(docs) / (time.perf_counter() - t0)
+    diff = float(np.abs(vectors["before (padded)"] - vectors["after (packed)"]).max())
+    print(f"\n## the numpy MiniLM, before/after in one run ({len(queries)} ToolBench queries, {len(docs)} tools; "
+          f"largest vector difference {diff:.1e})\n")
+    print("| what | before (padded) | after (packed) |\n|---|---|---|")
+    b, a = "before (padded)", "after (packed)"
+    print(f"| model load | {loads[b]:.0f} ms | {loads[a]:.0f} ms |")
+    pb, pa = _percentiles(lat[b]), _percentiles(lat[a])
+    print(f"| a query + its sentences | p50 {pb[0]:.1f} ms, p95 {pb[1]:.1f} ms | p50 {pa[0]:.1f} ms, p95 {pa[1]:.1f} ms |")
+    print(f"| index time, one text a tool | {rate[b]:.0f} tools/s | {rate[a]:.0f} tools/s |")
+    print(f"| index time, three views a tool (what the index now embeds) | | {views_rate:.0f} tools/s |")
+
+
 def _copy(tool: Any, collection: str) -> Any:
     from dataclasses import replace
 
@@ -290,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"embedder: {embedder.name if embedder else 'none (BM25 only)'}; vector cache {CACHE_HOME}")
     if not args.no_quality:
         quality(all_sets(args.toole_limit), embedder, args.tune)
+    if args.speed and embedder is not None and embedder.name == "all-MiniLM-L6-v2":
+        embed_speed()
     if args.speed:
         speed(embedder, args.n)
     return 0

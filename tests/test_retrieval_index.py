@@ -44,6 +44,31 @@ def test_humanize_and_documents() -> None:
                     parameters={"type": "object", "properties": {"artist_name": {}}}))
     assert d.fields["name"] == "search artist" and d.fields["params"] == "artist name"
     assert d.dense_text.startswith("search artist: Find artists.")
+    assert d.views == [d.dense_text, "search artist", "Find artists."]
+
+
+def test_document_vector_is_the_mean_of_its_views(emb_server: FakeEmbeddings, tmp_path: Path) -> None:
+    """The stored vector of a tool is the mean of its views' unit vectors, in memory and in the
+    index alike, and a query ranks by the mean of its similarities to the views."""
+    import numpy as np
+
+    from atc.retrieval.embedders import doc_vectors
+
+    emb = RemoteEmbedder("fake", emb_server.base_url)
+    tools = _tools("zoo", ["lion", "tiger"])
+    docs = MemoryCorpus(tools).docs
+    views = [emb.embed(d.views) for d in docs]
+    expected = np.vstack([v.mean(axis=0) for v in views])
+    assert np.allclose(doc_vectors(emb, docs, None), expected, atol=1e-6)
+    assert np.allclose(MemoryCorpus(tools, home=tmp_path).vectors(emb), expected, atol=1e-6)
+    home = tmp_path / "home"
+    store = Store(home)
+    store.add(_coll("zoo", ["lion", "tiger"]))
+    index = update_index(home, store=store, embedder=emb)
+    assert index.meta["version"] == 2  # vectors of version 1 (one view) are never reused
+    assert np.allclose(index.vectors(emb), expected, atol=1e-6)
+    q = emb.embed(["lion"])[0]
+    assert np.allclose(expected @ q, [float(np.mean(v @ q)) for v in views], atol=1e-6)
 
 
 def test_lexical_roundtrip_and_field_weights(tmp_path: Path) -> None:
@@ -65,20 +90,22 @@ def test_index_persists_and_updates_incrementally(emb_server: FakeEmbeddings, tm
     emb = RemoteEmbedder("fake", emb_server.base_url, batch_size=3)
     store.add(_coll("zoo", ["lion", "tiger", "zebra", "panda"]))
     update_index(home, store=store, embedder=emb)
-    assert len(emb_server.texts) == 4 and len(emb_server.requests) == 2  # batches of 3
+    # Three views per tool (the sentence, the name, the description), batches of 3.
+    assert len(emb_server.texts) == 12 and len(emb_server.requests) == 4
     store.add(_coll("farm", ["cow", "goat"]))
     index = update_index(home, store=store, embedder=emb)
-    assert len(emb_server.texts) == 6  # only the new collection's two tools
+    assert len(emb_server.texts) == 18  # only the new collection's two tools
     assert index.n == 6 and index.embedder == "openai:fake"
     store.remove("zoo")
     index = update_index(home, store=store, embedder=emb)
-    assert len(emb_server.texts) == 6 and index.n == 2
+    assert len(emb_server.texts) == 18 and index.n == 2
     # Re-import with one tool changed: exactly that one is embedded again.
     changed = _coll("farm", ["cow", "goat"])
     changed.tools[1] = replace(changed.tools[1], description="Details about a goat, and its cheese.")
     store.add(changed)
     index = update_index(home, store=store, embedder=emb)
-    assert emb_server.texts[6:] == [doc_of(changed.tools[1]).dense_text]
+    # The name view did not change: it comes from the cache.
+    assert emb_server.texts[18:] == [doc_of(changed.tools[1]).dense_text, "Details about a goat, and its cheese."]
     # A fresh process sees the same index, memory-mapped, and ranks with it.
     reopened = open_index(home, store=Store(home))
     assert reopened.folder == index.folder
@@ -124,11 +151,11 @@ def test_memory_corpus_caches_vectors_by_text(emb_server: FakeEmbeddings, tmp_pa
     emb = RemoteEmbedder("fake", emb_server.base_url)
     tools = _tools("zoo", ["lion", "tiger", "zebra"])
     MemoryCorpus(tools, home=tmp_path).vectors(emb)
-    assert len(emb_server.texts) == 3
+    assert len(emb_server.texts) == 9  # three views each
     more = tools + _tools("zoo", ["okapi"])
     vectors = MemoryCorpus(more, home=tmp_path).vectors(emb)
-    assert len(emb_server.texts) == 4 and vectors is not None and vectors.shape == (4, 32)
-    assert abs(float((vectors[0] ** 2).sum()) - 1.0) < 1e-5
+    assert len(emb_server.texts) == 12 and vectors is not None and vectors.shape == (4, 32)
+    assert 0.0 < float((vectors[0] ** 2).sum()) <= 1.0 + 1e-5  # a mean of unit vectors
 
 
 @pytest.mark.parametrize("mode,message", [("garbage", "not an embeddings list"), ("short", "2 vectors for 3"),

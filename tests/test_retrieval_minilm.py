@@ -70,3 +70,15 @@ def test_hybrid_beats_bm25_on_tmdb(bench_data: Path) -> None:
 
     bm25, hybrid = ndcg("bm25"), ndcg("hybrid")
     assert hybrid > bm25 + 0.02, (bm25, hybrid)
+
+
+def test_packed_batches_equal_texts_alone(model: MiniLM) -> None:
+    """Texts of many lengths packed into one product (no padding), split over several token
+    batches, and through the contiguous copies of the weights, give each text's own vector."""
+    texts = [*TEXTS, "x", "", "a much longer request that asks for several things. " * 6, TEXTS[0]]
+    alone = np.vstack([model.embed([t]) for t in texts])
+    assert np.allclose(model.embed(texts), alone, atol=1e-5)
+    small = MiniLM(batch_tokens=16)  # forces several batches and the contiguous weight layout
+    packed = small.embed(texts)
+    assert small._contiguous and np.allclose(packed, alone, atol=1e-5)
+    assert np.allclose(packed[:4, :8], np.array(REFERENCE), atol=2e-4)

@@ -23,17 +23,13 @@ AUTO = "auto"
 #: (seconds with the local model); a larger spec gets BM25 until its tools are imported, which
 #: embeds them once.
 MAX_AUTO_EMBED = 300
-#: Modules whose import registers the built-in retrievers (the model-based ones may be absent).
-_BUILTINS = ("atc.retrieval.hybrid", "atc.retrieval.reinvoke", "atc.retrieval.anytool")
 
 
 def load_builtins() -> None:
-    for module in _BUILTINS:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
+    """Make sure every built-in retriever name is registered. The package registers stand-ins
+    that import a retriever's module on first use (atc/retrieval/__init__.py), so nothing is
+    imported here: ``atc tools search --retriever hybrid`` never loads Re-Invoke or AnyTool."""
+    importlib.import_module("atc.retrieval")
 
 
 def store_corpus(home: Path, embedder: Embedder | None = None) -> Corpus:

@@ -2,7 +2,9 @@
 
 A :class:`Doc` holds what the lexical index weighs per field (name, group, description,
 parameters, path), what chain-aware expansion needs (the path and whether it needs ids) and the
-text an embedder reads (:attr:`Doc.dense_text`). ``Doc.key`` is ``(collection, name)``, the
+texts an embedder reads (:attr:`Doc.dense_text`, the whole tool in one sentence, and
+:attr:`Doc.dense_views`: that sentence, the name alone and the description alone; a tool's vector
+is the mean of its views' vectors, see ``embedders.doc_vectors``). ``Doc.key`` is ``(collection, name)``, the
 key of a hit. The hash of a document's texts keys its cached vector: a tool whose texts did not
 change is never embedded again.
 """
@@ -57,6 +59,12 @@ class Doc:
     path: str = ""
     needs_ids: bool = False
     dense_text: str = ""
+    #: the texts whose vectors make the tool's vector (the first is ``dense_text``)
+    dense_views: list[str] = field(default_factory=list)
+
+    @property
+    def views(self) -> list[str]:
+        return self.dense_views or [self.dense_text]
 
     @property
     def key(self) -> tuple[str, str]:
@@ -67,18 +75,19 @@ class Doc:
 
     def hash(self) -> str:
         h = hashlib.blake2b(digest_size=12)
-        for part in (self.collection, self.name, self.path, self.dense_text, *sorted(self.fields.items())):
+        for part in (self.collection, self.name, self.path, *self.views, *sorted(self.fields.items())):
             h.update(repr(part).encode("utf-8"))
         return h.hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
         return {"c": self.collection, "n": self.name, "s": self.summary, "f": self.fields, "p": self.path,
-                "i": self.needs_ids, "d": self.dense_text}
+                "i": self.needs_ids, "d": self.dense_text, "v": self.dense_views}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Doc:
         return cls(collection=d["c"], name=d["n"], summary=d.get("s", ""), fields=dict(d.get("f") or {}),
-                   path=d.get("p", ""), needs_ids=bool(d.get("i")), dense_text=d.get("d", ""))
+                   path=d.get("p", ""), needs_ids=bool(d.get("i")), dense_text=d.get("d", ""),
+                   dense_views=list(d.get("v") or []))
 
     def info(self) -> DocInfo:
         return DocInfo(scope=self.collection, path=self.path, needs_ids=self.needs_ids)
@@ -92,11 +101,16 @@ def doc_of(tool: Tool) -> Doc:
     group = " ".join(x for x in (tool.group, tool.category) if x)
     fields = {"name": humanize(tool.name), "group": humanize(group) if group else "",
               "description": description, "params": params, "path": humanize(path)}
-    # The embedder reads a short sentence: the name in words, where it belongs, what it does.
+    # The embedder reads a short sentence: the name in words, where it belongs, what it does; and
+    # two partial views of it. A request often matches the name or the description far better
+    # than their sum (one vector of both is diluted by the part that does not match); the
+    # mean of the three vectors was chosen on the dev split (benchmarks/RESULTS.md).
     where = f" ({tool.group})" if tool.group else ""
-    dense = f"{humanize(tool.name)}{where}: {description[:600]}".strip()
+    named = f"{humanize(tool.name)}{where}".strip()
+    dense = f"{named}: {description[:600]}".strip()
+    views = [dense, named or dense, description[:600] or humanize(tool.name) or dense]
     return Doc(collection=tool.collection, name=tool.name, summary=tool.summary, fields=fields, path=path,
-               needs_ids=DocInfo.of(tool).needs_ids, dense_text=dense)
+               needs_ids=DocInfo.of(tool).needs_ids, dense_text=dense, dense_views=views)
 
 
 def docs_of(tools: Sequence[Tool]) -> list[Doc]:
@@ -128,8 +142,9 @@ def producer_lists(docs: Sequence[Doc]) -> list[list[list[int]]]:
 class Corpus(Protocol):
     """The documents a retriever ranks: numbered 0..n-1, with a lexical index over them.
 
-    ``vectors(embedder)`` is the matrix of the documents' unit vectors under that embedder (rows
-    in document order), computed once and kept (stored with the index, or cached by text hash),
+    ``vectors(embedder)`` is the matrix of the documents' vectors under that embedder (rows in
+    document order; each the mean of its views' unit vectors, so of norm at most 1), computed
+    once and kept (stored with the index, or cached by text hash),
     or None when the corpus has none and ``compute`` is false."""
 
     @property
@@ -191,15 +206,17 @@ class MemoryCorpus:
             return self.n
         from atc.retrieval.embedders import VectorCache, text_hash
 
-        found = VectorCache(self.home, embedder.name).get([text_hash(d.dense_text) for d in self.docs])
-        return sum(1 for v in found if v is None)
+        texts = [t for d in self.docs for t in d.views]
+        found = VectorCache(self.home, embedder.name).get([text_hash(t) for t in texts])
+        missing = {t for t, v in zip(texts, found, strict=True) if v is None}
+        return sum(1 for d in self.docs if any(t in missing for t in d.views))
 
     def vectors(self, embedder: Embedder, *, compute: bool = True) -> np.ndarray | None:
         found = self._vectors.get(embedder.name)
         if found is None and compute:
-            from atc.retrieval.embedders import VectorCache, embed_cached
+            from atc.retrieval.embedders import VectorCache, doc_vectors
 
             cache = VectorCache(self.home, embedder.name) if self.home else None
-            found = embed_cached(embedder, [d.dense_text for d in self.docs], cache)
+            found = doc_vectors(embedder, self.docs, cache)
             self._vectors[embedder.name] = found
         return found

