@@ -112,9 +112,10 @@ def test_the_next_run_sees_nothing_the_previous_one_left(backend: Backend) -> No
             assert seen["server"] == left["server"]
 
 
-def _host_sandbox_processes() -> list[int]:
-    """Host processes running under this test process's sandbox uids."""
-    block = uid_block()
+def _host_sandbox_processes(uids: set[int] | None = None) -> list[int]:
+    """Host processes running under ``uids`` (default: every sandbox uid of this test process;
+    other backends of the same process, still alive from earlier tests, share that block)."""
+    block = uid_block() if uids is None else uids
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -130,15 +131,24 @@ def _host_sandbox_processes() -> list[int]:
 
 def test_local_close_leaves_no_process_behind() -> None:
     backend = LocalBackend(pool_size=2, pool_max=4)
+    mine: set[int] = set()  # the uids this backend hands out: its runners, and nothing else
+    draw = backend._next_uid
+
+    def recording() -> int:
+        uid = draw()
+        mine.add(uid)
+        return uid
+
+    backend._next_uid = recording  # type: ignore[method-assign]
     assert backend.run(LITTER, TOOLS, LIMITS).ok
     assert backend.prewarm(LIMITS) >= 2
     server = backend._server
-    assert server is not None and server.alive()
+    assert server is not None and server.alive() and mine
     backend.close()
     deadline = time.monotonic() + 5
-    while _host_sandbox_processes() and time.monotonic() < deadline:
+    while _host_sandbox_processes(mine) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _host_sandbox_processes() == []
+    assert _host_sandbox_processes(mine) == []
     assert server.proc.poll() is not None
 
 
