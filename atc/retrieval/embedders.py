@@ -14,9 +14,8 @@ in the store's index or in a spec file given with ``--tools``.
 from __future__ import annotations
 
 import hashlib
-import os
+import io
 import re
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from atc.config import EmbedSettings, embed_settings
 from atc.errors import ConfigError, ModelError
 from atc.retrieval.base import Embedder
+from protocols.files import atomic_write
 
 if TYPE_CHECKING:
     import numpy as np
@@ -224,19 +224,9 @@ class VectorCache:
         merged["h"][start:] = [hashes[i] for i in fresh]
         merged["v"][start:] = vectors[fresh]
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.save(f, merged)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        buffer = io.BytesIO()
+        np.save(buffer, merged)
+        atomic_write(self.path, buffer.getvalue())
         self._loaded = None
 
 

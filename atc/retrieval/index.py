@@ -24,7 +24,6 @@ import json
 import os
 import secrets
 import shutil
-import tempfile
 import time
 from array import array
 from collections.abc import Sequence
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from atc.errors import AtcError
 from atc.retrieval.corpus import Doc, docs_of, producer_lists
 from atc.retrieval.lexical import LexicalIndex
+from protocols.files import atomic_write
 from protocols.model import Tool
 from protocols.store import Store
 
@@ -63,22 +63,6 @@ def _stamp(store: Store) -> list[int]:
 
 def _store_collections(store: Store) -> dict[str, str]:
     return {name: entry["file"] for name, entry in store._index()["collections"].items()}
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 class StoreIndex:
@@ -254,7 +238,7 @@ def _build(home: Path, root: Path, store: Store, embedder: Embedder | None) -> S
     folder.mkdir()
     try:
         _write_generation(folder, home, docs, {c: wanted[c] for c in counts}, counts, embedder, stamp)
-        _write_atomic(root / "CURRENT", folder.name + "\n")
+        atomic_write(root / "CURRENT", folder.name + "\n")
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise

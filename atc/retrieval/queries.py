@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +22,7 @@ from typing import Any
 
 from atc.errors import ModelError
 from atc.model import ModelClient
+from protocols.files import atomic_write
 from protocols.model import Tool
 
 __all__ = ["QueryStore", "GenerationReport", "tool_document", "generate", "PROMPT_VERSION"]
@@ -83,17 +82,7 @@ class QueryStore:
         data = json.dumps({"tool": tool.name, "collection": tool.collection, "model": model,
                            "prompt_version": PROMPT_VERSION, "asked": asked or len(queries),
                            "queries": queries}, ensure_ascii=False).encode()
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        atomic_write(path, data)
 
 
 @dataclass
