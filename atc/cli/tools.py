@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from atc.cli.common import print_json
@@ -116,6 +117,20 @@ def _fetch_with(spec: str, items: list[str]) -> tuple[dict[str, str], str | None
     return headers, spec + ("&" if "?" in spec else "?") + urlencode(query)
 
 
+def _embedding_progress() -> Callable[[int, int], None] | None:
+    """On a terminal, how far embedding new tools for search has got: with the local model a
+    large collection takes minutes, which must not look like a hang (the vectors computed so far
+    are kept if it is interrupted)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        sys.stderr.write(f"\ratc: embedding tool texts for search: {done}/{total}" + ("\n" if done >= total else ""))
+        sys.stderr.flush()
+
+    return show
+
+
 def _import(args: argparse.Namespace) -> int:
     from atc.cli.common import _is_mcp
     from atc.retrieval.embedders import make_embedder
@@ -132,7 +147,7 @@ def _import(args: argparse.Namespace) -> int:
     store = Store(atc_home())
     store.add(collection)
     # The retrieval index follows the store; vectors of unchanged tools come from the cache.
-    update_index(atc_home(), store=store, embedder=embedder)
+    update_index(atc_home(), store=store, embedder=embedder, progress=_embedding_progress())
     warnings = collection.warnings
     if args.json:
         print_json({"ok": True, "collection": collection.name, "tools": len(collection.tools),
@@ -171,7 +186,8 @@ def _import_mcp(args: argparse.Namespace) -> int:
     store = Store(atc_home())
     for collection in collections:
         store.add(collection)
-    update_index(atc_home(), store=store, embedder=embedder)  # MCP tools are searched like any others
+    # MCP tools are searched like any others
+    update_index(atc_home(), store=store, embedder=embedder, progress=_embedding_progress())
     if args.json:
         print_json({"ok": True, "collections": [
             {"collection": c.name, "tools": len(c.tools), "source": c.source, "source_format": c.source_format,
@@ -365,7 +381,7 @@ def _remove(args: argparse.Namespace) -> int:
 
     store = Store(atc_home())
     store.remove(args.name)
-    update_index(atc_home(), store=store, embedder=_index_embedder())
+    update_index(atc_home(), store=store, embedder=_index_embedder(), progress=_embedding_progress())
     if args.json:
         print_json({"ok": True, "removed": args.name})
     else:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import hashlib
 import io
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +40,12 @@ _NONE = {"none", "off", "no", "bm25", "0", "false"}
 _LOCAL = {"local", "minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 
 
+_HASH_BYTES = 16
+
+
 def text_hash(text: str) -> bytes:
     """16 bytes that identify a text (the cache key of its vector)."""
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=_HASH_BYTES).digest()
 
 
 def local_available() -> bool:
@@ -194,7 +198,9 @@ class VectorCache:
             return self._loaded[1], self._loaded[2]
         try:
             records = np.load(self.path, mmap_mode="r")
-            keys = {bytes(h): i for i, h in enumerate(records["h"])}
+            # numpy's fixed-width bytes drop trailing NULs on the way out: pad them back, or
+            # about one text in 256 (a hash ending in 0x00) would never be found again.
+            keys = {bytes(h).ljust(_HASH_BYTES, b"\0"): i for i, h in enumerate(records["h"])}
         except (OSError, ValueError, KeyError, IndexError):
             return {}, None  # an unreadable cache is only a cache: vectors get computed again
         self._loaded = (stamp, keys, records)
@@ -230,9 +236,20 @@ class VectorCache:
         self._loaded = None
 
 
-def embed_cached(embedder: Embedder, texts: Sequence[str], cache: VectorCache | None) -> np.ndarray:
+#: Texts embedded per step of a long embedding (progress is reported, and work kept, per step).
+EMBED_STEP = 512
+#: Seconds of embedding between two writes of the cache: an interrupted import keeps its vectors.
+SAVE_EVERY = 20.0
+
+Progress = Callable[[int, int], None]
+
+
+def embed_cached(embedder: Embedder, texts: Sequence[str], cache: VectorCache | None, *,
+                 progress: Progress | None = None) -> np.ndarray:
     """Vectors of ``texts``: from the cache when there, the rest computed (each distinct text
-    once) and cached in one go."""
+    once) in steps of ``EMBED_STEP`` texts, with ``progress(done, total)`` after each step and
+    the cache written every ``SAVE_EVERY`` seconds and at the end, so that an interrupted run
+    (minutes for a large collection with the local model) keeps what it computed."""
     import numpy as np
 
     if cache is None:
@@ -244,27 +261,38 @@ def embed_cached(embedder: Embedder, texts: Sequence[str], cache: VectorCache | 
         if v is None:
             missing.setdefault(h, t)
     fresh: dict[bytes, np.ndarray] = {}
-    if missing:
-        computed = np.asarray(embedder.embed(list(missing.values())), dtype=np.float32)
-        fresh = dict(zip(missing, computed, strict=True))
+    pending = list(missing.items())
+    saved, last_save = 0, time.monotonic()
+    for start in range(0, len(pending), EMBED_STEP):
+        step = pending[start:start + EMBED_STEP]
+        computed = np.asarray(embedder.embed([t for _, t in step]), dtype=np.float32)
+        fresh.update(zip([h for h, _ in step], computed, strict=True))
+        if progress is not None:
+            progress(min(start + EMBED_STEP, len(pending)), len(pending))
+        if time.monotonic() - last_save > SAVE_EVERY and start + EMBED_STEP < len(pending):
+            keys = [h for h, _ in pending[saved:start + EMBED_STEP]]
+            cache.put(keys, np.vstack([fresh[k] for k in keys]))
+            saved, last_save = start + EMBED_STEP, time.monotonic()
     dims = {len(v) for v in found if v is not None} | {len(v) for v in fresh.values()}
     if len(dims) > 1:  # the cache holds vectors of another length under this name: recompute all
         unique = dict(zip(hashes, texts, strict=True))
         computed = np.asarray(embedder.embed(list(unique.values())), dtype=np.float32)
         fresh = dict(zip(unique, computed, strict=True))
+        pending, saved = list(unique.items()), 0  # every vector is new: all of them get saved
         found = [None] * len(texts)
         dims = {computed.shape[1]}
     dim = dims.pop() if dims else int(getattr(embedder, "dim", 0) or 1)
     out = np.zeros((len(texts), dim), dtype=np.float32)
     for i, (h, v) in enumerate(zip(hashes, found, strict=True)):
         out[i] = fresh[h] if v is None else v
-    if fresh:
-        keys = list(fresh)
-        cache.put(keys, np.vstack([fresh[k] for k in keys]))
+    unsaved = [h for h, _ in pending[saved:]] if pending else list(fresh)
+    if unsaved:
+        cache.put(unsaved, np.vstack([fresh[k] for k in unsaved]))
     return out
 
 
-def doc_vectors(embedder: Embedder, docs: Sequence[Doc], cache: VectorCache | None) -> np.ndarray:
+def doc_vectors(embedder: Embedder, docs: Sequence[Doc], cache: VectorCache | None, *,
+                progress: Progress | None = None) -> np.ndarray:
     """Each document's vector: the mean of the unit vectors of its views (``Doc.views``). A
     similarity to it is the mean of the query's similarities to the views, which ranks a tool
     whose name, or whose description, matches the request strongly above one that matches both
@@ -274,7 +302,7 @@ def doc_vectors(embedder: Embedder, docs: Sequence[Doc], cache: VectorCache | No
     texts = [t for d in docs for t in d.views]
     if not texts:
         return np.zeros((0, int(getattr(embedder, "dim", 0) or 1)), dtype=np.float32)
-    vectors = embed_cached(embedder, texts, cache)
+    vectors = embed_cached(embedder, texts, cache, progress=progress)
     counts = np.array([len(d.views) for d in docs], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     return np.asarray(np.add.reduceat(vectors, starts, axis=0) / counts[:, None], dtype=np.float32)

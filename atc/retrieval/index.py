@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from atc.retrieval.base import Embedder
+    from atc.retrieval.embedders import Progress
 
 __all__ = ["StoreIndex", "update_index", "open_index", "index_dir"]
 
@@ -194,7 +195,8 @@ def _live(home: Path, store: Store) -> StoreIndex | None:
         return None
 
 
-def update_index(home: Path, *, store: Store | None = None, embedder: Embedder | None = None) -> StoreIndex:
+def update_index(home: Path, *, store: Store | None = None, embedder: Embedder | None = None,
+                 progress: Progress | None = None) -> StoreIndex:
     """Build a new generation for the store's current collections and make it live."""
     home = Path(home)
     store = store or Store(home)
@@ -203,12 +205,13 @@ def update_index(home: Path, *, store: Store | None = None, embedder: Embedder |
     with open(root / ".lock", "a+b") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
-            return _build(home, root, store, embedder)
+            return _build(home, root, store, embedder, progress)
         finally:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
-def _build(home: Path, root: Path, store: Store, embedder: Embedder | None) -> StoreIndex:
+def _build(home: Path, root: Path, store: Store, embedder: Embedder | None,
+           progress: Progress | None = None) -> StoreIndex:
     previous = _live(home, store)
     stamp = _stamp(store)  # taken before reading: a change made meanwhile shows as a newer stamp
     wanted = _store_collections(store)
@@ -237,7 +240,7 @@ def _build(home: Path, root: Path, store: Store, embedder: Embedder | None) -> S
     folder = root / f"gen-{secrets.token_hex(6)}"
     folder.mkdir()
     try:
-        _write_generation(folder, home, docs, {c: wanted[c] for c in counts}, counts, embedder, stamp)
+        _write_generation(folder, home, docs, {c: wanted[c] for c in counts}, counts, embedder, stamp, progress)
         atomic_write(root / "CURRENT", folder.name + "\n")
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
@@ -247,7 +250,8 @@ def _build(home: Path, root: Path, store: Store, embedder: Embedder | None) -> S
 
 
 def _write_generation(folder: Path, home: Path, docs: Sequence[Doc], collections: dict[str, str],
-                      counts: dict[str, int], embedder: Embedder | None, stamp: list[int]) -> None:
+                      counts: dict[str, int], embedder: Embedder | None, stamp: list[int],
+                      progress: Progress | None = None) -> None:
     producers = producer_lists(docs)
     offsets = array("q", [0])
     with open(folder / "docs.jsonl", "wb") as f:
@@ -262,7 +266,7 @@ def _write_generation(folder: Path, home: Path, docs: Sequence[Doc], collections
     if embedder is not None and docs:
         from atc.retrieval.embedders import VectorCache, doc_vectors
 
-        vectors = doc_vectors(embedder, docs, VectorCache(home, embedder.name))
+        vectors = doc_vectors(embedder, docs, VectorCache(home, embedder.name), progress=progress)
         dim = int(vectors.shape[1])
         name = embedder.name
         (folder / "vectors.f32").write_bytes(vectors.astype("<f4").tobytes())
