@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from tests.fakes.serving import LoopbackServer
+
 SECRET = "cat-secret-91be77"
 
 SHELVES = [{"shelf_id": "sh-7f3a", "label": "North wall"}, {"shelf_id": "sh-c21d", "label": "Cold room"}]
@@ -58,7 +60,7 @@ class Seen:
 
 
 @dataclass
-class CatalogAPI:
+class CatalogAPI(LoopbackServer):
     mode: str = "open"
     delay: float = 0.0
     slow: float = 3.0
@@ -177,22 +179,10 @@ class CatalogAPI:
 
             do_GET = do_POST = do_DELETE = do_PUT = _serve
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._server.daemon_threads = True
+        self._serve(Handler, self.port)
+        assert self._server is not None
         self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-
-    def __enter__(self) -> CatalogAPI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def spec(self, *, only: tuple[str, ...] | None = None) -> dict[str, Any]:
         return catalog_spec(self.url, only=only)

@@ -17,6 +17,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.fakes.serving import LoopbackServer
+
 __all__ = ["FakeEmbeddings", "bag_vector"]
 
 
@@ -29,7 +31,7 @@ def bag_vector(text: str, dim: int) -> list[float]:
     return vec
 
 
-class FakeEmbeddings:
+class FakeEmbeddings(LoopbackServer):
     """The server; use as a context manager. ``base_url`` ends in ``/v1``."""
 
     def __init__(self, dim: int = 64, mode: str = "ok") -> None:
@@ -97,18 +99,5 @@ class FakeEmbeddings:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self._serve(Handler)
         return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-
-    def __enter__(self) -> FakeEmbeddings:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

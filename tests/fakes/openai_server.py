@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.fakes.serving import LoopbackServer
+
 __all__ = ["Reply", "ScriptedOpenAI", "call"]
 
 
@@ -62,7 +64,7 @@ def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-class ScriptedOpenAI:
+class ScriptedOpenAI(LoopbackServer):
     """The server. Use as a context manager; ``base_url`` ends in ``/v1`` as clients expect."""
 
     def __init__(self, replies: list[Script] | None = None, *, router: Callable[[dict[str, Any]], str | Reply] | None = None,
@@ -173,18 +175,5 @@ class ScriptedOpenAI:
                               "total_tokens": _tokens(prompt) + _tokens(completion)},
                 }, reply.headers)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self._serve(Handler)
         return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-
-    def __enter__(self) -> ScriptedOpenAI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
