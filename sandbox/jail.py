@@ -43,7 +43,10 @@ Without namespaces it only applies the uid drop (when root), the rlimits and the
 ``--workdir``.
 
 Each step is a function of its own, so that a fork server can run the per-run ones (namespaces,
-root, cgroups, uid, filter, limits) in each forked child.
+root, cgroups, uid, filter, limits) in each forked child. A fork server running as root goes
+further (``forked_pid1``): it makes the namespaces around its own fork, so its child is PID 1
+at once, and it builds the read-only part of the root once (``build_skeleton``); a jail then
+mounts only its own tmpfs and ``/proc``. The tree a program sees is the same either way.
 """
 
 from __future__ import annotations
@@ -167,13 +170,9 @@ def in_userns(isolation: list[str]) -> bool:
     return "userns" in isolation
 
 
-def build_root(opts: dict[str, Any], isolation: list[str], python_prefixes: list[str]) -> None:
-    """The new root filesystem (see the module docstring); ends chrooted in it, cwd /work."""
-    mount(None, "/", None, MS_REC | MS_PRIVATE)
-    root = NEW_ROOT
-    # nr_inodes: empty files and directories cost kernel memory that ``size`` does not count.
-    mount("atc-sandbox", root, "tmpfs", MS_NOSUID | MS_NODEV,
-          "size={}m,nr_inodes={},mode=755".format(opts["tmpfs-mb"], TMPFS_INODES))
+def _populate_root(root: str, python_prefixes: list[str]) -> None:
+    """Read-only binds of the system directories (and the interpreter's prefix when it lives
+    elsewhere) and the four device nodes in the directory ``root``."""
     for name in SYSTEM_DIRS:
         host = "/" + name
         if os.path.islink(host):
@@ -188,13 +187,63 @@ def build_root(opts: dict[str, Any], isolation: list[str], python_prefixes: list
         if os.path.exists("/dev/" + dev):
             open(root + "/dev/" + dev, "a").close()
             mount("/dev/" + dev, root + "/dev/" + dev, None, MS_BIND)
-    mount_proc(root + "/proc", isolation)
+
+
+def _writable_dirs(parent: str, opts: dict[str, Any], isolation: list[str]) -> None:
+    """``/tmp`` (sticky, for everyone) and ``/work`` (the run's uid only) in ``parent``."""
     uid = int(opts["uid"])
     for d, mode in (("/tmp", 0o1777), ("/work", 0o700)):
-        os.makedirs(root + d)
-        os.chmod(root + d, mode)
+        os.makedirs(parent + d)
+        os.chmod(parent + d, mode)
         if not in_userns(isolation):
-            os.chown(root + d, uid, uid)
+            os.chown(parent + d, uid, uid)
+
+
+def build_root(opts: dict[str, Any], isolation: list[str], python_prefixes: list[str]) -> None:
+    """The new root filesystem (see the module docstring); ends chrooted in it, cwd /work."""
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    root = NEW_ROOT
+    # nr_inodes: empty files and directories cost kernel memory that ``size`` does not count.
+    mount("atc-sandbox", root, "tmpfs", MS_NOSUID | MS_NODEV,
+          "size={}m,nr_inodes={},mode=755".format(opts["tmpfs-mb"], TMPFS_INODES))
+    _populate_root(root, python_prefixes)
+    mount_proc(root + "/proc", isolation)
+    _writable_dirs(root, opts, isolation)
+    os.chroot(root)
+    os.chdir("/work")
+    isolation.append("mountns")
+
+
+def build_skeleton(base: str, python_prefixes: list[str]) -> str:
+    """For a fork server running as root, in its own private mount namespace: the read-only part
+    of every jail's root, built once (a tmpfs on ``base``, remounted read-only, holding the root
+    directory with the system binds and device nodes, and an empty ``stage``). Each jail's mount
+    namespace is a copy of it, so a jail only mounts what is its own (``enter_skeleton``): about
+    twenty mount calls fewer per run. Returns the root directory."""
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    mount("atc-skeleton", base, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=755")
+    root = base + "/root"
+    os.mkdir(root, 0o755)
+    os.mkdir(base + "/stage", 0o700)
+    _populate_root(root, python_prefixes)
+    for d in ("proc", "tmp", "work"):
+        os.mkdir(root + "/" + d, 0o755)
+    mount(None, base, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    return root
+
+
+def enter_skeleton(opts: dict[str, Any], isolation: list[str], root: str) -> None:
+    """In a jail's copy of the skeleton's mount namespace: its own size-capped tmpfs (outside the
+    new root, so nothing can reach its top) whose ``tmp`` and ``work`` are bound on the root's
+    ``/tmp`` and ``/work``, a fresh ``/proc``; then chroot, cwd /work -- the same tree as
+    ``build_root`` builds, with ``/`` read-only."""
+    stage = os.path.dirname(root) + "/stage"
+    mount("atc-sandbox", stage, "tmpfs", MS_NOSUID | MS_NODEV,
+          "size={}m,nr_inodes={},mode=700".format(opts["tmpfs-mb"], TMPFS_INODES))
+    _writable_dirs(stage, opts, isolation)
+    for d in ("/tmp", "/work"):
+        mount(stage + d, root + d, None, MS_BIND)
+    mount_proc(root + "/proc", isolation)
     os.chroot(root)
     os.chdir("/work")
     isolation.append("mountns")
@@ -203,7 +252,7 @@ def build_root(opts: dict[str, Any], isolation: list[str], python_prefixes: list
 def mount_proc(target: str, isolation: list[str]) -> None:
     """A /proc of the sandbox's PID namespace that shows its processes only (``subset=pid``, Linux
     5.8+); on older kernels a full one with what it would tell of the host masked."""
-    os.makedirs(target)
+    os.makedirs(target, exist_ok=True)
     flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
     try:
         mount("proc", target, "proc", flags, "subset=pid")
@@ -369,21 +418,63 @@ def namespace_init(program: int) -> int:
             return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
 
 
-def namespace_child(opts: dict[str, Any], isolation: list[str], fd: int, write_end: int, report: IO[str],
+def namespace_child(opts: dict[str, Any], isolation: list[str], fd: int, write_end: int, report: IO[str] | None,
                     runner_source: Any) -> NoReturn:
-    """PID 2: limits, report, then the runner (never returns)."""
+    """PID 2: limits, report (one JSON line on ``write_end``), then the runner (never returns)."""
     try:
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         set_limits(opts, isolation)
-        os.write(write_end, json.dumps({"isolation": isolation}).encode())
+        os.write(write_end, json.dumps({"isolation": isolation}).encode() + b"\n")
     except BaseException as exc:
-        os.write(write_end, json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
+        os.write(write_end, json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode() + b"\n")
         os._exit(1)
     os.close(write_end)
-    report.close()
+    if report is not None:
+        report.close()
     quiet_stdio()
     run_runner(runner_source, fd)
     os._exit(0)
+
+
+def pid1_setup(opts: dict[str, Any], isolation: list[str], prefixes: list[str], skeleton: str | None) -> None:
+    """What PID 1 of a new jail does before it forks the program: cgroups, the cgroup namespace,
+    the root (built, or entered from the fork server's skeleton), privileges, the filter."""
+    join_memory_cgroup(opts, isolation)
+    join_cpu_cgroup(opts, isolation)
+    enter_cgroup_namespace(isolation)
+    if skeleton is None:
+        build_root(opts, isolation, prefixes)
+    else:
+        enter_skeleton(opts, isolation, skeleton)
+    drop_privileges(opts, isolation)
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    install_seccomp(opts, isolation)
+
+
+def forked_pid1(argv: list[str], isolation: list[str], skeleton: str) -> NoReturn:
+    """PID 1 of a jail that a fork server running as root forked straight into new namespaces
+    (``sandbox/zygote.py``: it unshares them itself around the fork and goes back to its own).
+    ``isolation`` says which it made. This saves the intermediate process ``main`` needs to
+    enter a PID namespace, and uses the server's root skeleton (``build_skeleton``). The
+    report line carries no ``pid``: the server told the backend this process's pid."""
+    opts = parse(argv)
+    fd = int(opts["fd"])
+    runner_source = runner_code(opts["runner"])
+    write_end = os.dup(1)
+    try:
+        if "utsns" in isolation:
+            _check(_libc.sethostname(HOSTNAME, len(HOSTNAME)), "sethostname")
+        pid1_setup(opts, isolation, [], skeleton)
+        program = os.fork()
+    except BaseException as exc:
+        os.write(write_end, json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode() + b"\n")
+        os._exit(1)
+    if program == 0:
+        namespace_child(opts, isolation, fd, write_end, None, runner_source)
+    os.close(write_end)
+    os.close(fd)
+    quiet_stdio()
+    os._exit(namespace_init(program))
 
 
 def main(argv: list[str]) -> int:
@@ -430,13 +521,7 @@ def main(argv: list[str]) -> int:
     if child == 0:
         os.close(read_end)
         try:
-            join_memory_cgroup(opts, isolation)
-            join_cpu_cgroup(opts, isolation)
-            enter_cgroup_namespace(isolation)
-            build_root(opts, isolation, prefixes)
-            drop_privileges(opts, isolation)
-            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            install_seccomp(opts, isolation)
+            pid1_setup(opts, isolation, prefixes, None)
         except BaseException as exc:
             os.write(write_end, json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
             os._exit(1)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from protocols.errors import SandboxError
 from sandbox import workdirs
 from sandbox.api import ErrorInfo, ExecutionResult, Limits, Toolset
-from sandbox.cgroups import make_cgroup, remove_cgroup
+from sandbox.cgroups import make_cgroup, release_cgroup
 from sandbox.forkserver import ForkedJail, ForkServer
 from sandbox.local_worker import Worker as _Worker
 from sandbox.pool import Demand, PoolBounds
@@ -182,8 +182,9 @@ class LocalBackend:
                 "--tmpfs-mb", str(max(16, min(256, fsize * 4 // (1 << 20))))]
         if workdir:
             argv += ["--workdir", workdir]
-        memory_cgroup, cpu_cgroup = make_cgroup("memory"), make_cgroup("cpu")
-        cgroups = tuple(c for c in (memory_cgroup, cpu_cgroup) if c)
+        tag = str(memory_mb)
+        memory_cgroup, cpu_cgroup = make_cgroup("memory", tag), make_cgroup("cpu", tag)
+        cgroups = tuple((c, kind, tag) for c, kind in ((memory_cgroup, "memory"), (cpu_cgroup, "cpu")) if c)
         if memory_cgroup:
             argv += ["--cgroup", memory_cgroup]
         if cpu_cgroup:
@@ -197,8 +198,8 @@ class LocalBackend:
         except (OSError, SandboxError) as exc:
             host_end.close()
             workdirs.remove_workdir(workdir)
-            for path in cgroups:
-                remove_cgroup(path)
+            for path, kind, tag in cgroups:
+                release_cgroup(path, kind, tag)
             release_uid(uid)
             if isinstance(exc, SandboxError):
                 raise

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from sandbox import workdirs
-from sandbox.cgroups import remove_cgroup
+from sandbox.cgroups import release_cgroup
 from sandbox.forkserver import ForkedJail
 from sandbox.kernel_objects import teardown
 from sandbox.uids import RETIRED, release_uid
@@ -35,7 +35,7 @@ class Worker:
     isolation: list[str]
     workdir: str
     closed: bool = field(default=False)
-    cgroups: tuple[str, ...] = ()
+    cgroups: tuple[tuple[str, str, str], ...] = ()  # (path, controller, tag) of each
     oom_killed: bool = False
     uid: int | None = None  # the uid drawn for this runner (released once torn down)
     dedicated_uid: bool = False  # the program really runs as ``uid`` (root, no user namespace)
@@ -77,7 +77,13 @@ class Worker:
                     break
                 self._killpg()
                 escalated, deadline = True, time.monotonic() + 5
-            time.sleep(0.002)
+            if isinstance(self.proc, ForkedJail):  # its exit is an event: no polling
+                try:
+                    self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+            else:
+                time.sleep(0.002)
         self._killpg()
         try:
             status: int | None = self.proc.wait(timeout=5)
@@ -87,8 +93,8 @@ class Worker:
             self.proc.stdout.close()
         # Without a mount namespace the run worked on the host: its leftovers go (sandbox/workdirs.py).
         workdirs.after_run(self.workdir, self.isolation)
-        for path in self.cgroups:
-            self.oom_killed = remove_cgroup(path) or self.oom_killed
+        for path, kind, tag in self.cgroups:
+            self.oom_killed = release_cgroup(path, kind, tag) or self.oom_killed
         self.cgroups = ()
         self.teardown()
         return status

@@ -456,3 +456,40 @@ def test_local_sandbox_processes_share_one_cpu(local_backend: LocalBackend, api:
     assert result.ok, result.error
     assert "cpu-cgroup:1" in result.isolation and "memory-cgroup" in result.isolation
     assert float(result.answer) < 1.9, f"4 children spinning 1.5 s used {result.answer} s of CPU"
+
+
+#: Holds most of the memory limit itself, then starts two fresh interpreters that take the rest
+#: and more: each process alone is under its address-space limit, together they are over the
+#: cgroup's, and the kernel's OOM killer takes the largest, this one.
+OOM_TOGETHER = """
+import subprocess, sys, time
+block = bytearray(170 << 20)
+for j in range(0, len(block), 4096):
+    block[j] = 1
+hog = "b = bytearray(70 << 20)\\nfor j in range(0, len(b), 4096): b[j] = 1\\nimport time; time.sleep(5)"
+children = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(2)]
+time.sleep(5)
+print('survived')
+"""
+
+
+@pytest.mark.timeout(90)
+def test_a_kept_cgroup_still_tells_the_next_oom_and_an_oom_one_is_not_kept(local_backend: LocalBackend) -> None:
+    """Empty cgroups are handed to the next sandbox instead of removed (sandbox/cgroups.py): an
+    OOM kill in a reused cgroup must still be reported, a quiet run after it must not be blamed
+    for it, and a cgroup with an OOM kill is removed, not kept."""
+    from sandbox import cgroups
+
+    if cgroups.cgroup_parent("memory") is None:
+        pytest.skip("no writable cgroups here (not root?)")
+    limits = Limits(timeout=20, memory_mb=256)
+    tools = Toolset(collections=[])
+    for _ in range(2):
+        quiet = local_backend.run("print('fine')", tools, limits)
+        assert quiet.ok and quiet.answer == "fine\n", quiet.to_dict()
+        hog = local_backend.run(OOM_TOGETHER, tools, limits)
+        assert not hog.ok and hog.error is not None and hog.error.type == "MemoryLimit", hog.to_dict()
+    local_backend.close()
+    kept = [path for spare in cgroups._spares.values() for path in spare]
+    assert kept, "no cgroup was kept for reuse"
+    assert all(cgroups._oom_kills(path) == cgroups._ooms[path] for path in kept)  # none holds an unseen kill

@@ -112,6 +112,36 @@ def test_the_next_run_sees_nothing_the_previous_one_left(backend: Backend) -> No
             assert seen["server"] == left["server"]
 
 
+NAMESPACES = ("mnt", "net", "pid", "ipc", "uts", "cgroup")
+
+
+def test_every_forked_jail_has_namespaces_of_its_own_and_the_server_keeps_its_own() -> None:
+    """As root the fork server makes each jail's namespaces itself around its fork and goes back
+    to its own: no two live runs may share one, none may be the server's or the host's, and the
+    server must end where it started (a server left in a jail's namespaces would fork the next
+    jail inside it). Runs overlap in fours: a namespace's number is reused once it is freed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    read = (f"import json, os, time\nnames = {{n: os.readlink('/proc/self/ns/' + n) for n in {NAMESPACES!r}}}\n"
+            "time.sleep(0.4)\nprint(json.dumps(names))")
+    host = {n: os.readlink(f"/proc/self/ns/{n}") for n in NAMESPACES}
+    with LocalBackend(pool_size=4, pool_max=4) as backend, ThreadPoolExecutor(4) as pool:
+        assert _json(backend.run(read, TOOLS, LIMITS))
+        server = backend._server
+        assert server is not None and server.alive()
+        before = {n: os.readlink(f"/proc/{server.proc.pid}/ns/{n}") for n in NAMESPACES}
+        for _ in range(3):
+            runs = list(pool.map(lambda _: _json(backend.run(read, TOOLS, LIMITS)), range(4)))
+            for name in NAMESPACES:
+                seen = [run[name] for run in runs]
+                assert len(set(seen)) == len(seen), (name, seen)
+                assert host[name] not in seen and before[name] not in seen
+        after = {n: os.readlink(f"/proc/{server.proc.pid}/ns/{n}") for n in NAMESPACES}
+    assert after == before
+    if os.geteuid() == 0:  # the server's private mount namespace holds the jails' root skeleton
+        assert before["mnt"] != host["mnt"]
+
+
 def _host_sandbox_processes(uids: set[int] | None = None) -> list[int]:
     """Host processes running under ``uids`` (default: every sandbox uid of this test process;
     other backends of the same process, still alive from earlier tests, share that block)."""
