@@ -15,8 +15,9 @@ costs a tool its documentation while a link kept costs only parallelism:
 - a needing tool and every tool that may provide it go into one group (transitively: chains of
   any length stay whole);
 - a needing tool for which no provider is seen (``maker_ref`` of ``/makers/{maker_ref}`` comes
-  out of an item's answer, which no spec says) is kept with every group that has a chain, since
-  its value may come out of any of them;
+  out of an item's answer, which no spec says), and a group in which every tool needs a value
+  (``/network/{id}`` and its images, whose ids come out of a TV show's ``networks[]``), are kept
+  with every group that has a chain, since their values may come out of any of them;
 - everything else -- tools that neither need nor are known to provide a value, and the tools
   that will not be called at all (``call_safety``) -- is a group of its own.
 
@@ -94,6 +95,10 @@ def probe_groups(toolset: Toolset, *, allow_unsafe: bool = False) -> list[list[s
             for a in providers:
                 join(a, b)
                 chained.add(a)
+    # A chain must start somewhere: a component in which every tool needs a value (``/network/{id}``
+    # and its images, fed in fact by the ``networks[]`` of a TV show) is fed from outside it.
+    starts = {root(i) for i in chained if not needs(tools[i])}
+    unplaced += [i for i in chained if root(i) not in starts]
     keep = sorted(chained | set(unplaced))
     for i in keep[1:] if unplaced else ():
         join(keep[0], i)
