@@ -13,11 +13,14 @@ credentials stay variable names (``env:VAR``) and their values reach Ray workers
 job's runtime environment only (``atc.workflows.ray_executor.worker_env``), as for ``atc batch``.
 A ``max_calls`` budget is shared out between the groups in proportion to their tools. A task
 that cannot run (its worker lost) leaves its tools ``skipped`` with the reason, never sinking
-the others. Ctrl-C raises ``ProbeInterrupted`` with the merged report of the groups done.
+the others. The ``--out`` files are rewritten as groups finish (at most once a second), so an
+interrupted run keeps the groups it finished; Ctrl-C (or ``stop``) raises ``ProbeInterrupted``
+with the merged report of the groups done.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -26,12 +29,15 @@ from pathlib import Path
 from atc.errors import UsageError
 from probes.groups import probe_groups
 from probes.many import ProbeJob, probe_task
-from probes.probing import ToolsArg, publish, resolve_toolset
+from probes.outputs import write_outputs
+from probes.probing import WRITE_EVERY, ToolsArg, publish, resolve_toolset
 from probes.report import ProbeInterrupted, ProbeReport, ProbeSettings, ToolReport
 from sandbox.api import Toolset
 from sandbox.execute import BaseUrl, check_toolset
 
 __all__ = ["probe_spread", "GroupTask", "narrowed"]
+
+_NOT_YET = "not probed (the probe stopped first)"
 
 
 @dataclass(frozen=True)
@@ -83,12 +89,14 @@ def probe_spread(
     concurrency: int = 2,
     replay: str | Path | None = None,
     on_result: Callable[[int, ProbeReport], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> ProbeReport:
     """Probe ``tools`` as one task per group of tools (see the module docstring); ``executor``
     ``"local"`` (threads) or ``"ray"`` (``RAY_ADDRESS``, else a cluster on this machine), at most
     ``concurrency`` tasks at a time. ``on_result(index, report)`` gets each group's report as it
     comes back (``index`` in the order of the groups). ``replay`` answers every request from a
-    recording made with ``atc probe --record``."""
+    recording made with ``atc probe --record``. Setting ``stop`` starts no new group: the
+    running ones finish, and ``ProbeInterrupted`` carries the merged report (``--out`` written)."""
     from atc.config import ray_address
     from atc.workflows.executors import EXECUTORS, ray_module, run_each
     from atc.workflows.ray_executor import worker_env
@@ -109,6 +117,14 @@ def probe_spread(
     tasks = [GroupTask(narrowed(toolset, names), share) for names, share in zip(groups, budgets, strict=True)]
     job = ProbeJob(settings, model=model, sandbox=sandbox, replay=str(replay) if replay else None)
     reports: list[ProbeReport | None] = [None] * len(tasks)
+    stop = stop or threading.Event()
+    last_write = [0.0]
+
+    def so_far(interrupted: bool) -> ProbeReport:
+        """The merged report of the groups done; the others' tools ``skipped``."""
+        done = [r if r is not None else ProbeReport(tools=_unprobed(tasks[i].toolset, _NOT_YET))
+                for i, r in enumerate(reports)]
+        return _merge(toolset, done, started, interrupted)
 
     def finished(index: int, report: ProbeReport) -> None:
         if not report.tools:  # the task could not probe at all: its tools say why
@@ -116,6 +132,10 @@ def probe_spread(
         reports[index] = report
         if on_result is not None:
             on_result(index, report)
+        if out is not None and time.monotonic() - last_write[0] >= WRITE_EVERY:
+            # an interrupted long probe keeps the groups it finished
+            write_outputs(out, toolset.collections, so_far(False))
+            last_write[0] = time.monotonic()
 
     def lost(index: int, exc: BaseException) -> None:
         reason = f"not probed: the worker failed: {type(exc).__name__}: {' '.join(str(exc).split())}"[:400]
@@ -125,14 +145,11 @@ def probe_spread(
     interrupted = False
     try:
         run_each(_probe_group, tasks, shared=job, on_result=finished, on_error=lost, executor=executor,
-                 concurrency=concurrency, address=ray_address(), env=env)
+                 concurrency=concurrency, stop=stop, address=ray_address(), env=env)
     except KeyboardInterrupt:
         interrupted = True
-    for index, report in enumerate(reports):
-        if report is None:
-            reports[index] = ProbeReport(tools=_unprobed(tasks[index].toolset, "not probed (the probe stopped first)"))
-    merged = _merge(toolset, [r for r in reports if r is not None], started, interrupted)
-    merged = publish(merged, toolset.collections, out, update=update)
+    interrupted = interrupted or any(r is None for r in reports)
+    merged = publish(so_far(interrupted), toolset.collections, out, update=update)
     if interrupted:
         raise ProbeInterrupted(merged)
     return merged

@@ -6,7 +6,10 @@ the credential reaches the workers' gateways, never the task payloads."""
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,6 +97,28 @@ def test_cli_rejects_a_bad_executor_and_a_missing_ray(catalog: CatalogAPI, tmp_p
     err = capsys.readouterr().err
     assert "needs Ray, which is not installed" in err and "pip install 'atc[ray]'" in err
     assert catalog.requests == []  # nothing was sent for bad input
+
+
+def test_ctrl_c_keeps_the_groups_done(catalog: CatalogAPI, tmp_path: Path) -> None:
+    catalog.delay = 0.15  # every answer takes a while: the later groups are still to come
+    spec = catalog.write_spec(tmp_path / "catalog.json")
+    out = tmp_path / "out"
+    atc = Path(sys.executable).with_name("atc")
+    proc = subprocess.Popen([str(atc), "probe", str(spec), "--no-llm", "--executor", "local", "-c", "1", "--out",
+                             str(out), "--request-timeout", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "CATALOG_KEY": SECRET})
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # the first group's tools come back together
+    assert first.startswith("[1/16]"), first
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "no new group of tools" in stderr and "Traceback" not in stderr and stdout == ""
+    report = json.loads((out / "report.json").read_text())
+    assert report["interrupted"] is True and report["documented"] >= 6
+    assert [t["name"] for t in report["tools"]][:3] == ["list_shelves", "list_shelf_items", "get_item"]
+    left = [t["name"] for t in report["tools"] if t["reason"] == "not probed (the probe stopped first)"]
+    assert "get_quota" in left and not any(r.path == "/quota" for r in catalog.requests)
 
 
 @pytest.mark.slow

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from typing import Any
 
-from atc.cli.common import add_run_options, print_json, toolset_from_args
+from atc.cli.common import add_run_options, print_json, stop_on_signals, toolset_from_args
 from atc.errors import UsageError
 
 __all__ = ["register"]
@@ -155,7 +156,7 @@ def _finish(args: argparse.Namespace, report: Any) -> int:
 
 def _spread(args: argparse.Namespace, settings: Any, toolset: Any, progress: _Progress | None) -> int:
     """``--executor``: the groups as tasks; a line per tool as each group's report comes back.
-    (Ctrl-C is handled by the caller: ``probe_spread`` raises ``ProbeInterrupted`` too.)"""
+    The first Ctrl-C starts no new group; ``ProbeInterrupted`` is handled by the caller."""
     from probes.spread import probe_spread
 
     def done(index: int, report: Any) -> None:
@@ -164,8 +165,11 @@ def _spread(args: argparse.Namespace, settings: Any, toolset: Any, progress: _Pr
         for tool in report.tools:
             progress(tool.status, tool)
 
-    report = probe_spread(toolset, settings=settings, model=args.model, sandbox=args.sandbox, out=args.out,
-                          update=args.update, executor=args.executor,
-                          concurrency=4 if args.concurrency is None else args.concurrency, replay=args.replay,
-                          on_result=done)
+    stop = threading.Event()
+    with stop_on_signals(stop, "\natc: stopping: no new group of tools; waiting for the running ones "
+                         "(Ctrl-C again to stop waiting)\n"):
+        report = probe_spread(toolset, settings=settings, model=args.model, sandbox=args.sandbox, out=args.out,
+                              update=args.update, executor=args.executor,
+                              concurrency=4 if args.concurrency is None else args.concurrency, replay=args.replay,
+                              on_result=done, stop=stop)
     return _finish(args, report)
