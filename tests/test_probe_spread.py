@@ -56,6 +56,18 @@ def test_groups_keep_every_chain_whole_and_follow_the_spec() -> None:
     # with --allow-unsafe the writers that take a sku join the item chain
     unsafe = probe_groups(catalog, allow_unsafe=True)
     assert {"delete_item", "delete_item_via_get"} <= set(unsafe[0])
+    # a group whose every tool needs an id is fed from outside it: /network/{id} from a show's networks[]
+    get = {"responses": {"200": {"description": "OK"}}}
+    path_id = {"in": "path", "required": True, "schema": {"type": "integer"}}
+    tv = load_data({"openapi": "3.0.3", "info": {"title": "tv", "version": "1"}, "servers": [{"url": "http://x"}],
+                    "paths": {"/tv/popular": {"get": get},
+                              "/tv/{tv_id}": {"get": {**get, "parameters": [{**path_id, "name": "tv_id"}]}},
+                              "/network/{network_id}": {"get": {**get, "parameters": [{**path_id, "name": "network_id"}]}},
+                              "/network/{network_id}/images": {"get": {**get, "parameters": [
+                                  {**path_id, "name": "network_id"}]}},
+                              "/genres": {"get": get}}}, name="tv")
+    assert probe_groups(Toolset([tv])) == [["get_tv_popular", "get_tv_tv_id", "get_network_network_id",
+                                            "get_network_network_id_images"], ["get_genres"]]
     library = Toolset([load_data(library_spec("http://127.0.0.1:9", responses=False), name="library")])
     assert probe_groups(library) == [["search_authors", "get_author", "list_author_books", "get_book",
                                       "list_book_reviews"], ["create_order"], ["get_stats"]]
