@@ -91,6 +91,26 @@ def test_max_calls_is_shared_out_between_the_groups(catalog: CatalogAPI) -> None
     assert report.budget == 11 and 0 < report.calls <= 11 and report.calls == len(catalog.requests)
 
 
+def test_a_failed_task_costs_its_group_only(catalog: CatalogAPI, monkeypatch: pytest.MonkeyPatch) -> None:
+    import probes.spread as spread
+
+    real = spread.probe_task
+
+    def dying(job: Any, toolset: Toolset) -> Any:
+        if "get_broken" in toolset.tools:
+            raise RuntimeError("worker lost")
+        return real(job, toolset)
+
+    monkeypatch.setattr(spread, "probe_task", dying)
+    report = probe(load_data(catalog.spec(), name="catalog"), cache=False, executor="local",
+                   **OPTIONS)  # type: ignore[arg-type]
+    broken = report.tool("get_broken")
+    assert broken is not None and broken.status == "skipped"
+    assert broken.reason == "not probed: the worker failed: RuntimeError: worker lost"
+    assert report.count("documented") == 7 and "worker lost" in (report.note or "")
+    assert not any(r.path == "/broken" for r in catalog.requests)
+
+
 def test_cli_rejects_a_bad_executor_and_a_missing_ray(catalog: CatalogAPI, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
