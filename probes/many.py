@@ -23,11 +23,11 @@ from probes.report import ProbeReport, ProbeSettings
 from sandbox.api import Toolset
 from sandbox.execute import BaseUrl
 
-__all__ = ["probe_many"]
+__all__ = ["probe_many", "ProbeJob", "probe_task"]
 
 
 @dataclass(frozen=True)
-class _ProbeJob:
+class ProbeJob:
     """What every task is probed with (picklable: names, not live objects)."""
 
     settings: ProbeSettings
@@ -39,7 +39,7 @@ class _ProbeJob:
     replay: str | None = None
 
 
-def _probe_one(job: _ProbeJob, toolset: Toolset) -> ProbeReport:
+def probe_task(job: ProbeJob, toolset: Toolset) -> ProbeReport:
     name = "+".join(c.name for c in toolset.collections)
     try:
         client = None
@@ -115,7 +115,7 @@ def probe_many(
         except AtcError as exc:  # this target only: the others are probed
             toolsets.append(None)
             unusable[index] = f"not probed: {exc.message}"
-    job = _ProbeJob(settings, model=model, sandbox=sandbox, out=str(out) if out else None, update=update,
+    job = ProbeJob(settings, model=model, sandbox=sandbox, out=str(out) if out else None, update=update,
                     record=str(record) if record else None, replay=str(replay) if replay else None)
     from atc.config import ray_address
     from atc.workflows.executors import run_each
@@ -139,6 +139,6 @@ def probe_many(
     for index, note in unusable.items():
         finished(index, ProbeReport(tools=[], collection=str(targets[index]), note=note))
     env = worker_env(v for _, t in usable for v in t.credentials.values()) if executor == "ray" else {}
-    run_each(_probe_one, [t for _, t in usable], indexes=[i for i, _ in usable], shared=job, on_result=finished,
+    run_each(probe_task, [t for _, t in usable], indexes=[i for i, _ in usable], shared=job, on_result=finished,
              on_error=lost, executor=executor, concurrency=concurrency, address=ray_address(), env=env)
     return [r if r is not None else ProbeReport(tools=[], note="not probed") for r in reports]

@@ -36,7 +36,7 @@ from protocols.model import Collection
 from sandbox.api import Backend, Limits, Toolset
 from sandbox.execute import BaseUrl, as_toolset, check_toolset
 
-__all__ = ["probe", "resolve_toolset"]
+__all__ = ["probe", "resolve_toolset", "publish"]
 
 ToolsArg = Toolset | Collection | Sequence[Collection | str | Path] | str | Path
 #: Seconds between two rewrites of the ``--out`` files while probing.
@@ -69,6 +69,22 @@ def resolve_toolset(tools: ToolsArg, base_url: BaseUrl = None,
         else:
             raise UsageError(f"tools must be Collections, spec paths or collection names, not {type(item).__name__}")
     return as_toolset(collections, base_url=base_url, credentials=credentials)
+
+
+def publish(report: ProbeReport, collections: list[Collection], out: str | Path | None, *,
+            update: bool = False) -> ProbeReport:
+    """``report`` with the ``--out`` files written from it and, with ``update``, what it learnt
+    written into the store (``report.outputs`` says where)."""
+    if out is not None:
+        report.outputs = write_outputs(out, collections, report)
+    if update:
+        from protocols.store import Store
+
+        store = Store(atc_home())
+        for collection in collections:
+            store.add(learnt_collection(collection, report))
+        report.outputs["store"] = ", ".join(c.name for c in collections)
+    return report
 
 
 def _pick_client(settings: ProbeSettings, client: ModelClient | None, model: str | None) -> tuple[ModelClient | None, str | None]:
@@ -127,17 +143,7 @@ class _Run:
 
     def finish(self, *, interrupted: bool = False, update: bool = False) -> ProbeReport:
         """The final report, with the ``--out`` files and the store written from it."""
-        report = self.report(interrupted=interrupted)
-        if self.out is not None:
-            report.outputs = write_outputs(self.out, self.toolset.collections, report)
-        if update:
-            from protocols.store import Store
-
-            store = Store(atc_home())
-            for collection in self.toolset.collections:
-                store.add(learnt_collection(collection, report))
-            report.outputs["store"] = ", ".join(c.name for c in self.toolset.collections)
-        return report
+        return publish(self.report(interrupted=interrupted), self.toolset.collections, self.out, update=update)
 
     def _event(self, kind: str, state: ToolState) -> None:
         if self.on_event is not None:
@@ -189,6 +195,8 @@ def probe(
     out: str | Path | None = None,
     update: bool = False,
     on_event: Event | None = None,
+    executor: str | None = None,
+    concurrency: int = 2,
     **options: Any,
 ) -> ProbeReport:
     """Probe ``tools`` and return the report (see ``ProbeReport``).
@@ -199,13 +207,23 @@ def probe(
     OpenAPI document, the Markdown page and the JSON report there; ``update`` writes the learnt
     schemas and examples into the store. ``on_event(event, state)`` reports progress. Ctrl-C
     raises ``ProbeInterrupted`` with the report of what was learnt (also written to ``out`` and,
-    with ``update``, the store)."""
+    with ``update``, the store). ``executor`` (``"local"`` or ``"ray"``) probes the tools as
+    tasks, one per group of tools that depend on each other, at most ``concurrency`` at a time
+    (``probes.spread``; pass ``model=`` and a sandbox name, not objects)."""
     if settings is None:
         settings = ProbeSettings(**options)
     elif options:
         raise UsageError("give settings= or keyword options, not both")
     if no_llm:
         settings = replace(settings, use_llm=False)
+    if executor is not None:
+        if client is not None or on_event is not None or not isinstance(sandbox, str | None):
+            raise UsageError("with executor=, pass model= and a sandbox name: a client, a backend or on_event "
+                             "cannot go to the workers")
+        from probes.spread import probe_spread
+
+        return probe_spread(tools, settings=settings, base_url=base_url, credentials=credentials, model=model,
+                            sandbox=sandbox, out=out, update=update, executor=executor, concurrency=concurrency)
     toolset = resolve_toolset(tools, base_url, credentials)
     # What would make every request fail is said before the first one: a credential that names
     # neither a scheme nor a placement or reads an unset variable, a collection with no server.

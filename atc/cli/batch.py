@@ -15,13 +15,11 @@ every task solved or ran; 1: some failed; 2: bad input; 130: interrupted (run it
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import threading
-from types import FrameType
 from typing import Any, TextIO
 
-from atc.cli.common import add_run_options, limits_from_args, print_json, toolset_from_args
+from atc.cli.common import add_run_options, limits_from_args, print_json, stop_on_signals, toolset_from_args
 from atc.errors import UsageError
 
 __all__ = ["register"]
@@ -107,22 +105,12 @@ def _handle(args: argparse.Namespace) -> int:
     todo = sum(1 for t in tasks if t.key not in log.done)
     progress = _Progress(sys.stderr, len(tasks), len(tasks) - todo) if sys.stderr.isatty() and todo else None
     stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        if stop.is_set():  # the second one: stop waiting for the running tasks
-            raise KeyboardInterrupt
-        stop.set()
-        sys.stderr.write("\natc: stopping: no new tasks; waiting for the running ones to finish and be written "
-                         "(Ctrl-C again to stop waiting)\n")
-        sys.stderr.flush()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        summary = run_batch(tasks, job, log=log, concurrency=args.concurrency, executor=args.executor,
-                            on_outcome=progress, stop=stop, ray_address=ray_address())
+        with stop_on_signals(stop, "\natc: stopping: no new tasks; waiting for the running ones to finish and be "
+                             "written (Ctrl-C again to stop waiting)\n"):
+            summary = run_batch(tasks, job, log=log, concurrency=args.concurrency, executor=args.executor,
+                                on_outcome=progress, stop=stop, ray_address=ray_address())
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         log.close()
         if progress is not None:
             progress.end()

@@ -6,8 +6,13 @@ import argparse
 import io
 import json
 import re
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from atc.config import atc_home
@@ -18,7 +23,7 @@ if TYPE_CHECKING:  # imported by the handlers that use them: ``atc --help`` need
     from sandbox.api import Limits, Toolset
 
 __all__ = ["add_run_options", "recording_from_args", "limits_from_args", "toolset_from_args", "load_collections", "print_json",
-           "terminal_safe"]
+           "terminal_safe", "stop_on_signals"]
 
 _CREDENTIAL = re.compile(r"^(?P<scheme>[^=]+)=env:(?P<var>[A-Za-z_][A-Za-z0-9_]*)$")
 #: ``NAME=VALUE`` of the per-collection forms of --base-url and --validation (NAME: a collection).
@@ -206,3 +211,23 @@ def terminal_safe(stream: TextIO) -> TextIO:
     except (AttributeError, ValueError):
         return stream
     return _TerminalSafe(stream) if tty else stream  # type: ignore[return-value]
+
+
+@contextmanager
+def stop_on_signals(stop: threading.Event, message: str) -> Iterator[None]:
+    """While inside: Ctrl-C (or SIGTERM) sets ``stop`` and prints ``message`` (the work in flight
+    finishes and is kept); a second one raises ``KeyboardInterrupt`` (stop waiting)."""
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        sys.stderr.write(message)
+        sys.stderr.flush()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

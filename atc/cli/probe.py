@@ -1,19 +1,21 @@
-"""``atc probe T [RUN OPTIONS] [--out DIR] [--no-llm] [--max-calls N] [--allow-unsafe] [--json]``.
+"""``atc probe T [RUN OPTIONS] [--out DIR] [--no-llm] [--max-calls N] [--allow-unsafe] [--executor local|ray] [--json]``.
 
 Black-box probing: call the API's read-only tools, learn their response schemas, record working
 examples and which tool feeds which. Progress goes to stderr, one line per tool as it is decided
 (nothing with ``--json``, where stdout holds only the report). Exit 0 when at least one tool was
 documented, 1 when none was, 2 for bad input, 130 on Ctrl-C (after writing what was learnt, and
-with ``--json`` still printing the report of it).
+with ``--json`` still printing the report of it). ``--executor`` probes the tools as tasks, one
+per group of tools that share no chain of probing (``probes.spread``), in threads or on Ray.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from typing import Any
 
-from atc.cli.common import add_run_options, print_json, toolset_from_args
+from atc.cli.common import add_run_options, print_json, stop_on_signals, toolset_from_args
 from atc.errors import UsageError
 
 __all__ = ["register"]
@@ -43,6 +45,11 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--no-cache", action="store_true", help="neither reuse nor record responses in ATC_HOME")
     p.add_argument("--refresh", action="store_true", help="ignore recorded responses (and record anew)")
     p.add_argument("--model", "-m", help="model name (default: $ATC_MODEL)")
+    p.add_argument("--executor", metavar="local|ray", default=None,
+                   help="probe the tools as tasks, one per group of tools that depend on each other: local threads "
+                   "or a Ray cluster (RAY_ADDRESS, else one on this machine)")
+    p.add_argument("--concurrency", "-c", type=int, default=None, metavar="N",
+                   help="tasks at a time with --executor (4)")
     p.set_defaults(handler=_handle)
 
 
@@ -106,6 +113,11 @@ def _handle(args: argparse.Namespace) -> int:
 
     if args.max_calls is not None and args.max_calls < 0:
         raise UsageError("--max-calls must be 0 or more")
+    if args.executor is None and args.concurrency is not None:
+        raise UsageError("--concurrency needs --executor", hint="add --executor local (threads) or --executor ray")
+    if args.executor is not None and args.record:
+        raise UsageError("--record cannot be used with --executor: every task would write the same file",
+                         hint="record without --executor; --replay works with it")
     settings = ProbeSettings(
         max_calls=args.max_calls, per_tool=args.per_tool, samples=args.samples, rounds=args.rounds,
         allow_unsafe=args.allow_unsafe, use_llm=not args.no_llm, request_timeout=args.request_timeout,
@@ -115,6 +127,8 @@ def _handle(args: argparse.Namespace) -> int:
         toolset = toolset_from_args(args)
         if progress is not None:
             progress.total = len(toolset.tools)
+        if args.executor is not None:
+            return _spread(args, settings, toolset, progress)
         toolset, client, offline = _recorded(args, toolset)
         if offline:  # a replay without recorded model answers: the model is not asked
             import dataclasses
@@ -129,8 +143,33 @@ def _handle(args: argparse.Namespace) -> int:
         else:
             sys.stderr.write("atc: interrupted; " + _summary(report))
         return 130
+    return _finish(args, report)
+
+
+def _finish(args: argparse.Namespace, report: Any) -> int:
     if args.json:
         print_json(report.to_dict())
     else:
         sys.stderr.write(_summary(report))
     return 0 if report.ok else 1
+
+
+def _spread(args: argparse.Namespace, settings: Any, toolset: Any, progress: _Progress | None) -> int:
+    """``--executor``: the groups as tasks; a line per tool as each group's report comes back.
+    The first Ctrl-C starts no new group; ``ProbeInterrupted`` is handled by the caller."""
+    from probes.spread import probe_spread
+
+    def done(index: int, report: Any) -> None:
+        if progress is None:
+            return
+        for tool in report.tools:
+            progress(tool.status, tool)
+
+    stop = threading.Event()
+    with stop_on_signals(stop, "\natc: stopping: no new group of tools; waiting for the running ones "
+                         "(Ctrl-C again to stop waiting)\n"):
+        report = probe_spread(toolset, settings=settings, model=args.model, sandbox=args.sandbox, out=args.out,
+                              update=args.update, executor=args.executor,
+                              concurrency=4 if args.concurrency is None else args.concurrency, replay=args.replay,
+                              on_result=done, stop=stop)
+    return _finish(args, report)
