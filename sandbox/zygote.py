@@ -47,7 +47,6 @@ import ctypes
 import gc
 import importlib.util
 import json
-import marshal
 import os
 import select
 import signal
@@ -151,32 +150,6 @@ def _child(jail: Any, argv: list[str], sock_fd: int, report_fd: int, server: int
     return int(jail.main([*argv, "--fd", "3"]))
 
 
-def _compile_apart(jail: Any, path: str) -> None:
-    """Compile the runner in a short-lived child and take the code back marshalled. Compiling
-    here would leave a megabyte or two of freed but dirty heap in the server, and every fork
-    copies the page tables of all of it (and a child's allocations that land there copy pages)."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(read_end)
-            view = memoryview(marshal.dumps(jail.runner_code(path)))
-            while view:
-                view = view[os.write(write_end, view):]
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    chunks = []
-    while chunk := os.read(read_end, 1 << 16):
-        chunks.append(chunk)
-    os.close(read_end)
-    os.waitpid(pid, 0)
-    try:
-        jail._RUNNER_CODE[path] = marshal.loads(b"".join(chunks))
-    except (EOFError, ValueError, TypeError):
-        jail.runner_code(path)  # the child failed: compile here after all
-
-
 def _trim_heap() -> None:
     """Give the heap's free pages back to the kernel (glibc), so that forks do not copy them."""
     try:
@@ -187,7 +160,7 @@ def _trim_heap() -> None:
 
 def serve(control_fd: int, jail_path: str, runner_path: str) -> int:
     jail = _load_jail(jail_path)
-    _compile_apart(jail, runner_path)
+    jail.runner_code(runner_path)
     for name in _RUNNER_MODULES:
         __import__(name)
     # Everything loaded so far goes to the permanent generation: a forked child's collections
