@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from atc.retrieval.chargrams import CharGramIndex, grams
+from atc.retrieval.chargrams import GRAM_FIELDS, CharGramIndex, grams
 from atc.retrieval.corpus import MemoryCorpus
 from atc.retrieval.embedders import RemoteEmbedder
 from atc.retrieval.hybrid import HybridRetriever
@@ -50,7 +50,7 @@ def test_scores_are_tfidf_dot_products() -> None:
     docs = MemoryCorpus(TOOLS).docs
     index = CharGramIndex.build(docs)
     query = "weatherforecast for tomorrow"
-    texts = [" ".join(d.fields[f] for f in ("name", "group", "description")) for d in docs]
+    texts = [" ".join(d.fields[f] for f in GRAM_FIELDS) for d in docs]
     counted = [grams(t) for t in texts]
     n = len(docs)
     df = Counter(g for c in counted for g in c)

@@ -12,9 +12,11 @@ own length is left out: the hybrid divides every score by the best one).
 Same layout as the BM25F index (lexical.py): a vocabulary (``grams.json``: gram -> [start, df],
 with the document count) and two runs of postings, document ids (``grams.i32``) and the
 document's normalised weight (``grams.f32``); ``idf`` is recomputed at query time from df.
-The index reads only name, group and description: parameters and paths add grams that
-mostly repeat the name. Building it is pure Python; the grams of each distinct word are
-computed once (a store repeats its words across thousands of tools).
+The index reads a tool's name and group only (the words a request shares letters with most
+often: ``geocoding`` and ``geocode``, brand names written as one word): grams of the description
+too made 2.4 times the postings and, fused, scored lower on the dev split (benchmarks/RESULTS.md).
+Building it is pure Python; the grams of each distinct word are computed once (a store repeats
+its words across thousands of tools).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ __all__ = ["CharGramIndex", "grams", "N_MIN", "N_MAX", "GRAM_FIELDS"]
 N_MIN = 3
 N_MAX = 5
 #: the document fields whose text is read (see the module doc)
-GRAM_FIELDS = ("name", "group", "description")
+GRAM_FIELDS = ("name", "group")
 
 #: a word is what lies between white space, punctuation included (``artist's``): splitting at
 #: punctuation as well scored the same on the dev split and lower on Spotify (benchmarks/RESULTS.md)

@@ -1,8 +1,8 @@
 """The LLM-free retrievers: ``bm25`` (BM25F), ``dense`` (embeddings alone) and ``hybrid`` (three signals, fused).
 
-Fusion is normalised-score: the lexical (BM25F) and character n-gram (chargrams.py) scores are
-divided by their best, the dense similarities mapped to [0, 1] between the ``POOL``-th best and
-the best, and the fused score is ``ALPHA * lexical + CHARS * ngrams + (1 - ALPHA - CHARS) *
+Fusion is normalised-score: the lexical (BM25F) and character n-gram (chargrams.py: of names
+and groups) scores are divided by their best, the dense similarities mapped to [0, 1] between
+the ``POOL``-th best and the best, and the fused score is ``ALPHA * lexical + CHARS * ngrams + (1 - ALPHA - CHARS) *
 dense`` over the union of each side's top ``POOL``. The n-grams catch what whole words miss
 (``weatherforecast``, ``crypto`` against ``cryptocurrency``). The dense side takes, per tool,
 the best similarity to the whole query or to one of its sentences (a tool's vector is the mean
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 __all__ = ["Bm25Retriever", "DenseRetriever", "HybridRetriever", "expand", "ALPHA", "CHARS", "POOL", "RRF_K"]
 
 #: the weights of BM25F and of the character n-grams in the fused score (the embedder has the rest)
-ALPHA = 0.25
-CHARS = 0.2
+ALPHA = 0.3
+CHARS = 0.15
 POOL = 100
 RRF_K = 60
 
