@@ -15,8 +15,8 @@ document's normalised weight (``grams.f32``); ``idf`` is recomputed at query tim
 The index reads a tool's name and group only (the words a request shares letters with most
 often: ``geocoding`` and ``geocode``, brand names written as one word): grams of the description
 too made 2.4 times the postings and, fused, scored lower on the dev split (benchmarks/RESULTS.md).
-Building it is pure Python; the grams of each distinct word are computed once (a store repeats
-its words across thousands of tools).
+The grams of each distinct word are computed once (a store repeats its words across thousands
+of tools).
 """
 
 from __future__ import annotations
@@ -88,27 +88,34 @@ class CharGramIndex:
 
     @classmethod
     def build(cls, docs: Sequence[Doc]) -> CharGramIndex:
-        counted = [grams(_text(d)) for d in docs]
-        df: Counter[str] = Counter()
-        for c in counted:
-            df.update(c.keys())
+        """The index of ``docs``. Counting is Python (one ``Counter`` update per word); the
+        weights, norms and the grouping into postings are array operations (numpy is loaded
+        wherever this runs: next to vectors, or in the hybrid)."""
+        import numpy as np
+
+        ids: dict[str, int] = {}
+        doc_of: list[int] = []
+        gram_of: list[int] = []
+        tf_of: list[int] = []
+        for i, d in enumerate(docs):
+            counted = grams(_text(d))
+            gram_of.extend(ids.setdefault(g, len(ids)) for g in counted)
+            tf_of.extend(counted.values())
+            doc_of.extend([i] * len(counted))
         n = len(docs)
-        idf = {g: _idf(n, k) for g, k in df.items()}
-        postings: dict[str, list[tuple[int, float]]] = {}
-        for i, c in enumerate(counted):
-            w = {g: (1.0 + math.log(tf)) * idf[g] for g, tf in c.items()}
-            norm = math.sqrt(sum(v * v for v in w.values())) or 1.0
-            for g, v in w.items():
-                postings.setdefault(g, []).append((i, v / norm))
-        vocab: dict[str, list[int]] = {}
-        ids = array("i")
-        ws = array("f")
-        for g in sorted(postings):
-            plist = postings[g]
-            vocab[g] = [len(ids), len(plist)]
-            ids.extend(p[0] for p in plist)
-            ws.extend(p[1] for p in plist)
-        return cls(vocab, ids, ws, n)
+        doc = np.asarray(doc_of, dtype=np.int64)
+        gram = np.asarray(gram_of, dtype=np.int64)
+        df = np.bincount(gram, minlength=len(ids))
+        idf = np.log((1 + n) / (1 + df)) + 1.0
+        weight = (1.0 + np.log(np.asarray(tf_of, dtype=np.float64))) * idf[gram]
+        norm = np.sqrt(np.bincount(doc, weights=weight * weight, minlength=n))
+        weight /= np.where(norm > 0, norm, 1.0)[doc]
+        order = np.argsort(gram, kind="stable")  # by gram, each gram's documents in order
+        starts = np.concatenate([[0], np.cumsum(df)[:-1]]).tolist()
+        counts = df.tolist()
+        vocab = {g: [starts[j], counts[j]] for g, j in ids.items()}
+        return cls(vocab, array("i", doc[order].astype(np.int32).tobytes()),
+                   array("f", weight[order].astype(np.float32).tobytes()), n)
 
     def save(self, folder: Path) -> None:
         """Write ``grams.json``, ``grams.i32`` and ``grams.f32`` into a fresh generation directory."""
