@@ -4,8 +4,8 @@ BM25F matches whole (stemmed) words; a request says ``weatherforecast``, ``crypt
 ``geocoding`` where a tool says ``weather forecast``, ``cryptocurrency`` or ``geocode``, and
 neither the tokens nor a small embedder see that they share most of their letters. Here every
 word (lower-cased, split at white space), padded with a space on both sides, gives its
-substrings of ``N_MIN``..``N_MAX`` characters (``" crypto "`` -> ``" cr"``, ``"cry"``, ..., ``"pto "``); a document is the vector of
-its grams weighted by ``(1 + log tf) * idf`` and normalised to length 1, and a query's score
+substrings of ``N_MIN``..``N_MAX`` characters (``" crypto "`` -> ``" cr"``, ``"cry"``, ...,
+``"pto "``); a document is the vector of its grams weighted by ``(1 + log tf) * idf`` and normalised to length 1, and a query's score
 against it is the dot product with the query's ``(1 + log tf) * idf`` weights (the query's
 own length is left out: the hybrid divides every score by the best one).
 
