@@ -4,9 +4,10 @@ Quality (nDCG@5 and Recall@5, binary relevance) on ToolE single (a fixed 2,000-q
 hash: embedding all 20,550 queries with the numpy model takes too long on the shared machine) and
 multi, StableToolBench's test queries over their 2,479-API pool, RestBench TMDB and Spotify.
 Rows: today's BM25 (``protocols.bm25`` with producer expansion: the baseline), the new BM25F,
-dense (all-MiniLM-L6-v2 alone) and the hybrid, on the dev split (hash of the query, 20%), the
-test split and all. ``--tune`` prints the fusion grid on the dev split (the chosen setting is
-the module constants of ``atc.retrieval.hybrid``).
+dense (all-MiniLM-L6-v2 alone), the hybrid of BM25F and dense alone (the hybrid before the
+character n-grams: weight 0.4 on BM25F) and the hybrid, on the dev split (hash of the query,
+20%), the test split and all. ``--tune`` prints the fusion grid (BM25F and n-gram weights) on
+the dev split (the chosen setting is the module constants of ``atc.retrieval.hybrid``).
 
 Speed (``--speed``): a store of 17,353 tools (the ToolBench pool imported as 7 collections),
 index build time and size, in-process p50/p95 per query, and ``atc tools search`` wall time
@@ -100,6 +101,8 @@ def retrievers(rset: RetrievalSet, embedder: Any) -> dict[str, Callable[[str], l
         qv = QueryVectors(embedder, [q.text for q in rset.queries])
         corpus.vectors(qv)
         out["dense (MiniLM)"] = lambda q: keys(DenseRetriever(corpus, qv).search(q, 5))
+        out["hybrid, no n-grams (before)"] = lambda q: keys(HybridRetriever(corpus, qv, alpha=0.4, chars=0.0)
+                                                             .search(q, 5))
         out["hybrid"] = lambda q: keys(HybridRetriever(corpus, qv).search(q, 5))
         out["_corpus"] = corpus  # type: ignore[assignment]
         out["_qv"] = qv  # type: ignore[assignment]
@@ -110,7 +113,7 @@ def quality(sets: list[RetrievalSet], embedder: Any, tune: bool) -> None:
     print("\n## quality: nDCG@5 / Recall@5 (dev | test | all)\n")
     print("| set | tools | queries | retriever | dev nDCG | test nDCG | all nDCG | all R@5 |")
     print("|---|---|---|---|---|---|---|---|")
-    grids: dict[str, dict[tuple[str, float], float]] = {}
+    grids: dict[str, dict[tuple[str, float, float], float]] = {}
     for rset in sets:
         started = time.perf_counter()
         found = retrievers(rset, embedder)
@@ -124,12 +127,13 @@ def quality(sets: list[RetrievalSet], embedder: Any, tune: bool) -> None:
             from atc.retrieval.hybrid import HybridRetriever
 
             dev = RetrievalSet(rset.name, rset.tools, [q for q in rset.queries if q.dev])
-            grid: dict[tuple[str, float], float] = {}
+            grid: dict[tuple[str, float, float], float] = {}
             for fusion in ("score", "rrf"):
-                for alpha in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8):
-                    h = HybridRetriever(corpus, qv, fusion=fusion, alpha=alpha)
-                    grid[(fusion, alpha)] = score_set(dev, lambda q, h=h: [(x.collection, x.name) for x in
-                                                                           h.search(q, 5).hits])["dev"][0]
+                for alpha in (0.15, 0.2, 0.25, 0.3, 0.35, 0.4):
+                    for chars in (0.0, 0.1, 0.15, 0.2, 0.25, 0.3):
+                        h = HybridRetriever(corpus, qv, fusion=fusion, alpha=alpha, chars=chars)
+                        grid[(fusion, alpha, chars)] = score_set(
+                            dev, lambda q, h=h: [(x.collection, x.name) for x in h.search(q, 5).hits])["dev"][0]
             grids[rset.name] = grid
         print(f"<!-- {rset.name}: {time.perf_counter() - started:.1f} s -->", file=sys.stderr)
     if grids:
@@ -137,7 +141,7 @@ def quality(sets: list[RetrievalSet], embedder: Any, tune: bool) -> None:
         settings = next(iter(grids.values())).keys()
         for s in settings:
             per = [grids[n][s] for n in grids]
-            print(f"{s[0]:>5} alpha={s[1]:.1f}: mean {statistics.fmean(per):.3f}  " +
+            print(f"{s[0]:>5} alpha={s[1]:.2f} chars={s[2]:.2f}: mean {statistics.fmean(per):.4f}  " +
                   " ".join(f"{n}={grids[n][s]:.3f}" for n in grids))
 
 
@@ -222,8 +226,37 @@ def speed(embedder: Any, runs: int) -> None:
             p50, p95 = _percentiles(lat)
             rows.append(f"| in-process query, {name} (index open) | p50 {p50:.2f} ms | p95 {p95:.2f} ms |")
         if embedder is not None:
-            from atc.retrieval.hybrid import sentences
+            from atc.retrieval.hybrid import HybridRetriever, sentences
 
+            # The same run, the hybrid as before the n-grams (two signals), and the n-grams alone.
+            before = HybridRetriever(index, embedder, alpha=0.4, chars=0.0)
+            before.search(queries[0], 5)
+            lat = []
+            for q in queries:
+                t0 = time.perf_counter()
+                before.search(q, 5)
+                lat.append((time.perf_counter() - t0) * 1000)
+            p50, p95 = _percentiles(lat)
+            rows.append(f"| in-process query, hybrid without n-grams (before) | p50 {p50:.2f} ms | p95 {p95:.2f} ms |")
+            from atc.retrieval.chargrams import CharGramIndex
+
+            docs = index.all_docs()
+            started = time.perf_counter()
+            CharGramIndex.build(docs)
+            built = time.perf_counter() - started
+            grams_mb = sum((index.folder / f).stat().st_size for f in ("grams.json", "grams.i32", "grams.f32")) / 1e6
+            rows.append(f"| n-gram index build (part of the build with vectors) | {built * 1000:.0f} ms | "
+                        f"size {grams_mb:.1f} MB |")
+            started = time.perf_counter()
+            CharGramIndex.open(index.folder).score_array(queries[0])
+            rows.append(f"| n-gram index open + first query | {(time.perf_counter() - started) * 1000:.0f} ms | |")
+            lat = []
+            for q in queries:
+                t0 = time.perf_counter()
+                index.chargrams.score_array(q)
+                lat.append((time.perf_counter() - t0) * 1000)
+            p50, p95 = _percentiles(lat)
+            rows.append(f"| in-process, the n-gram scores alone (part of hybrid) | p50 {p50:.2f} ms | p95 {p95:.2f} ms |")
             lat = []
             for q in queries:
                 t0 = time.perf_counter()

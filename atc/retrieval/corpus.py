@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from atc.retrieval.base import Embedder
+    from atc.retrieval.chargrams import CharGramIndex
     from atc.retrieval.lexical import LexicalIndex
 
 __all__ = ["Doc", "doc_of", "docs_of", "FIELDS", "humanize", "Corpus", "MemoryCorpus", "producer_lists"]
@@ -140,7 +141,8 @@ def producer_lists(docs: Sequence[Doc]) -> list[list[list[int]]]:
 
 
 class Corpus(Protocol):
-    """The documents a retriever ranks: numbered 0..n-1, with a lexical index over them.
+    """The documents a retriever ranks: numbered 0..n-1, with a lexical index (BM25F) and a
+    character n-gram index (chargrams.py, read by the hybrid only) over them.
 
     ``vectors(embedder)`` is the matrix of the documents' vectors under that embedder (rows in
     document order; each the mean of its views' unit vectors, so of norm at most 1), computed
@@ -152,6 +154,9 @@ class Corpus(Protocol):
 
     @property
     def lexical(self) -> LexicalIndex: ...
+
+    @property
+    def chargrams(self) -> CharGramIndex: ...
 
     def doc(self, i: int) -> Doc: ...
 
@@ -171,6 +176,7 @@ class MemoryCorpus:
         self.docs = docs_of(self.tools)
         self.home = home
         self._lexical: LexicalIndex | None = None
+        self._chargrams: CharGramIndex | None = None
         self._producers: list[list[list[int]]] | None = None
         self._vectors: dict[str, np.ndarray] = {}
 
@@ -185,6 +191,14 @@ class MemoryCorpus:
 
             self._lexical = LexicalIndex.build(self.docs)
         return self._lexical
+
+    @property
+    def chargrams(self) -> CharGramIndex:
+        if self._chargrams is None:
+            from atc.retrieval.chargrams import CharGramIndex
+
+            self._chargrams = CharGramIndex.build(self.docs)
+        return self._chargrams
 
     def doc(self, i: int) -> Doc:
         return self.docs[i]

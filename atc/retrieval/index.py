@@ -6,6 +6,7 @@ Layout under ``ATC_HOME/retrieval/``::
     gen-<id>/meta.json  collections indexed (name -> store data file), document count, embedder
     gen-<id>/docs.jsonl one document per line (corpus.Doc + its producer lists); docs.off: offsets
     gen-<id>/postings.i32, weights.f32, lexical.json   the BM25F index (lexical.py)
+    gen-<id>/grams.i32, grams.f32, grams.json   the character n-grams (chargrams.py), when an embedder ran
     gen-<id>/vectors.f32  the documents' vectors (mean of their views' unit vectors) (float32, row-major), when an embedder ran
     .lock              flock'ed while a generation is built
 
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atc.errors import AtcError
+from atc.retrieval.chargrams import CharGramIndex
 from atc.retrieval.corpus import Doc, docs_of, producer_lists
 from atc.retrieval.lexical import LexicalIndex
 from protocols.files import atomic_write
@@ -46,7 +48,8 @@ if TYPE_CHECKING:
 __all__ = ["StoreIndex", "update_index", "open_index", "index_dir"]
 
 #: 2: a document's vector is the mean of its views' vectors (corpus.Doc.dense_views)
-_VERSION = 2
+#: 3: the character n-gram index of the hybrid (chargrams.py) is written with the vectors
+_VERSION = 3
 
 
 def index_dir(home: Path) -> Path:
@@ -74,6 +77,7 @@ class StoreIndex:
         self.store = store
         self.meta: dict[str, Any] = json.loads((folder / "meta.json").read_bytes())
         self._lexical: LexicalIndex | None = None
+        self._chargrams: CharGramIndex | None = None
         self._offsets: array[int] | None = None
         self._docs: dict[int, Doc] = {}
         self._producers: dict[int, list[list[int]]] = {}
@@ -97,6 +101,17 @@ class StoreIndex:
         if self._lexical is None:
             self._lexical = LexicalIndex.open(self.folder)
         return self._lexical
+
+    @property
+    def chargrams(self) -> CharGramIndex:
+        """The stored n-gram index; built here from the documents when the generation has none
+        (it is written only with vectors: without them the hybrid runs BM25 and never asks)."""
+        if self._chargrams is None:
+            if CharGramIndex.exists(self.folder):
+                self._chargrams = CharGramIndex.open(self.folder)
+            else:
+                self._chargrams = CharGramIndex.build(self.all_docs())
+        return self._chargrams
 
     def _line(self, i: int) -> dict[str, Any]:
         if self._offsets is None:
@@ -270,6 +285,8 @@ def _write_generation(folder: Path, home: Path, docs: Sequence[Doc], collections
         dim = int(vectors.shape[1])
         name = embedder.name
         (folder / "vectors.f32").write_bytes(vectors.astype("<f4").tobytes())
+        # Only the hybrid reads the n-grams, and only with vectors: a BM25-only import skips them.
+        CharGramIndex.build(docs).save(folder)
     meta = {"version": _VERSION, "n": len(docs), "collections": collections, "counts": counts,
             "embedder": name, "dim": dim, "built_at": time.time(), "store_stamp": stamp}
     (folder / "meta.json").write_text(json.dumps(meta))

@@ -1,0 +1,170 @@
+"""Character n-grams of words, TF-IDF weighted: the hybrid's third signal, next to BM25F and the embedder.
+
+BM25F matches whole (stemmed) words; a request says ``weatherforecast``, ``crypto`` or
+``geocoding`` where a tool says ``weather forecast``, ``cryptocurrency`` or ``geocode``, and
+neither the tokens nor a small embedder see that they share most of their letters. Here every
+word (lower-cased, split at white space), padded with a space on both sides, gives its
+substrings of ``N_MIN``..``N_MAX`` characters (``" crypto "`` -> ``" cr"``, ``"cry"``, ...,
+``"pto "``); a document is the vector of its grams weighted by ``(1 + log tf) * idf`` and normalised to length 1, and a query's score
+against it is the dot product with the query's ``(1 + log tf) * idf`` weights (the query's
+own length is left out: the hybrid divides every score by the best one).
+
+Same layout as the BM25F index (lexical.py): a vocabulary (``grams.json``: gram -> [start, df],
+with the document count) and two runs of postings, document ids (``grams.i32``) and the
+document's normalised weight (``grams.f32``); ``idf`` is recomputed at query time from df.
+The index reads a tool's name and group only (the words a request shares letters with most
+often: ``geocoding`` and ``geocode``, brand names written as one word): grams of the description
+too made 2.4 times the postings and, fused, scored lower on the dev split (benchmarks/RESULTS.md).
+The grams of each distinct word are computed once (a store repeats its words across thousands
+of tools).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import mmap
+import re
+import sys
+from array import array
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from atc.retrieval.corpus import Doc
+
+__all__ = ["CharGramIndex", "grams", "N_MIN", "N_MAX", "GRAM_FIELDS"]
+
+N_MIN = 3
+N_MAX = 5
+#: the document fields whose text is read (see the module doc)
+GRAM_FIELDS = ("name", "group")
+
+#: a word is what lies between white space, punctuation included (``artist's``): splitting at
+#: punctuation as well scored the same on the dev split and lower on Spotify (benchmarks/RESULTS.md)
+_WORD = re.compile(r"\S+")
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _word_grams(word: str) -> tuple[str, ...]:
+    padded = f" {word} "
+    out: list[str] = []
+    for n in range(N_MIN, N_MAX + 1):
+        if len(padded) <= n:  # a short word is one gram of itself, counted once
+            out.append(padded)
+            break
+        out.extend(padded[i:i + n] for i in range(len(padded) - n + 1))
+    return tuple(out)
+
+
+def grams(text: str) -> Counter[str]:
+    """The character n-grams of the words of ``text`` (lower-cased), with their counts."""
+    counts: Counter[str] = Counter()
+    for word in _WORD.findall(text.lower()):
+        counts.update(_word_grams(word))
+    return counts
+
+
+def _idf(n: int, df: int) -> float:
+    return math.log((1 + n) / (1 + df)) + 1.0
+
+
+def _text(d: Doc) -> str:
+    return " ".join(d.fields.get(f, "") for f in GRAM_FIELDS)
+
+
+class CharGramIndex:
+    """TF-IDF over character n-grams; build with :meth:`build`, persist with :meth:`save`, reopen with :meth:`open`."""
+
+    def __init__(self, vocab: dict[str, list[int]], docs: Any, weights: Any, n: int) -> None:
+        self.vocab = vocab
+        self._docs = docs  # int32 sequence
+        self._weights = weights  # float32 sequence
+        self.n = n
+        self._keep: list[Any] = []
+        self._np: tuple[Any, Any] | None = None
+
+    @classmethod
+    def build(cls, docs: Sequence[Doc]) -> CharGramIndex:
+        """The index of ``docs``. Counting is Python (one ``Counter`` update per word); the
+        weights, norms and the grouping into postings are array operations (numpy is loaded
+        wherever this runs: next to vectors, or in the hybrid)."""
+        import numpy as np
+
+        ids: dict[str, int] = {}
+        doc_of: list[int] = []
+        gram_of: list[int] = []
+        tf_of: list[int] = []
+        for i, d in enumerate(docs):
+            counted = grams(_text(d))
+            gram_of.extend(ids.setdefault(g, len(ids)) for g in counted)
+            tf_of.extend(counted.values())
+            doc_of.extend([i] * len(counted))
+        n = len(docs)
+        doc = np.asarray(doc_of, dtype=np.int64)
+        gram = np.asarray(gram_of, dtype=np.int64)
+        df = np.bincount(gram, minlength=len(ids))
+        idf = np.log((1 + n) / (1 + df)) + 1.0
+        weight = (1.0 + np.log(np.asarray(tf_of, dtype=np.float64))) * idf[gram]
+        norm = np.sqrt(np.bincount(doc, weights=weight * weight, minlength=n))
+        weight /= np.where(norm > 0, norm, 1.0)[doc]
+        order = np.argsort(gram, kind="stable")  # by gram, each gram's documents in order
+        starts = np.concatenate([[0], np.cumsum(df)[:-1]]).tolist()
+        counts = df.tolist()
+        vocab = {g: [starts[j], counts[j]] for g, j in ids.items()}
+        return cls(vocab, array("i", doc[order].astype(np.int32).tobytes()),
+                   array("f", weight[order].astype(np.float32).tobytes()), n)
+
+    def save(self, folder: Path) -> None:
+        """Write ``grams.json``, ``grams.i32`` and ``grams.f32`` into a fresh generation directory."""
+        ids, ws = array("i", self._docs), array("f", self._weights)
+        if sys.byteorder != "little":
+            ids.byteswap()
+            ws.byteswap()
+        (folder / "grams.i32").write_bytes(ids.tobytes())
+        (folder / "grams.f32").write_bytes(ws.tobytes())
+        (folder / "grams.json").write_text(json.dumps({"n": self.n, "vocab": self.vocab}, separators=(",", ":")))
+
+    @classmethod
+    def exists(cls, folder: Path) -> bool:
+        return (folder / "grams.json").is_file()
+
+    @classmethod
+    def open(cls, folder: Path) -> CharGramIndex:
+        meta = json.loads((folder / "grams.json").read_bytes())
+        views: list[Any] = []
+        keep: list[Any] = []
+        for name, code in (("grams.i32", "i"), ("grams.f32", "f")):
+            path = folder / name
+            if path.stat().st_size == 0 or sys.byteorder != "little":
+                data = array(code, path.read_bytes())
+                if sys.byteorder != "little":
+                    data.byteswap()
+                views.append(data)
+                continue
+            with open(path, "rb") as f:
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            keep.append(mm)
+            views.append(memoryview(mm).cast(code))  # type: ignore[call-overload]
+        index = cls(meta["vocab"], views[0], views[1], int(meta["n"]))
+        index._keep = keep
+        return index
+
+    def score_array(self, query: str) -> Any:
+        """Every document's score as a float64 numpy array (0 where no gram is shared)."""
+        import numpy as np
+
+        if self._np is None:
+            self._np = (np.frombuffer(self._docs, dtype="<i4"), np.frombuffer(self._weights, dtype="<f4"))
+        docs, weights = self._np
+        out = np.zeros(self.n, dtype=np.float64)
+        for gram, tf in grams(query).items():
+            entry = self.vocab.get(gram)
+            if not entry:
+                continue
+            start, df = entry
+            # A gram occurs once per document in its postings: no repeated index in one add.
+            out[docs[start:start + df]] += (1.0 + math.log(tf)) * _idf(self.n, df) * weights[start:start + df]
+        return out
