@@ -154,7 +154,6 @@ def _remove_stale(parent: str) -> None:
                 remove_cgroup(os.path.join(parent, name))
 
 
-
 def _read(path: str) -> str:
     try:
         with open(path) as f:

@@ -109,7 +109,6 @@ class Namespaces:
         os.chdir("/")
 
 
-
 def _send(ctl: socket.socket, msg: dict[str, Any]) -> None:
     try:
         ctl.send(json.dumps(msg).encode())

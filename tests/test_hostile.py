@@ -346,10 +346,10 @@ def _sandbox_processes() -> list[int]:
     parents = _parents()
 
     def warm(pid: int) -> bool:
-        for _ in range(8):  # a warm runner is the jail's child or grandchild
-            pid = parents.get(pid, 0)
-            if pid in warm_jails:
+        for _ in range(8):  # a warm runner is the jail itself (forked into its namespaces by the
+            if pid in warm_jails:  # fork server, it is PID 1 and runs as the run's uid), or its child
                 return True
+            pid = parents.get(pid, 0)
         return False
 
     block = uid_block()
