@@ -88,6 +88,10 @@ class Namespaces:
         self.flags = 0
         for _name, flag in _NAMESPACES:
             self.flags |= flag
+        try:  # setns into the namespaces it is in already: where that is refused, never fork this way
+            self.restore()
+        except Fatal as exc:
+            raise OSError(1, str(exc)) from None
 
     def fork(self) -> int:
         """``os.fork`` with the child in new namespaces; OSError (nothing changed) when the kernel

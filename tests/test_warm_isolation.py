@@ -13,6 +13,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -140,6 +141,41 @@ def test_every_forked_jail_has_namespaces_of_its_own_and_the_server_keeps_its_ow
     assert after == before
     if os.geteuid() == 0:  # the server's private mount namespace holds the jails' root skeleton
         assert before["mnt"] != host["mnt"]
+
+
+def test_a_fork_server_that_cannot_make_the_namespaces_lets_each_jail_make_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the server cannot take the namespaces and the root skeleton on itself (not root, or
+    refused), every jail makes its own as a jail started from scratch does: the same isolation."""
+    import sandbox.local_backend as local
+    from sandbox.local_backend import jail_path
+
+    wrapper = tmp_path / "jail_without_skeleton.py"
+    wrapper.write_text(
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(jail_path().parent)!r})\n"
+        "from jail import *  # noqa\n"
+        "import jail as _real\n"
+        "def build_skeleton(*args):\n    raise OSError(1, 'no skeleton here (test)')\n"
+        "if __name__ == '__main__':\n    os._exit(_real.main(sys.argv[1:]))\n")
+    os.chmod(tmp_path, 0o755)
+    monkeypatch.setattr(local, "jail_path", lambda: wrapper)
+    read = "import os\nprint(sorted(os.listdir('/')), os.getpid())"
+    with LocalBackend(pool_size=1, pool_max=1) as backend:
+        results = [backend.run(read, TOOLS, LIMITS) for _ in range(3)]
+        assert backend._server is not None and backend._server.alive()
+        deadline = time.monotonic() + 10
+        while not any(backend._warm.values()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        warm = [w for ws in backend._warm.values() for w in ws]
+        # Made by the jail itself: the server forked the jail, the jail forked the namespace's PID 1.
+        assert warm and all(w.pid != w.proc.pid for w in warm)
+    for r in results:
+        assert r.ok, r.to_dict()
+        assert r.answer.split("]")[1].strip() == "2"  # PID 2 of its own PID namespace
+        for wanted in ("netns", "pidns", "mountns", "seccomp:atc-v1", "rlimits"):
+            assert wanted in r.isolation, (wanted, r.isolation)
+        assert "'work'" in r.answer and "'home'" not in r.answer
 
 
 def _host_sandbox_processes(uids: set[int] | None = None) -> list[int]:
