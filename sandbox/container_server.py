@@ -76,17 +76,14 @@ def _become_run_user(cpu: int, fsize: int) -> None:
     os.chdir("/tmp")
 
 
-def _runner(code: Any, sock_fd: int, cpu: int, fsize: int) -> int:
+def _runner(runner: dict[str, Any], sock_fd: int, cpu: int, fsize: int) -> int:
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
     if sock_fd != 3:
         os.dup2(sock_fd, 3)
     os.closerange(4, os.sysconf("SC_OPEN_MAX"))
-    namespace: dict[str, Any] = {"__name__": "atc_runner", "__file__": "/atc/runner.py",
-                                 "__builtins__": __builtins__}
-    exec(code, namespace)
-    return int(namespace["main"](["--fd", "3"], before_program=lambda: _become_run_user(cpu, fsize)))
+    return int(runner["main"](["--fd", "3"], before_program=lambda: _become_run_user(cpu, fsize)))
 
 
 def _run_processes() -> list[int]:
@@ -155,6 +152,10 @@ def serve(path: str, runner_path: str) -> int:
         code = compile(f.read(), "/atc/runner.py", "exec")
     for name in _RUNNER_MODULES:
         __import__(name)
+    # The runner's module body, once: each forked runner only calls its main (the server itself
+    # never does), and what a run changes in its copy dies with it.
+    runner: dict[str, Any] = {"__name__": "atc_runner", "__file__": "/atc/runner.py", "__builtins__": __builtins__}
+    exec(code, runner)
     ctl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     deadline = time.monotonic() + 10
     while True:
@@ -257,7 +258,7 @@ def serve(path: str, runner_path: str) -> int:
                 if pid == 0:
                     status = 1
                     try:
-                        status = _runner(code, fds[0], int(msg.get("cpu") or 0), int(msg.get("fsize") or 1 << 30))
+                        status = _runner(runner, fds[0], int(msg.get("cpu") or 0), int(msg.get("fsize") or 1 << 30))
                     finally:
                         os._exit(status)
                 runners.add(pid)

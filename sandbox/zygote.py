@@ -166,6 +166,8 @@ def serve(control_fd: int, jail_path: str, runner_path: str) -> int:
     jail.runner_code(runner_path)
     for name in _RUNNER_MODULES:
         __import__(name)
+    if hasattr(jail, "preload_runner"):
+        jail.preload_runner(runner_path)
     # Everything loaded so far goes to the permanent generation: a forked child's collections
     # then never touch (and copy) the server's pages.
     namespaces: Namespaces | None = None
