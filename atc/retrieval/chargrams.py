@@ -22,11 +22,8 @@ of tools).
 from __future__ import annotations
 
 import functools
-import json
 import math
-import mmap
 import re
-import sys
 from array import array
 from collections import Counter
 from collections.abc import Sequence
@@ -34,8 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from atc.retrieval.corpus import Doc
+from atc.retrieval.lexical import open_postings, save_postings
 
 __all__ = ["CharGramIndex", "grams", "N_MIN", "N_MAX", "GRAM_FIELDS"]
+
+_FILES = ("grams.json", "grams.i32", "grams.f32")  # meta, documents, weights
 
 N_MIN = 3
 N_MAX = 5
@@ -119,36 +119,16 @@ class CharGramIndex:
 
     def save(self, folder: Path) -> None:
         """Write ``grams.json``, ``grams.i32`` and ``grams.f32`` into a fresh generation directory."""
-        ids, ws = array("i", self._docs), array("f", self._weights)
-        if sys.byteorder != "little":
-            ids.byteswap()
-            ws.byteswap()
-        (folder / "grams.i32").write_bytes(ids.tobytes())
-        (folder / "grams.f32").write_bytes(ws.tobytes())
-        (folder / "grams.json").write_text(json.dumps({"n": self.n, "vocab": self.vocab}, separators=(",", ":")))
+        save_postings(folder, _FILES, self.vocab, self._docs, self._weights, self.n)
 
     @classmethod
     def exists(cls, folder: Path) -> bool:
-        return (folder / "grams.json").is_file()
+        return (folder / _FILES[0]).is_file()
 
     @classmethod
     def open(cls, folder: Path) -> CharGramIndex:
-        meta = json.loads((folder / "grams.json").read_bytes())
-        views: list[Any] = []
-        keep: list[Any] = []
-        for name, code in (("grams.i32", "i"), ("grams.f32", "f")):
-            path = folder / name
-            if path.stat().st_size == 0 or sys.byteorder != "little":
-                data = array(code, path.read_bytes())
-                if sys.byteorder != "little":
-                    data.byteswap()
-                views.append(data)
-                continue
-            with open(path, "rb") as f:
-                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            keep.append(mm)
-            views.append(memoryview(mm).cast(code))  # type: ignore[call-overload]
-        index = cls(meta["vocab"], views[0], views[1], int(meta["n"]))
+        vocab, docs, weights, n, keep = open_postings(folder, _FILES)
+        index = cls(vocab, docs, weights, n)
         index._keep = keep
         return index
 

@@ -36,6 +36,42 @@ def _le(a: array[Any]) -> array[Any]:
     return a
 
 
+def save_postings(folder: Path, names: tuple[str, str, str], vocab: dict[str, list[int]], docs: Any,
+                  weights: Any, n: int) -> None:
+    """Write a posting index (``names``: its meta JSON, int32 documents, float32 weights) into a
+    fresh generation directory (no atomicity needed there). Shared by BM25F and the n-grams."""
+    meta, ids, ws = names
+    (folder / ids).write_bytes(_le(array("i", docs)).tobytes())
+    (folder / ws).write_bytes(_le(array("f", weights)).tobytes())
+    (folder / meta).write_text(json.dumps({"n": n, "vocab": vocab}, separators=(",", ":")))
+
+
+def open_postings(folder: Path, names: tuple[str, str, str]) -> tuple[dict[str, list[int]], Any, Any, int, list[Any]]:
+    """Read what ``save_postings`` wrote: (vocab, documents, weights, n, memory maps to keep
+    open). The arrays are memory-mapped where the machine is little-endian and they are not
+    empty (an empty file cannot be mapped), else read and byte-swapped."""
+    meta_name, ids, ws = names
+    meta = json.loads((folder / meta_name).read_bytes())
+    views: list[Any] = []
+    keep: list[Any] = []
+    for name, code in ((ids, "i"), (ws, "f")):
+        path = folder / name
+        if path.stat().st_size == 0 or sys.byteorder != "little":
+            data = array(code, path.read_bytes())
+            if sys.byteorder != "little":
+                data.byteswap()
+            views.append(data)
+            continue
+        with open(path, "rb") as f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        keep.append(mm)
+        views.append(memoryview(mm).cast(code))  # type: ignore[call-overload]
+    return meta["vocab"], views[0], views[1], int(meta["n"]), keep
+
+
+_FILES = ("lexical.json", "postings.i32", "weights.f32")
+
+
 class LexicalIndex:
     """BM25F over documents; build with :meth:`build`, persist with :meth:`save`, reopen with :meth:`open`."""
 
@@ -81,28 +117,12 @@ class LexicalIndex:
 
     def save(self, folder: Path) -> None:
         """Write the three files into ``folder`` (a fresh generation directory: no atomicity needed here)."""
-        (folder / "postings.i32").write_bytes(_le(array("i", self._docs)).tobytes())
-        (folder / "weights.f32").write_bytes(_le(array("f", self._weights)).tobytes())
-        (folder / "lexical.json").write_text(json.dumps({"n": self.n, "vocab": self.vocab}, separators=(",", ":")))
+        save_postings(folder, _FILES, self.vocab, self._docs, self._weights, self.n)
 
     @classmethod
     def open(cls, folder: Path) -> LexicalIndex:
-        meta = json.loads((folder / "lexical.json").read_bytes())
-        views: list[Any] = []
-        keep: list[Any] = []
-        for name, code in (("postings.i32", "i"), ("weights.f32", "f")):
-            path = folder / name
-            if path.stat().st_size == 0 or sys.byteorder != "little":
-                data = array(code, path.read_bytes())
-                if sys.byteorder != "little":
-                    data.byteswap()
-                views.append(data)
-                continue
-            with open(path, "rb") as f:
-                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            keep.append(mm)
-            views.append(memoryview(mm).cast(code))  # type: ignore[call-overload]
-        index = cls(meta["vocab"], views[0], views[1], int(meta["n"]))
+        vocab, docs, weights, n, keep = open_postings(folder, _FILES)
+        index = cls(vocab, docs, weights, n)
         index._keep = keep
         return index
 
