@@ -6,11 +6,11 @@ Precedence everywhere: an explicit argument > configuration > environment > defa
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 __all__ = ["atc_home", "ModelSettings", "model_settings", "EmbedSettings", "embed_settings", "mcp_start_timeout",
-           "trace_exporter", "ray_address"]
+           "trace_exporter", "ray_address", "search_server_mode", "search_server_idle", "temp_dir"]
 
 
 def atc_home(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -21,9 +21,10 @@ def atc_home(explicit: str | os.PathLike[str] | None = None) -> Path:
     return Path(env).expanduser() if env else Path.home() / ".atc"
 
 
-@dataclass(frozen=True)
-class ModelSettings:
-    """How to reach the model, after the OpenAI client's conventions."""
+class ModelSettings(NamedTuple):
+    """How to reach the model, after the OpenAI client's conventions. (Settings are named tuples,
+    immutable like frozen dataclasses: every command reads them, and ``dataclasses`` costs a
+    command's start about 17 ms for its import of ``inspect``.)"""
 
     model: str | None
     api_key: str | None
@@ -34,6 +35,10 @@ class ModelSettings:
     #: ``http`` (atc's own lean client, the default: no second of ``openai`` import) or ``openai``
     #: (the ``openai`` package), from ``ATC_MODEL_CLIENT``.
     client: str = "http"
+
+    def __repr__(self) -> str:  # the key never reaches a log or a traceback
+        return (f"ModelSettings(model={self.model!r}, base_url={self.base_url!r}, "
+                f"api_key={'***' if self.api_key else None}, client={self.client!r})")
 
 
 def model_settings(model: str | None = None, *, temperature: float | None = None) -> ModelSettings:
@@ -66,11 +71,32 @@ def trace_exporter() -> str | None:
     return value or None
 
 
+def search_server_mode() -> str:
+    """``ATC_SEARCH_SERVER``: ``auto`` (default: the first hybrid search of a store leaves a warm
+    search server behind, later searches ask it; atc/retrieval/server.py) or ``off`` (never)."""
+    value = (os.environ.get("ATC_SEARCH_SERVER") or "auto").strip().lower()
+    return "off" if value in {"off", "0", "no", "false", "none"} else "auto"
+
+
+def temp_dir() -> Path:
+    """``TMPDIR``, else ``/tmp`` (where a search server's socket folder goes; tempfile's own
+    search costs a command's start an import it does not otherwise need)."""
+    return Path(os.environ.get("TMPDIR") or "/tmp")
+
+
+def search_server_idle() -> float:
+    """``ATC_SEARCH_SERVER_IDLE``: seconds without a query after which a search server ends (600)."""
+    try:
+        value = float(os.environ.get("ATC_SEARCH_SERVER_IDLE") or 600.0)
+    except ValueError:
+        return 600.0
+    return value if value > 0 else 600.0
+
+
 def ray_address() -> str | None:
     """``RAY_ADDRESS``: the Ray cluster of ``--executor ray`` (unset: a local one is started)."""
     return os.environ.get("RAY_ADDRESS") or None
-@dataclass(frozen=True)
-class EmbedSettings:
+class EmbedSettings(NamedTuple):
     """Which embedder the retrievers use (``ATC_EMBED_MODEL``) and how to reach a remote one.
 
     ``model``: None (automatic: the local all-MiniLM-L6-v2 when ``atc[embed]`` is installed, else
@@ -84,6 +110,10 @@ class EmbedSettings:
     api_key: str | None = None
     batch_size: int = 64
     timeout: float = 60.0
+
+    def __repr__(self) -> str:
+        return (f"EmbedSettings(model={self.model!r}, base_url={self.base_url!r}, "
+                f"api_key={'***' if self.api_key else None})")
 
 
 def embed_settings(model: str | None = None) -> EmbedSettings:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from atc.config import ModelSettings, model_settings
@@ -233,7 +233,7 @@ def configured_settings(model: str | None = None, *, base_url: str | None = None
     model server or no model name is configured. Cheap (nothing imported, nothing contacted), so
     that a missing configuration is reported before anything slow starts."""
     settings = model_settings(model, temperature=temperature)
-    settings = replace(settings, base_url=base_url or settings.base_url)
+    settings = settings._replace(base_url=base_url or settings.base_url)
     if not settings.api_key and not settings.base_url:
         raise ConfigError(
             "no model is configured: set OPENAI_API_KEY or OPENAI_BASE_URL, and ATC_MODEL",

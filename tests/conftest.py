@@ -35,6 +35,9 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
             monkeypatch.delenv(key, raising=False)
     home = tmp_path / "atc-home"
     monkeypatch.setenv("ATC_HOME", str(home))
+    # No test leaves a warm search server behind (each would outlive its test by minutes); the
+    # tests of the server (test_search_server.py) turn it on and stop what they start.
+    monkeypatch.setenv("ATC_SEARCH_SERVER", "off")
     yield
 
 

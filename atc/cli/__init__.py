@@ -39,7 +39,9 @@ def _common_flags(suppress: bool) -> argparse.ArgumentParser:
     return p
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or (``argv`` naming a command) one with that command only: the other
+    command modules are neither imported nor registered, a fifth of a short command's start."""
     parser = _Parser(
         prog="atc",
         description="Automatic Tool Chain: a model writes one program that chains API calls, "
@@ -51,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"atc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     parents = [_common_flags(suppress=True)]
-    for name in COMMAND_MODULES:
+    first = next((a for a in argv or () if not a.startswith("-")), None)
+    for name in (first,) if first in COMMAND_MODULES else COMMAND_MODULES:
         importlib.import_module(f"atc.cli.{name}").register(sub, parents)
     return parser
 
@@ -87,7 +90,7 @@ def _main(argv: list[str]) -> int:
             from atc.workflows.tracing import configure
 
             configure(exporter)
-        parser = build_parser()
+        parser = build_parser(argv)
         args = parser.parse_args(argv)
         if not getattr(args, "handler", None):
             parser.print_help()

@@ -58,6 +58,14 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--model", "-m", help="model of a model-based retriever (default: $ATC_MODEL)")
     p.set_defaults(handler=_search)
 
+    p = sub.add_parser("server", parents=parents, help="the warm search server of this store: status, start, stop",
+                       description="A hybrid search leaves a server behind that keeps numpy, the embedding "
+                       "model and the index loaded, so that later searches of the same store answer fast "
+                       "(ATC_SEARCH_SERVER=off: never; it ends after ATC_SEARCH_SERVER_IDLE seconds idle, "
+                       "default 600). The answers are those the command computes itself.")
+    p.add_argument("action", nargs="?", choices=("status", "start", "stop"), default="status")
+    p.set_defaults(handler=_server)
+
     p = sub.add_parser("queries", parents=parents, help="generate Re-Invoke's synthetic queries for stored tools",
                        description="Ask the model for a few user requests per tool (Re-Invoke's index), kept in "
                        "ATC_HOME/retrieval/queries by a hash of each tool's document: unchanged tools are never "
@@ -294,46 +302,99 @@ def _index_embedder() -> Any:
 
 
 def _search(args: argparse.Namespace) -> int:
+    from atc.config import search_server_mode
     from atc.errors import UsageError
-    from atc.retrieval.api import load_builtins, make_retriever
-    from atc.retrieval.base import SearchResult, factory
-    from atc.retrieval.index import open_index
-    from protocols.store import Store
 
     if args.k < 1:
         raise UsageError("-k must be at least 1")
     if not args.query.strip():
         raise UsageError("the query is empty", hint='example: atc tools search "movie credits" -k 5')
+    home = atc_home()
+    warm = search_server_mode() != "off"
+    if warm:
+        from atc.retrieval.warm import ask
+
+        answered = ask(home, args.query, args.k, args.retriever)
+        if answered is not None:
+            return _print_search(args, *answered)
+    result, empty = _search_here(args)
+    if warm and not empty and result.retriever in ("hybrid", "dense"):
+        from atc.retrieval.warm import LLM_FREE, spawn
+
+        # Worth keeping warm only where getting ready is the cost: numpy and the embedding model.
+        if args.retriever in LLM_FREE:
+            spawn(home)
+    return _print_search(args, result.to_dict(), empty)
+
+
+def _search_here(args: argparse.Namespace) -> tuple[Any, bool]:
+    """The search in this process: the result, and whether the store is empty."""
+    from atc.retrieval.api import load_builtins, make_retriever
+    from atc.retrieval.base import SearchResult, factory
+    from atc.retrieval.index import open_index
+    from protocols.store import Store
+
     if args.retriever:
         load_builtins()
         factory(args.retriever)  # an unknown name is a usage error, even over an empty store
     store = Store(atc_home())
-    index = open_index(atc_home(), store=store) if store.names() else None  # no index for an empty store
+    empty = not store.names()
+    index = open_index(atc_home(), store=store) if not empty else None  # no index for an empty store
     if index is None or index.n == 0:
-        result = SearchResult(hits=[], retriever=args.retriever or "bm25")
-    else:
-        options: dict[str, Any] = {}
-        if args.retriever not in (None, "auto", "bm25", "dense", "hybrid"):
-            from atc.model import make_client
+        return SearchResult(hits=[], retriever=args.retriever or "bm25"), empty
+    options: dict[str, Any] = {}
+    if args.retriever not in (None, "auto", "bm25", "dense", "hybrid"):
+        from atc.model import make_client
 
-            options["client"] = make_client(args.model)
-        result = make_retriever(args.retriever, index, **options).search(args.query, args.k)
+        options["client"] = make_client(args.model)
+    return make_retriever(args.retriever, index, **options).search(args.query, args.k), empty
+
+
+def _print_search(args: argparse.Namespace, doc: dict[str, Any], empty: bool) -> int:
+    """Print a search's ``SearchResult.to_dict()`` (computed here or by the search server)."""
     if args.json:
-        print_json({"query": args.query, **result.to_dict()})
+        print_json({"query": args.query, **doc})
         return 0
-    for note in result.notes:
+    for note in doc["notes"]:
         sys.stderr.write(f"atc: note: {note}\n")
-    if not store.names():
+    if empty:
         print("the store is empty: add a collection with 'atc tools import SPEC'")
         return 0
-    if not result.hits:
+    hits = doc["hits"]
+    if not hits:
         print("no tool matches")
         return 0
-    width = max(len(h.name) for h in result.hits)
-    for h in result.hits:
-        print(f"{h.score:6.2f}  {h.name:<{width}}  [{h.collection}]  {h.description[:80]}")
-    print(f"({result.retriever})")
+    width = max(len(h["name"]) for h in hits)
+    for h in hits:
+        print(f"{h['score']:6.2f}  {h['name']:<{width}}  [{h['collection']}]  {h['description'][:80]}")
+    print(f"({doc['retriever']})")
     return 0
+
+
+def _server(args: argparse.Namespace) -> int:
+    from atc.retrieval import server
+
+    home = atc_home()
+    if args.action == "start":
+        info = server.start(home)
+    elif args.action == "stop":
+        stopped = server.stop(home)
+        info = server.status(home)
+        if not stopped:
+            info.notes.append("no search server was running for this store")
+    else:
+        info = server.status(home)
+    if args.json:
+        print_json(info.to_dict())
+    else:
+        for note in info.notes:
+            sys.stderr.write(f"atc: note: {note}\n")
+        if info.running:
+            print(f"search server of {info.home}: pid {info.pid}, up {info.uptime_s} s, idle {info.idle_s} s, "
+                  f"{info.queries} queries, embedder {info.embedder or 'none'}")
+        else:
+            print("no search server is running for this store")
+    return 1 if args.action == "start" and not info.running else 0
 
 
 def _queries(args: argparse.Namespace) -> int:

@@ -12,41 +12,25 @@ ATC_HOME) and ``anytool`` (AnyTool: hierarchical agents calling functions, with 
 and reopening the search after a failed attempt). See docs/retrieval.md and
 docs/retrieval-agents.md.
 
-Built-in retrievers register here by name without importing their modules: the first use of a
-name imports its module, whose own registration replaces the stand-in, so ``import
-atc.retrieval`` stays cheap and ``registered()`` lists every built-in from the start.
+Built-in retrievers register in ``base`` by name without importing their modules: the first use
+of a name imports its module, whose own registration replaces the stand-in, so ``registered()``
+lists every built-in from the start. The package itself imports nothing: the names below load
+``base`` on first use, so that the search client (``warm``) starts without dataclasses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from atc.retrieval.base import Embedder, Hit, Retriever, SearchResult, factory, register, registered
+if TYPE_CHECKING:
+    from atc.retrieval.base import Embedder, Hit, Retriever, SearchResult, factory, register, registered
 
 __all__ = ["Embedder", "Hit", "Retriever", "SearchResult", "factory", "register", "registered"]
 
-#: Built-in retrievers: name -> the module that registers it.
-_BUILTIN = {
-    "bm25": "atc.retrieval.hybrid",
-    "dense": "atc.retrieval.hybrid",
-    "hybrid": "atc.retrieval.hybrid",
-    "reinvoke": "atc.retrieval.reinvoke",
-    "anytool": "atc.retrieval.anytool",
-}
 
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from atc.retrieval import base
 
-def _lazy(name: str, module: str) -> Callable[..., Retriever]:
-    def make(**options: Any) -> Retriever:
-        import_module(module)
-        real = factory(name)
-        if real is make:  # the module did not register the name: a bug, not a loop
-            raise RuntimeError(f"{module} does not register the retriever {name!r}")
-        return real(**options)
-
-    return make
-
-
-for _name, _module in _BUILTIN.items():
-    register(_name, _lazy(_name, _module))
+        return getattr(base, name)
+    raise AttributeError(f"module 'atc.retrieval' has no attribute {name!r}")

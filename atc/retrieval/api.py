@@ -27,9 +27,9 @@ MAX_AUTO_EMBED = 300
 
 def load_builtins() -> None:
     """Make sure every built-in retriever name is registered. The package registers stand-ins
-    that import a retriever's module on first use (atc/retrieval/__init__.py), so nothing is
+    that import a retriever's module on first use (atc/retrieval/base.py), so nothing is
     imported here: ``atc tools search --retriever hybrid`` never loads Re-Invoke or AnyTool."""
-    importlib.import_module("atc.retrieval")
+    importlib.import_module("atc.retrieval.base")
 
 
 def store_corpus(home: Path, embedder: Embedder | None = None) -> Corpus:

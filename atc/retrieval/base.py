@@ -111,3 +111,30 @@ def factory(name: str) -> Callable[..., Retriever]:
 
         raise UsageError(f"unknown retriever {name!r}", hint=f"use one of: {', '.join(registered()) or '(none)'}")
     return make
+
+
+#: Built-in retrievers: name -> the module that registers it (its stand-in imports it on first use).
+_BUILTIN = {
+    "bm25": "atc.retrieval.hybrid",
+    "dense": "atc.retrieval.hybrid",
+    "hybrid": "atc.retrieval.hybrid",
+    "reinvoke": "atc.retrieval.reinvoke",
+    "anytool": "atc.retrieval.anytool",
+}
+
+
+def _lazy(name: str, module: str) -> Callable[..., Retriever]:
+    def make(**options: Any) -> Retriever:
+        from importlib import import_module
+
+        import_module(module)
+        real = factory(name)
+        if real is make:  # the module did not register the name: a bug, not a loop
+            raise RuntimeError(f"{module} does not register the retriever {name!r}")
+        return real(**options)
+
+    return make
+
+
+for _name, _module in _BUILTIN.items():
+    register(_name, _lazy(_name, _module))

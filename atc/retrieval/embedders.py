@@ -13,6 +13,7 @@ in the store's index or in a spec file given with ``--tools``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import re
@@ -82,9 +83,7 @@ def make_embedder(settings: EmbedSettings | None = None, *, required: bool = Fal
             if model is None and not required:
                 return None
             raise ConfigError("the local embedding model (all-MiniLM-L6-v2) is not installed", hint=INSTALL_HINT)
-        from atc.retrieval.minilm import MiniLM
-
-        return MiniLM()
+        return _local_model()
     if model.lower().startswith("st:"):
         return SentenceTransformerEmbedder(model[3:])
     if not settings.base_url:
@@ -92,6 +91,16 @@ def make_embedder(settings: EmbedSettings | None = None, *, required: bool = Fal
                           hint="set ATC_EMBED_BASE_URL (or OPENAI_BASE_URL) to an OpenAI-compatible /v1 URL")
     return RemoteEmbedder(model, settings.base_url, settings.api_key, batch_size=settings.batch_size,
                           timeout=settings.timeout)
+
+
+@functools.lru_cache(maxsize=1)
+def _local_model() -> Embedder:
+    """The local model, loaded once per process: it holds nothing but its weights, and a program
+    that searches many times (``atc.search`` in a loop, ``solve_many``) should not read the
+    tokenizer and map the weights again for each query (about 50 ms)."""
+    from atc.retrieval.minilm import MiniLM
+
+    return MiniLM()
 
 
 class RemoteEmbedder:

@@ -136,6 +136,17 @@ class MiniLM:
         self._ln0 = (np.array(w["embeddings.LayerNorm.weight"], dtype=np.float32),
                      np.array(w["embeddings.LayerNorm.bias"], dtype=np.float32))
 
+    def keep_resident(self) -> None:
+        """Contiguous in-memory copies of the layers' matrices (about 40 MB): products 10-25%
+        faster than on transposed views of the memory map. Worth it for a large batch, or in a
+        process that embeds many queries (the search server); a one-off query skips it."""
+        if self._contiguous:
+            return
+        for layer in self._layers:
+            for attr in ("qkv", "out", "up", "down"):
+                setattr(layer, attr, np.ascontiguousarray(getattr(layer, attr)))
+        self._contiguous = True
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors, one row per text (float32)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -144,11 +155,7 @@ class MiniLM:
         encodings = self._tokenizer.encode_batch([t or " " for t in texts])
         seqs = [e.ids for e in encodings]
         if not self._contiguous and sum(len(s) for s in seqs) > self.batch_tokens:
-            # Many texts: contiguous copies of the matrices (about 10% faster products) pay off.
-            for layer in self._layers:
-                for attr in ("qkv", "out", "up", "down"):
-                    setattr(layer, attr, np.ascontiguousarray(getattr(layer, attr)))
-            self._contiguous = True
+            self.keep_resident()  # many texts: contiguous copies of the matrices pay off
         order = sorted(range(len(texts)), key=lambda i: len(seqs[i]))
         start = 0
         while start < len(order):
