@@ -246,3 +246,19 @@ def test_bm25_needs_no_numpy(tmp_path: Path) -> None:
                           env={"ATC_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["bm25", "get_tiger_info", "False"]
+
+
+def test_open_index_is_reused_until_the_store_or_index_changes(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    store = Store(home)
+    store.add(_coll("zoo", ["lion", "tiger"]))
+    update_index(home, store=store, embedder=None)
+    first = open_index(home)
+    assert open_index(home) is first and open_index(home, store=Store(home)) is first
+    assert [h.name for h in search("lion", home=home, retriever="bm25").hits][:1] == ["get_lion_info"]
+    Store(home).add(_coll("farm", ["cow"]))  # another process's import: the index is behind
+    second = open_index(home)
+    assert second is not first and second.n == 3 and open_index(home) is second
+    assert [h.name for h in search("cow", home=home, retriever="bm25").hits][:1] == ["get_cow_info"]
+    Store(home).remove("farm")
+    assert open_index(home).n == 2

@@ -43,9 +43,8 @@ def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     for sock in Path(tmp).glob("atc-*/search-*.sock"):
         answer = warm.exchange(sock, {"protocol": warm.PROTOCOL, "op": "status"}, 2.0)
         warm.exchange(sock, {"protocol": warm.PROTOCOL, "op": "stop"}, 2.0)
-        pid = int(answer["pid"]) if answer and answer.get("pid") else 0
-        if pid:
-            _wait(lambda: not _alive(pid), 10)
+        if answer and answer.get("pid"):
+            _wait(_gone(int(answer["pid"])), 10)
     shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -77,6 +76,10 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def _gone(pid: int) -> Callable[[], bool]:
+    return lambda: not _alive(pid)
 
 
 def _wait(ready: Callable[[], bool], seconds: float) -> bool:
@@ -286,3 +289,29 @@ def test_a_killed_server_is_replaced_by_the_next_search(env: dict[str, str]) -> 
     assert search(QUERIES[2], env) == expected  # the command searched itself, and started a new one
     assert _wait(lambda: status(env)["running"] and status(env)["pid"] != doc["pid"], 30)
     assert search(QUERIES[2], env) == expected and status(env)["queries"] == 1
+
+
+def test_commands_at_the_same_moment_each_get_their_own_answer(env: dict[str, str]) -> None:
+    import_examples(env)
+    expected = {q: search(q, env, ATC_SEARCH_SERVER="off") for q in QUERIES}
+    assert atc("tools", "server", "start", env=env).returncode == 0
+    procs = {(q, i): subprocess.Popen([str(ATC), "tools", "search", q, "--json"], stdout=subprocess.PIPE, text=True,
+                                 env=env) for i in range(2) for q in QUERIES}
+    for (q, _), proc in procs.items():
+        out, _ = proc.communicate(timeout=120)
+        assert json.loads(out) == expected[q]
+    assert status(env)["queries"] == len(procs)
+
+
+def test_two_servers_started_at_once_leave_one(env: dict[str, str]) -> None:
+    import_examples(env)
+    home = env["ATC_HOME"]
+    both = [subprocess.Popen([sys.executable, "-m", "atc.retrieval.server", home], env=env,
+                             stderr=subprocess.DEVNULL) for _ in range(2)]
+    assert _wait(lambda: status(env)["running"], 30)
+    assert _wait(lambda: sum(p.poll() is None for p in both) == 1, 20)  # the other left by itself
+    alive = next(p for p in both if p.poll() is None)
+    assert status(env)["pid"] == alive.pid
+    assert search(QUERIES[0], env) == search(QUERIES[0], env, ATC_SEARCH_SERVER="off")
+    atc("tools", "server", "stop", env=env)
+    assert alive.wait(timeout=10) == 0

@@ -142,3 +142,30 @@ def test_stored_source_is_an_absolute_path(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.chdir(tmp_path)
     collection = load_spec("lib.json")
     assert collection.source == str(tmp_path.resolve() / "lib.json")
+
+
+def test_readers_share_one_parse_and_a_failed_write_changes_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    import protocols.store as store_module
+
+    home = atc_home()
+    Store(home).add(_library())
+    first, second = Store(home), Store(home)
+    assert first._index() is second._index()  # one parse per file version for the whole process
+    calls = {"n": 0}
+    real = store_module.atomic_write
+
+    def failing(path: Path, data: bytes) -> None:
+        if path.name == "index.json":
+            calls["n"] += 1
+            raise OSError("disk full")
+        real(path, data)
+
+    monkeypatch.setattr(store_module, "atomic_write", failing)
+    with pytest.raises(OSError):
+        Store(home).add(_library("other"))
+    assert calls["n"] == 1
+    # The writer changed its own copy, never the one readers share.
+    assert Store(home).names() == ["library"] and first.names() == ["library"]
+    monkeypatch.setattr(store_module, "atomic_write", real)
+    Store(home).add(_library("other"))
+    assert first.names() == ["library", "other"]  # a new version is seen by every reader

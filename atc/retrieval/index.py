@@ -165,11 +165,50 @@ class StoreIndex:
         return self._vectors
 
 
+#: The index last opened per store in this process, with the stamp of the files that name it: a
+#: program that searches many times reuses the open postings, n-grams and vectors instead of
+#: parsing the store's and the index's JSON again (at 17k tools, about 30 ms a query).
+_OPENED: dict[str, tuple[tuple[Any, ...], StoreIndex]] = {}
+
+
+def _files_stamp(home: Path, store: Store) -> tuple[Any, ...]:
+    """What changes whenever the store or the live index does (both are replaced by renames)."""
+    out: list[Any] = []
+    for path in (store.dir / "index.json", index_dir(home) / "CURRENT"):
+        try:
+            st = path.stat()
+            out.append((st.st_ino, st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
 def open_index(home: Path, *, store: Store | None = None, embedder: Embedder | None = None,
                refresh: bool = True) -> StoreIndex:
-    """The live index, brought up to date with the store first when it is behind (``refresh``)."""
+    """The live index, brought up to date with the store first when it is behind (``refresh``).
+    The same object comes back while neither the store nor the index changed."""
     home = Path(home)
     store = store or Store(home)
+    key = str(home.absolute())
+    stamp = _files_stamp(home, store)
+    known = _OPENED.get(key)
+    if known is not None and known[0] == stamp and None not in stamp:
+        return known[1]
+    index = _open_index(home, store, embedder, refresh)
+    if refresh:
+        after = _files_stamp(home, store)
+        try:
+            live = (index_dir(home) / "CURRENT").read_text().strip()
+        except OSError:
+            live = ""
+        # The stamp after opening, when only the index moved, and to this very generation (the
+        # rebuild just done); else the one before, so that any change made meanwhile shows as a
+        # different stamp next time and opens the index again.
+        _OPENED[key] = (after if after[0] == stamp[0] and live == index.folder.name else stamp, index)
+    return index
+
+
+def _open_index(home: Path, store: Store, embedder: Embedder | None, refresh: bool) -> StoreIndex:
     found = _live(home, store)
     current = found is not None and found.meta.get("version") == _VERSION
     if found is not None and current and (found.meta.get("store_stamp") == _stamp(store)

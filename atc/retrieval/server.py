@@ -116,54 +116,25 @@ class _Searcher:
         resident = getattr(self.embedder, "keep_resident", None)
         if callable(resident):  # a long-lived process: weights in memory, not read from the map
             resident()
-        self.index: Any = None
-        self.empty = True
-        self._seen: tuple[Any, ...] | None = None
-
-    def _stamp(self) -> tuple[Any, ...]:
-        """What changes when the store or the live index does (both are replaced by renames)."""
-        from atc.retrieval.index import index_dir
-
-        out: list[Any] = []
-        for path in (self.home / "collections" / "index.json", index_dir(self.home) / "CURRENT"):
-            try:
-                st = path.stat()
-                out.append((st.st_ino, st.st_mtime_ns, st.st_size))
-            except OSError:
-                out.append(None)
-        return tuple(out)
-
-    def _refresh(self) -> None:
-        """Bring the index up to date with the store, reading them only when either changed:
-        at 17k tools their JSON takes about 9 ms a query to parse."""
-        from atc.retrieval.index import open_index
-        from protocols.store import Store
-
-        stamp = self._stamp()
-        if stamp == self._seen and self.index is not None:
-            return
-        store = Store(self.home)
-        self.empty = not store.names()
-        if not self.empty:
-            fresh = open_index(self.home, store=store)
-            # The same generation keeps its opened postings, n-grams and mapped vectors.
-            if self.index is None or fresh.folder != self.index.folder:
-                self.index = fresh
-        self._seen = self._stamp()  # after open_index, which may have written a new generation
 
     def search(self, query: str, k: int, retriever: str | None) -> tuple[SearchResult, bool]:
         from atc.errors import UsageError
         from atc.retrieval.api import make_retriever
+        from atc.retrieval.index import open_index
+        from protocols.store import Store
 
         if k < 1 or not query.strip():
             raise UsageError("bad request")
-        self._refresh()
-        if self.empty:
+        # Both are cached per file version (store.py, index.py): unchanged, they cost two stats;
+        # changed (an import, a removal), the index is brought up to date first.
+        store = Store(self.home)
+        if not store.names():
             return SearchResult(hits=[], retriever=retriever or "bm25"), True
-        if self.index.n == 0:
+        index = open_index(self.home, store=store)
+        if index.n == 0:
             return SearchResult(hits=[], retriever=retriever or "bm25"), False
-        emb = self.embedder if self.index.embedder is not None else None
-        return make_retriever(retriever, self.index, embedder=emb).search(query, k), False
+        emb = self.embedder if index.embedder is not None else None
+        return make_retriever(retriever, index, embedder=emb).search(query, k), False
 
 
 def _read_line(conn: socket.socket) -> bytes:
@@ -188,10 +159,11 @@ def serve(home: Path, *, idle: float | None = None) -> int:
     path = socket_path(home)
     if path is None:
         return 1
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    # Only one server per socket: a second one started at the same moment finds it taken.
+    # Only one server per socket: one started while another answers leaves at once; of two started
+    # at the same moment, the one whose socket file the other replaced leaves at its next look.
     if exchange(path, {"protocol": PROTOCOL, "op": "status"}, 1.0) is not None:
         return 0
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         path.unlink(missing_ok=True)
         listener.bind(str(path))
@@ -219,7 +191,8 @@ def serve(home: Path, *, idle: float | None = None) -> int:
                     return 0
                 continue
             with conn:
-                conn.settimeout(10.0)
+                # A client that connects and says nothing holds up the others for 2 s at most.
+                conn.settimeout(2.0)
                 answer: dict[str, Any] = {"protocol": PROTOCOL, "ok": False}
                 stopping = False
                 try:
@@ -256,6 +229,9 @@ def serve(home: Path, *, idle: float | None = None) -> int:
         try:
             if path.stat().st_ino == inode:
                 path.unlink()
+            log = path.with_suffix(".log")
+            if log.stat().st_size == 0:  # nothing went wrong: nothing to keep
+                log.unlink()
         except OSError:
             pass
 
