@@ -71,13 +71,16 @@ def private_dir() -> Path | None:
     but is not this user's own, or is open to others (then no server is used at all)."""
     from atc.config import temp_dir
 
-    folder = temp_dir() / f"atc-{os.getuid()}"
+    uid = getattr(os, "getuid", lambda: None)()
+    if uid is None or not hasattr(_sock, "AF_UNIX"):  # no users or no Unix sockets here: no server
+        return None
+    folder = temp_dir() / f"atc-{uid}"
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
         st = folder.lstat()
     except OSError:
         return None
-    if (st.st_mode & 0o170000) != 0o040000 or st.st_uid != os.getuid() or st.st_mode & 0o077:
+    if (st.st_mode & 0o170000) != 0o040000 or st.st_uid != uid or st.st_mode & 0o077:
         return None
     return folder
 
