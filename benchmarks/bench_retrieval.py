@@ -338,6 +338,23 @@ def speed(embedder: Any, runs: int) -> None:
                     walls[label].append((time.perf_counter() - t0) * 1000)
         finally:
             subprocess.run([atc, "tools", "server", "stop"], env=warm_env, capture_output=True)
+        if embedder is not None:
+            # The same warm rows as a user's machine runs them: BLAS with its default threads (the
+            # server is started again without OPENBLAS_NUM_THREADS=1; the commands themselves do
+            # not embed).
+            free = {k: v for k, v in warm_env.items() if k != "OPENBLAS_NUM_THREADS"}
+            subprocess.run([atc, "tools", "server", "start"], env=free, check=True, capture_output=True)
+            threaded = {f"{label} (default BLAS threads)": (make, free, qs) for label, (make, e, qs) in cmds.items()
+                        if e is warm_env and "hybrid" in label}
+            walls.update({label: [] for label in threaded})
+            try:
+                for i in range(runs * 3):
+                    for label, (make, e, qs) in threaded.items():
+                        t0 = time.perf_counter()
+                        subprocess.run(make(qs[i % len(qs)]), env=e, check=True, capture_output=True)
+                        walls[label].append((time.perf_counter() - t0) * 1000)
+            finally:
+                subprocess.run([atc, "tools", "server", "stop"], env=free, capture_output=True)
         for label, w in walls.items():
             p50, p95 = _percentiles(w)
             rows.append(f"| wall, {label} | p50 {p50:.0f} ms | p95 {p95:.0f} ms |")
