@@ -149,3 +149,12 @@ def test_garbage_reply_is_model_error(server: ScriptedOpenAI) -> None:
     with pytest.raises(ModelError, match="without any choice"):
         _completion(type("R", (), {"choices": []})(), 1)
     assert Completion("x").requests == 1
+
+
+def test_settings_never_show_the_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    from atc.config import embed_settings, model_settings
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret")
+    for settings in (model_settings("m"), embed_settings()):
+        assert settings.api_key == "sk-very-secret"
+        assert "sk-very-secret" not in repr(settings) and "***" in repr(settings)

@@ -82,3 +82,13 @@ def test_packed_batches_equal_texts_alone(model: MiniLM) -> None:
     packed = small.embed(texts)
     assert small._contiguous and np.allclose(packed, alone, atol=1e-5)
     assert np.allclose(packed[:4, :8], np.array(REFERENCE), atol=2e-4)
+
+
+def test_the_local_model_is_loaded_once_per_process_and_resident_weights_change_nothing(model: MiniLM) -> None:
+    made = make_embedder()
+    assert made is make_embedder()  # a program that searches often does not load it again
+    texts = ["cheapest book about gardens", "departures from a stop. Then the next bus."]
+    fresh = MiniLM()
+    before = fresh.embed(texts)
+    fresh.keep_resident()
+    assert np.allclose(fresh.embed(texts), before, atol=1e-6)

@@ -329,25 +329,18 @@ def _search(args: argparse.Namespace) -> int:
 
 def _search_here(args: argparse.Namespace) -> tuple[Any, bool]:
     """The search in this process: the result, and whether the store is empty."""
-    from atc.retrieval.api import load_builtins, make_retriever
-    from atc.retrieval.base import SearchResult, factory
-    from atc.retrieval.index import open_index
-    from protocols.store import Store
+    from atc.retrieval.api import load_builtins, search_store
+    from atc.retrieval.base import factory
 
     if args.retriever:
         load_builtins()
         factory(args.retriever)  # an unknown name is a usage error, even over an empty store
-    store = Store(atc_home())
-    empty = not store.names()
-    index = open_index(atc_home(), store=store) if not empty else None  # no index for an empty store
-    if index is None or index.n == 0:
-        return SearchResult(hits=[], retriever=args.retriever or "bm25"), empty
     options: dict[str, Any] = {}
     if args.retriever not in (None, "auto", "bm25", "dense", "hybrid"):
         from atc.model import make_client
 
         options["client"] = make_client(args.model)
-    return make_retriever(args.retriever, index, **options).search(args.query, args.k), empty
+    return search_store(args.query, args.k, args.retriever, home=atc_home(), **options)
 
 
 def _print_search(args: argparse.Namespace, doc: dict[str, Any], empty: bool) -> int:

@@ -16,7 +16,7 @@ from atc.retrieval.base import Embedder, Retriever, SearchResult, factory
 from atc.retrieval.corpus import Corpus, MemoryCorpus
 from protocols.model import Tool
 
-__all__ = ["make_retriever", "search", "store_corpus", "load_builtins", "AUTO"]
+__all__ = ["make_retriever", "search", "search_store", "store_corpus", "load_builtins", "AUTO"]
 
 AUTO = "auto"
 #: The automatic choice embeds at most this many new tools of an in-memory corpus on the spot
@@ -68,6 +68,24 @@ def make_retriever(name: str | None, corpus: Corpus, *, embedder: Embedder | Non
     return make(corpus=corpus, embedder=embedder, **options)
 
 
+def search_store(query: str, k: int, retriever: str | None = None, *, home: Path, embedder: Embedder | None = None,
+                 **options: Any) -> tuple[SearchResult, bool]:
+    """The ``k`` tools of the whole store in ``home`` most relevant to ``query``, and whether the
+    store is empty (no index is made for an empty store). What ``atc.search``, ``atc tools
+    search`` and the search server (server.py) run, so that their answers cannot drift apart."""
+    from protocols.store import Store
+
+    store = Store(home)
+    if not store.names():
+        return SearchResult(hits=[], retriever=retriever or "bm25"), True
+    from atc.retrieval.index import open_index
+
+    corpus = open_index(home, store=store, embedder=embedder)
+    if corpus.n == 0:
+        return SearchResult(hits=[], retriever=retriever or "bm25"), False
+    return make_retriever(retriever, corpus, embedder=embedder, **options).search(query, k), False
+
+
 def search(query: str, tools: Sequence[Tool] | None = None, k: int = 5, retriever: str | None = None, *,
            home: Path | str | None = None, embedder: Embedder | None = None, **options: Any) -> SearchResult:
     """The ``k`` tools most relevant to ``query``: among ``tools``, or (None) every tool of the store
@@ -81,11 +99,8 @@ def search(query: str, tools: Sequence[Tool] | None = None, k: int = 5, retrieve
         raise UsageError("the query is empty")
     where = atc_home(home)
     if tools is None:
-        from protocols.store import Store
-
-        if not Store(where).names():
-            return SearchResult(hits=[], retriever=retriever or "bm25")
-    corpus: Corpus = MemoryCorpus(tools, home=where) if tools is not None else store_corpus(where, embedder)
+        return search_store(query, k, retriever, home=where, embedder=embedder, **options)[0]
+    corpus = MemoryCorpus(tools, home=where)
     if corpus.n == 0:
         return SearchResult(hits=[], retriever=retriever or "bm25")
     return make_retriever(retriever, corpus, embedder=embedder, **options).search(query, k)

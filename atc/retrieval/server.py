@@ -102,7 +102,9 @@ def stop(home: Path) -> bool:
 
 
 class _Searcher:
-    """The store's index and the embedder, kept open between queries."""
+    """Searches of one store in a process that keeps what they load: the embedder (made once per
+    process by ``make_embedder``, its matrices made resident here), the parsed store and the open
+    index (kept per file version by store.py and index.py, brought up to date when they change)."""
 
     def __init__(self, home: Path) -> None:
         from atc.errors import AtcError
@@ -111,30 +113,20 @@ class _Searcher:
         self.home = home
         try:
             self.embedder = make_embedder()
-        except AtcError:  # each search then fails here as it does in the command, which reports it
+        except AtcError:  # each search then fails as it does in the command, which reports it
             self.embedder = None
         resident = getattr(self.embedder, "keep_resident", None)
-        if callable(resident):  # a long-lived process: weights in memory, not read from the map
+        if callable(resident):
             resident()
 
     def search(self, query: str, k: int, retriever: str | None) -> tuple[SearchResult, bool]:
         from atc.errors import UsageError
-        from atc.retrieval.api import make_retriever
-        from atc.retrieval.index import open_index
-        from protocols.store import Store
+        from atc.retrieval.api import search_store
 
         if k < 1 or not query.strip():
             raise UsageError("bad request")
-        # Both are cached per file version (store.py, index.py): unchanged, they cost two stats;
-        # changed (an import, a removal), the index is brought up to date first.
-        store = Store(self.home)
-        if not store.names():
-            return SearchResult(hits=[], retriever=retriever or "bm25"), True
-        index = open_index(self.home, store=store)
-        if index.n == 0:
-            return SearchResult(hits=[], retriever=retriever or "bm25"), False
-        emb = self.embedder if index.embedder is not None else None
-        return make_retriever(retriever, index, embedder=emb).search(query, k), False
+        # The command's own code path (nothing passed that the command does not pass).
+        return search_store(query, k, retriever, home=self.home)
 
 
 def _read_line(conn: socket.socket) -> bytes:
