@@ -125,7 +125,10 @@ class DockerBackend:
         self.client = client or connect(timeout=60)
         self._runner = Path(__file__).with_name("runner.py").resolve()
         self._server = Path(__file__).with_name("container_server.py").resolve()
-        for part in (self._runner, self._server):
+        self._jail = Path(__file__).with_name("jail.py").resolve()
+        #: Whether runs get namespaces of their own in this engine's containers (None: no container yet).
+        self.isolated: bool | None = None
+        for part in (self._runner, self._server, self._jail):
             if not part.is_file():
                 raise SandboxError(f"the sandbox runner is missing: {part}", hint="reinstall atc")
         try:
@@ -173,8 +176,9 @@ class DockerBackend:
             if outcome.done is None and outcome.failure in (None, "SandboxError"):
                 self._explain_death(cell, outcome)
         finally:
+            # A container whose runs share its namespaces (no user namespaces here) serves one run.
             recycle = (outcome.done is not None and outcome.failure is None and self.pool_size > 0
-                       and self.reuse and cell.runs + 1 < MAX_RUNS_PER_CELL)
+                       and self.reuse and cell.isolated and cell.runs + 1 < MAX_RUNS_PER_CELL)
             with self._lock:
                 self._in_use[key] -= 1
                 if recycle:
@@ -185,17 +189,23 @@ class DockerBackend:
             else:
                 cell.close()
                 self._discard(cell)
-        return build_result(program, outcome, sandbox=self.name, isolation=self.isolation(limits),
+        return build_result(program, outcome, sandbox=self.name, isolation=self.isolation(limits, cell.isolated),
                             started=started, tools=tools)
 
-    def isolation(self, limits: Limits) -> list[str]:
-        """What is in force for a run with ``limits`` (reported in ``ExecutionResult.isolation``)."""
+    def isolation(self, limits: Limits, isolated: bool | None = None) -> list[str]:
+        """What is in force for a run with ``limits`` (reported in ``ExecutionResult.isolation``);
+        ``isolated``: whether the run had namespaces of its own (default: what the last container
+        started said)."""
         key = _key_of(limits)
+        isolated = self.isolated if isolated is None else isolated
         seccomp = f"seccomp:{FILTER_NAME}" if seccomp_option() else "seccomp:docker-default"
+        own = (["userns", "netns", "pidns", "mountns", "ipcns", "utsns", "proc:pids-only", "fresh-tmpfs"] if isolated
+               else ["ipcns", "utsns", "proc:full"])
+        reused = self.pool_size and self.reuse and isolated
         return ["docker", "network:none", "readonly-rootfs", "cap-drop:ALL", "no-new-privileges",
                 "user:65534", f"pids:{key.pids}", f"memory:{key.memory_mb}MB", f"cpus:{self.cpus:g}",
-                f"tmpfs:/tmp:{self.tmpfs_mb}MB", "ipcns", "utsns", "cgroupns", "proc:masked", "sys:empty", seccomp,
-                "clean-env", "fresh-process", "reset-checked" if self.pool_size and self.reuse else "fresh-container",
+                f"tmpfs:/tmp:{self.tmpfs_mb}MB", *own, "cgroupns", "sys:empty", seccomp,
+                "clean-env", "fresh-process", "reset-checked" if reused else "fresh-container",
                 "restrictedpython-lint"]
 
     def _refused(self, program: str, issue: LintIssue, started: float, limits: Limits) -> ExecutionResult:
@@ -455,6 +465,7 @@ class DockerBackend:
             try:
                 self._check_peer(conn, cid)
                 cell.hello(self.start_timeout)
+                self.isolated = cell.isolated
                 cell.prime(key.cpu_seconds or 0, key.file_bytes, self.start_timeout)
             except (OSError, CellError) as exc:
                 cell.close()
@@ -492,7 +503,7 @@ class DockerBackend:
         try:
             created = api.create_container(**container_spec(
                 api, key, image=self.image, sockdir=sockdir, runner=self._runner, server=self._server,
-                cpus=self.cpus, tmpfs_mb=self.tmpfs_mb, labels=self._labels))
+                jail=self._jail, cpus=self.cpus, tmpfs_mb=self.tmpfs_mb, labels=self._labels))
             cid = str(created["Id"])
             with self._lock:
                 self._live[cid] = sockdir

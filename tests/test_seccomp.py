@@ -1,4 +1,4 @@
-"""The system-call filter ``atc-v1`` (sandbox/seccomp.py): the policy, the BPF program it compiles
+"""The system-call filter ``atc-v2`` (sandbox/seccomp.py): the policy, the BPF program it compiles
 to on both architectures (run through a classic-BPF interpreter written here, for every system
 call of each table), the Docker profile, and the filter installed for real in a process by the
 jail's own function, judged by what the calls return."""
@@ -210,7 +210,7 @@ libc.syscall.restype = ctypes.c_long
 NR = json.loads(sys.argv[3])
 isolation = []
 libc.prctl(38, 1, 0, 0, 0)
-jail.install_seccomp({"seccomp": sys.argv[2], "seccomp-name": "atc-v1"}, isolation)
+jail.install_seccomp({"seccomp": sys.argv[2], "seccomp-name": "atc-v2"}, isolation)
 out = {"isolation": isolation}
 def sc(name, *args):
     r = libc.syscall(ctypes.c_long(NR[name]), *[ctypes.c_long(a) for a in args])
@@ -264,7 +264,7 @@ def test_installed_filter_denies_and_lets_python_run() -> None:
     except seccomp.UnsupportedArch as exc:
         pytest.skip(str(exc))
     out = _installed(code)
-    assert out["isolation"] == ["seccomp:atc-v1"]
+    assert out["isolation"] == ["seccomp:atc-v2"]
     assert out["keyctl"] == "EPERM" and out["io_uring_setup"] == "EPERM" and out["socket40"] == "EPERM"
     assert out["clone3"] == "ENOSYS" and out["vmsplice"] == "ENOSYS"
     assert out["getpid"] == "ok" and out["socket1"] == "ok" and out["thread"] == "ok"

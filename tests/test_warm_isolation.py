@@ -173,7 +173,7 @@ def test_a_fork_server_that_cannot_make_the_namespaces_lets_each_jail_make_its_o
     for r in results:
         assert r.ok, r.to_dict()
         assert r.answer.split("]")[1].strip() == "2"  # PID 2 of its own PID namespace
-        for wanted in ("netns", "pidns", "mountns", "seccomp:atc-v1", "rlimits"):
+        for wanted in ("netns", "pidns", "mountns", "seccomp:atc-v2", "rlimits"):
             assert wanted in r.isolation, (wanted, r.isolation)
         assert "'work'" in r.answer and "'home'" not in r.answer
 
