@@ -202,7 +202,7 @@ def make_devices(target: str) -> None:
     """``/dev/{null,zero,random,urandom}`` in ``target``. As root they are nodes of our own, on a
     small read-only tmpfs, so that a lock taken on one (``flock``) stays in the sandbox; without
     the right to make nodes they are binds of the host's, whose inodes the host shares."""
-    os.makedirs(target)
+    os.makedirs(target, exist_ok=True)
     try:
         mount("atc-dev", target, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=4k,nr_inodes=16,mode=755")
         for dev in DEVICES:
@@ -298,6 +298,8 @@ def enter_skeleton(opts: dict[str, Any], isolation: list[str], root: str) -> Non
         mount(stage + d, root + d, None, MS_BIND)
     if overlay_system_dirs(root, SYSTEM_BINDS, os.path.dirname(root) + "/empty"):
         isolation.append("system-overlay")
+    if os.geteuid() == 0 and not in_userns(isolation):
+        make_devices(root + "/dev")  # the jail's own nodes, over the skeleton's
     mount_proc(root + "/proc", isolation)
     os.chroot(root)
     os.chdir("/work")
@@ -571,6 +573,9 @@ def namespace_child(opts: dict[str, Any], isolation: list[str], fd: int, write_e
     if report is not None:
         report.close()
     quiet_stdio()
+    # Host paths (the runner's, the cgroups') the program must not find in its memory.
+    opts.clear()
+    _RUNNER_CODE.clear()
     run_runner(runner_source, fd)
     os._exit(0)
 
@@ -597,6 +602,7 @@ def forked_pid1(argv: list[str], isolation: list[str], skeleton: str) -> NoRetur
     enter a PID namespace, and uses the server's root skeleton (``build_skeleton``). The
     report line carries no ``pid``: the server told the backend this process's pid."""
     opts = parse(argv)
+    argv.clear()
     fd = int(opts["fd"])
     runner_source = runner_code(opts["runner"])
     write_end = os.dup(1)
@@ -617,6 +623,7 @@ def forked_pid1(argv: list[str], isolation: list[str], skeleton: str) -> NoRetur
 
 
 def main(argv: list[str]) -> int:
+    rename_process()
     opts = parse(argv)
     fd = int(opts["fd"])
     runner_source = runner_code(opts["runner"])
@@ -653,6 +660,8 @@ def main(argv: list[str]) -> int:
         report.write(json.dumps({"pid": os.getpid(), "isolation": isolation, **made}) + "\n")
         report.close()
         quiet_stdio()
+        opts.clear()
+        _RUNNER_CODE.clear()
         run_runner(runner_source, fd)
         return 0
     read_end, write_end = os.pipe()
