@@ -109,8 +109,8 @@ def test_the_next_run_sees_nothing_the_previous_one_left(backend: Backend) -> No
         assert "/tmp" in left["made"] and "/tmp/atc-leak-dir" in left["made"] and left["daemon"] is True, left
         seen = _json(backend.run(LOOK, TOOLS, LIMITS))
         assert seen["files"] == [] and seen["env"] == [] and seen["procs"] == [] and seen["threads"] == [], seen
-        if backend.name == "docker":  # the same container (its PID 1 started once) served both runs
-            assert seen["server"] == left["server"]
+        if backend.name == "docker":  # the same container served both runs
+            assert len(getattr(backend, "_live", {})) == 1, getattr(backend, "_live", {})
 
 
 NAMESPACES = ("mnt", "net", "pid", "ipc", "uts", "cgroup")
