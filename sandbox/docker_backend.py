@@ -1,13 +1,13 @@
 """The Docker backend: each program runs in a fresh process in a locked-down container.
 
 A container is started from the sandbox image (``atc sandbox build``) with no network, a read-only
-root, a small noexec ``/tmp``, programs as uid 65534 with no capabilities, ``no-new-privileges``, cgroup limits
-on memory (no swap), pids and CPU, private IPC, UTS and cgroup namespaces, an empty ``/sys``, a
-``/proc`` with what it tells of the host masked, and the sandbox's own seccomp profile (``sandbox/seccomp.py``: Docker 20.10's default one still allows
-io_uring, every socket family and SysV IPC). Nothing of the host is visible inside except two
-read-only bind mounts: the runner and the fork server (``sandbox/runner.py``,
-``sandbox/container_server.py`` of the installed package, so the image never goes stale) and a
-per-container directory holding one Unix socket. The host listens on that socket, the fork server
+root, a small noexec ``/tmp``, every process as uid 65534 with no capabilities, ``no-new-privileges``, cgroup limits
+on memory (no swap), pids and CPU, private IPC, UTS and cgroup namespaces, an empty ``/sys``, and the
+sandbox's own seccomp profile (``sandbox/seccomp.py``: Docker 20.10's default one still allows
+io_uring, every socket family and SysV IPC). Nothing of the host is visible inside except
+read-only bind mounts: the runner, the jail's steps and the fork server (``sandbox/runner.py``,
+``sandbox/jail.py``, ``sandbox/container_server.py`` of the installed package, so the image never
+goes stale) and a per-container directory holding one Unix socket; a run sees none of them. The host listens on that socket, the fork server
 connects, and each runner gets a socket pair of its own through it; from then on a run is the
 same session as for the local backend
 (``sandbox.session.serve``): tool calls are made by the host-side gateway, so the container needs
@@ -15,14 +15,13 @@ no network at all.
 
 Start-up cost is hidden by a pool of ready containers per set of container limits, sized to the
 observed demand (``sandbox/pool.py``). Each container runs a fork server
-(``sandbox/container_server.py``, mounted read-only like the runner) as root with only
-CAP_SETUID/CAP_SETGID; it forks one runner per run, which becomes uid 65534 (losing every
-capability) only once its program arrives. A container runs one program at a time. After a run
-that ended normally the server resets the container -- kills every process of uid 65534, empties
-every place that uid can write (``/tmp``, ``/dev/shm``, ``/dev/mqueue``; the root filesystem is
-read-only), checks both -- and forks the next runner (``sandbox/docker_cells.py``); after anything
-else (timeout, a runner that died, a reset that did not come back clean) the container is
-removed. ``pool_size=0`` never reuses a container.
+(``sandbox/container_server.py``, mounted read-only like the runner); each run gets user, mount,
+network, PID, IPC and UTS namespaces and a root of its own inside the container, and the
+``atc-v2`` filter. A container runs one program at a time. After a run that ended normally the
+server checks that the run is gone and left nothing and starts the next runner
+(``sandbox/docker_cells.py``); after anything else (timeout, a runner that died, a check that did
+not come back clean) the container is removed. ``pool_size=0`` never reuses a container, and
+neither does an engine whose kernel refuses user namespaces.
 
 Containers are always removed: after an abnormal run (also on timeout), when the pool shrinks, on
 ``close()``, at interpreter exit, and, for owners that died without cleaning up (``kill -9``), by the next backend that starts
