@@ -20,9 +20,9 @@ backend (``sandbox/docker_cells.py``):
   Answer: ``{"op": "spawned", "id": N, "pid": R}`` -- ``R`` is the server's handle of the run
   (not a process id: the server never learns the run's pids, below).
 - ``"reset": true`` in a ``spawn`` sent after a run that ended normally: before it starts the
-  next runner, the server checks that the last run is gone -- its runner reported its end, no
-  process but the server's own two is left in the container, the container's writable places
-  and its network's socket tables are empty -- and answers ``"clean": bool``. The backend removes
+  next runner, the server checks that the last run is gone -- its keeper reported the end of
+  the run's PID 1 (so of every process of the run), the container's writable places and its
+  network's socket tables are empty -- and answers ``"clean": bool``. The backend removes
   a container that is not clean.
 - ``{"op": "exit", "pid": R, "status": S}`` when run ``R`` has ended (``Popen.returncode`` style:
   the runner's exit code, 128 + N for a signal).
@@ -40,8 +40,12 @@ namespace (``isolated``), each run is three processes:
    ``/dev/shm``), a ``/proc`` showing the run's processes only (``subset=pid``) -- entered with
    ``pivot_root``, the old root detached; then every capability dropped and the ``atc-v2``
    filter installed (``--seccomp``, compiled on the host), and it forks 3 and only reaps;
-3. the *runner* (PID 2): stdio on ``/dev/null``, it sends ``ready`` and waits for ``start``; then
-   its rlimits (CPU time, file size, open files, no core), ``HOME``, cwd ``/tmp``, and the program.
+3. the *runner* (PID 2): stdio on ``/dev/null``; it waits for the server to hand it the run's
+   socket, sends ``ready`` and waits for ``start``; then its rlimits (CPU time, file size, open
+   files, no core), ``HOME``, cwd ``/tmp``, and the program.
+
+The next run's three processes are made while a run runs (a *spare*: in namespaces of its own,
+out of the running program's reach), so that a ``spawn`` only hands the spare its socket.
 
 So nothing a run can reach is left for the next one: not its files (its tmpfs goes with its
 mount namespace), processes (its PID namespace), sockets, ``TIME_WAIT`` entries, port and SNMP
@@ -213,13 +217,22 @@ def _before_program(cpu: int, fsize: int) -> None:
 
 
 def _run_runner(runner: dict[str, Any], opts: dict[str, Any]) -> int:
+    """The runner: made ahead of its run, it first waits for the server to hand it the run's
+    socket (on fd 3, a link to the server), which then takes fd 3."""
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    link = socket.socket(fileno=3)
+    _data, fds, _flags, _addr = socket.recv_fds(link, 16, 1)
+    if len(fds) != 1:
+        return 0  # the server is gone, or dropped this runner
+    os.dup2(fds[0], 3)  # closes the link
+    os.close(fds[0])
+    link.detach()
     cpu, fsize = int(opts.get("cpu") or 0), int(opts.get("fsize") or 1 << 30)
     return int(runner["main"](["--fd", "3"], before_program=lambda: _before_program(cpu, fsize)))
 
 
 def keeper(jail: Any, opts: dict[str, Any], runner: dict[str, Any], isolated: bool) -> int:
-    """The run's first process (fd 3: the runner's socket, fd 4: the status pipe): namespaces,
+    """The run's first process (fd 3: the runner's link to the server, fd 4: the status pipe): namespaces,
     then the run's init as its child; writes the init's exit status to fd 4."""
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGCHLD, signal.SIGPIPE):
@@ -268,8 +281,8 @@ def _fork_blind(pylibc: Any) -> str:
 
 
 def template(link: socket.socket, jail: Any, opts: dict[str, Any], runner: dict[str, Any], isolated: bool) -> int:
-    """Wait for ``b"spawn"`` with the runner's socket and the status pipe's write end, fork a
-    keeper with them, answer b"1" (or b"0"), close them; until the server goes."""
+    """Wait for ``b"spawn"`` with the runner's link to the server and the status pipe's write
+    end, fork a keeper with them, answer b"1" (or b"0"), close them; until the server goes."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps keepers: no status lands here
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -347,20 +360,6 @@ def probe(jail: Any, opts: dict[str, Any]) -> str:
     return "" if status == 0 else (why or f"the probe exited with {status}")
 
 
-def _container_processes(me: int, template_pid: int) -> list[int]:
-    """Live processes of the container besides the server and the template."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) not in (me, template_pid):
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
-                        found.append(int(entry))
-            except (OSError, IndexError):
-                continue
-    return found
-
-
 def _leftovers() -> list[str]:
     """What the container holds that a run could have left: files in its writable places,
     sockets in its network's tables."""
@@ -422,6 +421,32 @@ def serve(opts: dict[str, Any]) -> int:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     runs: dict[int, int] = {}  # the status pipe of each live run, by handle
     handles = iter(range(1, 1 << 62))
+    # The next run's processes, made ahead (isolated only: a run cannot reach them): the link its
+    # runner waits on for the run's socket, and its status pipe.
+    spare: list[tuple[socket.socket, int]] = []
+
+    def make_spare() -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        status_r, status_w = os.pipe()
+        socket.send_fds(link, [b"spawn"], [theirs.fileno(), status_w])
+        theirs.close()
+        os.close(status_w)
+        if link.recv(8) == b"1":
+            spare.append((ours, status_r))
+        else:
+            ours.close()
+            os.close(status_r)
+
+    def take_spare() -> tuple[socket.socket, int] | None:
+        """The spare runner, made now if there is none or it died while waiting."""
+        while spare:
+            ours, status_r = spare.pop()
+            if not select.select([status_r], [], [], 0)[0]:
+                return ours, status_r
+            ours.close()
+            os.close(status_r)
+        make_spare()
+        return spare.pop() if spare else None
 
     def reap() -> None:
         """The server is PID 1: orphans of runs without namespaces come here."""
@@ -436,6 +461,10 @@ def serve(opts: dict[str, Any]) -> int:
                 raise SystemExit(1)  # the template died: no runner can be started any more
 
     def finish(handle: int) -> None:
+        """The run's keeper wrote its status (or died). It writes it once it has reaped the run's
+        PID 1, whose exit the kernel completes only when every process of the run's PID namespace
+        is gone; the keeper's own exit (the release of the run's mounts and network) need not be
+        waited for."""
         fd = runs.pop(handle)
         try:
             data = os.read(fd, _STATUS.size)
@@ -446,14 +475,15 @@ def serve(opts: dict[str, Any]) -> int:
         _send(ctl, {"op": "exit", "pid": handle, "status": status})
 
     def clean() -> bool:
-        """Is the last run gone, leaving nothing behind? Waits up to 3 s for its end."""
+        """Is the last run gone, leaving nothing behind? Waits up to 3 s for its end. (Runs are
+        isolated here: a container whose runs are not is never reset.)"""
         deadline = time.monotonic() + 3
         while True:
             for handle, fd in list(runs.items()):
                 if select.select([fd], [], [], 0)[0]:
                     finish(handle)
             reap()
-            if not runs and not _container_processes(me, template_pid) and not _leftovers():
+            if not runs and not _leftovers():
                 return True
             if time.monotonic() > deadline:
                 return False
@@ -486,17 +516,25 @@ def serve(opts: dict[str, Any]) -> int:
             reply: dict[str, Any] = {"op": "spawned", "id": msg.get("id")}
             if msg.get("reset"):
                 reply["clean"] = clean()
-            status_r, status_w = os.pipe()
-            socket.send_fds(link, [b"spawn"], [fds[0], status_w])
-            os.close(status_w)
-            if link.recv(8) == b"1":
-                handle = next(handles)
-                runs[handle] = status_r
-                reply["pid"] = handle
+            made = take_spare()
+            try:
+                if made is None:
+                    raise OSError("the container's template could not fork")
+                socket.send_fds(made[0], [b"go"], [fds[0]])
+            except OSError as exc:
+                reply["error"] = str(exc)
+                if made is not None:
+                    os.close(made[1])
             else:
-                os.close(status_r)
-                reply["error"] = "the container's template could not fork"
+                handle = next(handles)
+                runs[handle] = made[1]
+                reply["pid"] = handle
+            finally:
+                if made is not None:
+                    made[0].close()
             _send(ctl, reply)
+            if isolated and "pid" in reply:
+                make_spare()  # the next run's processes get ready while this one runs
         for fd in fds:
             os.close(fd)
 
