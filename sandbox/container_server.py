@@ -325,8 +325,13 @@ def _load(path: str, name: str) -> dict[str, Any]:
 
 
 class _Module:
+    """A mounted module's namespace, read as attributes (``jail.mount_proc``...)."""
+
     def __init__(self, namespace: dict[str, Any]) -> None:
         self.__dict__.update(namespace)
+
+    def __getattr__(self, name: str) -> Any:  # for the type checker: the attributes come from the module
+        raise AttributeError(name)
 
 
 def probe(jail: Any, opts: dict[str, Any]) -> str:

@@ -176,7 +176,7 @@ def serve(control_fd: int, jail_path: str, runner_path: str) -> int:
     # The runner's code is found under a neutral name, which the jails' arguments then carry.
     cache = getattr(jail, "_RUNNER_CODE", None)
     neutral = isinstance(cache, dict) and runner_path in cache
-    if neutral:
+    if isinstance(cache, dict) and neutral:
         cache[NEUTRAL_RUNNER] = cache.pop(runner_path)
     del jail_path, runner_path
     # Everything loaded so far goes to the permanent generation: a forked child's collections
