@@ -75,6 +75,7 @@ class Session:
             finally:
                 self._busy = False
                 self._last = time.monotonic()
+                _REAPER.poke()  # its expiry moved (the reaper waits for a busy session's lifetime)
 
     def close(self) -> None:
         """End the session: its interpreter and everything it started are removed (idempotent)."""
@@ -166,6 +167,10 @@ class _Reaper:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="atc-session-reaper", daemon=True)
                 self._thread.start()
+            self._cond.notify_all()
+
+    def poke(self) -> None:
+        with self._cond:
             self._cond.notify_all()
 
     def live(self) -> list[Session]:
