@@ -72,6 +72,8 @@ PROGRAM = "<program>"
 #: The name the running program (or snippet) was compiled under, and the source lines of every
 #: name compiled so far in this process (a session's earlier snippets), for tracebacks.
 _CURRENT = [PROGRAM]
+#: The process that serves the host (set by ``main``); a fork of it never sends results.
+_OWNER = [os.getpid()]
 _SOURCES: dict[str, list[str]] = {}
 _HEADER = struct.Struct(">I")
 _MAX_FRAME = 64 * 1024 * 1024
@@ -286,7 +288,10 @@ class Channel:
         if self._pump is None and not self._stopped:
             self._pump = threading.Thread(target=self._pump_loop, args=(self._wake, self._generation),
                                           name="atc-output", daemon=True)
-            self._pump.start()
+            try:
+                self._pump.start()
+            except RuntimeError:  # no thread left (the program took them all): the done frame carries it
+                return
         self._wake.set()
 
     def _pump_loop(self, wake: threading.Event, generation: int) -> None:
@@ -511,6 +516,10 @@ def run_program(channel: Channel, start: dict[str, Any], namespace: dict[str, An
 
 
 def send_done(sock: socket.socket, done: dict[str, Any]) -> None:
+    if os.getpid() != _OWNER[0]:
+        # A process the program forked that ran on to the program's end: the result is its
+        # parent's to send (and in a session, the next snippet is its parent's to run).
+        os._exit(0)
     try:
         send(sock, done)
     except (TypeError, ValueError):
@@ -563,6 +572,7 @@ def main(argv: list[str], before_program: Callable[[], None] | None = None) -> i
     if len(argv) != 2 or argv[0] not in ("--fd", "--connect"):
         sys.stderr.write("usage: runner.py --fd N | --connect PATH\n")
         return 2
+    _OWNER[0] = os.getpid()
     sock = socket.socket(fileno=int(argv[1])) if argv[0] == "--fd" else connect(argv[1])
     sock.settimeout(None)
     send(sock, {"op": "ready", "pid": os.getpid(), "python": sys.version.split()[0]})

@@ -93,7 +93,10 @@ def open_docker(backend: DockerBackend, tools: Toolset, limits: Limits, session:
     spawn = session.spawn_limits(limits)
     try:
         # The pool's runner has a run's CPU limit: the server forks one with the session's instead.
-        cell.prime(spawn.cpu_seconds or 0, key.file_bytes, backend.start_timeout)
+        # As a reset: the old runner's exit starts the server's cleaner (it kills every process of
+        # the sandbox uid), which the server then waits for before it answers -- left running, it
+        # would kill the session's runner once that takes the uid.
+        cell.prime(spawn.cpu_seconds or 0, key.file_bytes, backend.start_timeout, reset=True)
     except BaseException as exc:
         backend.end_session_cell(cell)
         if isinstance(exc, CellError):
