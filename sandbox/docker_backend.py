@@ -31,6 +31,10 @@ labels). A fork server whose socket closes exits, and its container stops with i
 atc leaves only stopped containers behind. A memory kill is told apart from a program that kills
 itself by the container's ``oom_kill`` counter (``State.OOMKilled`` where the host does not show
 it); we do not use Docker's ``auto_remove``, which would delete the container before that.
+
+``open_session`` lends a container to a sandbox session (``sandbox/interpreter.py``): its runner is
+forked again with the session's CPU time, serves snippet after snippet, and when the session ends
+the container goes (``sandbox/session_runners.py``); it never serves another run.
 """
 
 from __future__ import annotations
@@ -205,12 +209,14 @@ class DockerBackend:
         return interpreter
 
     def end_session_cell(self, cell: Cell) -> None:
-        """A session's container is done: it is removed now (before the session's end returns)."""
+        """A session's container is done: its fork server is told to go now (it exits when its
+        connection closes, and as the container's PID 1 it takes every process of the session
+        with it), and the container is removed in the background, as after an abnormal run."""
         cell.close()
         with self._lock:
             self._in_use[cell.key] -= 1
             self._lock.notify_all()  # a cell that does not come back is replaced
-        self._remove(cell.cid, cell.sockdir)
+        self._discard(cell)
 
     def isolation(self, limits: Limits) -> list[str]:
         """What is in force for a run with ``limits`` (reported in ``ExecutionResult.isolation``)."""

@@ -61,8 +61,9 @@ class RunnerHandle(Protocol):
     def isolation(self) -> list[str]: ...
 
     def end(self, outcome: SessionOutcome | None) -> None:
-        """Stop the runner and remove everything of it (processes, files, cgroups, uid,
-        container) before returning; idempotent. With the ``outcome`` of a snippet that did not
+        """Stop the runner and everything it started, and remove what is left of it (files,
+        cgroups, uid: before returning; a Docker container is killed with its PID 1 at once and
+        removed in the background); idempotent. With the ``outcome`` of a snippet that did not
         finish, first refine ``outcome.failure`` from how the runner died (memory, CPU)."""
         ...
 

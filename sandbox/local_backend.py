@@ -12,6 +12,9 @@ isolated interpreter (``-I -S``) and an EMPTY environment; ``sandbox/lint.py`` r
 classic restricted-Python escapes first, as an extra guard. The result's ``isolation`` lists what
 was really in force. After the run, whatever the run's uid still owns in the kernel (SysV IPC
 objects, keys: ``sandbox/kernel_objects.py``) is removed before the uid is handed out again.
+
+``open_session`` lends one such runner to a sandbox session (``sandbox/interpreter.py``): spawned
+with the session's CPU time, serving snippet after snippet, torn down the same way when it ends.
 """
 
 from __future__ import annotations

@@ -8,8 +8,11 @@ removes everything of it before it returns.
   takes every process it started), the jail reaped, its work directory, cgroups and what its uid
   owns in the kernel removed, the uid released.
 - Docker: a container taken from the pool like a run's, whose waiting runner is replaced by one
-  forked with the session's CPU time; its end removes the container (a session's container is
-  never reset and recycled: whatever the session did there goes with it).
+  forked with the session's CPU time; its end closes the connection to the container's fork
+  server, which then exits -- and as PID 1 of the container it takes every process of the
+  session with it -- and removes the container in the background (``close()`` of the backend and
+  its exit hook wait for that). A session's container is never reset and recycled: whatever the
+  session did there goes with it.
 """
 
 from __future__ import annotations

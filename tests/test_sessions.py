@@ -274,7 +274,7 @@ def test_nothing_of_a_closed_session_survives_or_reaches_the_next(backend: Backe
         s.run("secret_of_the_first = 'only-here-5b2'")
         traces = _traces(s)
     assert not s.alive and s.ended == "closed"
-    assert _gone(traces, timeout=2), "the closed session left processes or its container behind"
+    assert _gone(traces), "the closed session left processes or its container behind"
     with open_session(tools, LIMITS, sandbox=backend) as fresh:
         seen = json.loads(fresh.run(LOOK).answer.strip().splitlines()[-1])
         assert seen["files"] == [] and seen["env"] == [] and seen["procs"] == [] and seen["threads"] == [], seen
@@ -335,7 +335,7 @@ def test_closing_the_backend_ends_its_sessions(tools: Toolset) -> None:
     traces = _traces(s)
     backend.close()
     assert not s.alive and "backend" in (s.ended or "")
-    assert _gone(traces, timeout=2)
+    assert _gone(traces, timeout=3)
 
 
 EXITING = """
