@@ -13,6 +13,7 @@ from protocols.errors import (
     CallBudget,
     ConfigError,
     MemoryLimit,
+    ModelBudget,
     ModelError,
     NotFound,
     OutputLimit,
@@ -37,5 +38,6 @@ __all__ = [
     "CallBudget",
     "OutputLimit",
     "ModelError",
+    "ModelBudget",
     "exit_code_for",
 ]
