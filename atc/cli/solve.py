@@ -103,7 +103,8 @@ def _handle(args: argparse.Namespace) -> int:
         return 0
     err = solution.error or {}
     tries, word = solution.steps, _STEP_WORDS.get(solution.strategy, "step")
-    sys.stderr.write(f"atc: not solved after {tries} {word}{'s' if tries != 1 else ''} ({solution.strategy}): "
+    by = f" by {solution.strategy}" if solution.strategy != "chain" else ""
+    sys.stderr.write(f"atc: not solved after {tries} {word}{'s' if tries != 1 else ''}{by}: "
                      f"{err.get('type', 'Error')}: {' '.join(str(err.get('message') or '').split())[:300]}\n")
     if solution.program and solution.attempts:
         sys.stderr.write("  the last program is in the --json output ('program')\n")

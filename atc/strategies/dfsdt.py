@@ -9,7 +9,8 @@ ranked DFS (no model calls to sort children):
   model is shown them and asked for a different action (the paper's diversity prompt);
 - ``finish(return_type="give_answer", final_answer=...)`` ends the search with the answer;
 - ``finish(return_type="give_up_and_restart")`` abandons the state: the search goes back two
-  levels, to the node before the action that led there, and tries something else there;
+  levels, to the node before the action that led there, and tries something else there (given up
+  in the first state, the search restarts from the task, if the root has children left);
 - a path that reaches ``max_depth`` turns without an answer is a dead end: back one level;
 - ``max_steps`` (default 30) bounds the nodes, i.e. the model turns of the whole tree, and the
   model budget bounds its calls and tokens. With no give-up and no dead end, DFSDT is ReAct.
@@ -134,7 +135,7 @@ class _Search:
             return 1
         for _ in range(self.settings.width):
             back = self.descend(self.expand(node))
-            if back > 1:
+            if back > 1 and node.parent is not None:  # the root restarts: there is no earlier state
                 return back - 1
         return 1
 

@@ -25,7 +25,8 @@ from typing import Any
 from atc.errors import ConfigError, UsageError
 from atc.strategies.base import Strategy
 
-__all__ = ["register", "registered", "factory", "make", "resolve", "DEFAULT", "BUILTIN", "ENTRY_POINT_GROUP"]
+__all__ = ["register", "registered", "factory", "make", "resolve", "refresh", "DEFAULT", "BUILTIN",
+           "ENTRY_POINT_GROUP"]
 
 DEFAULT = "chain"
 ENTRY_POINT_GROUP = "atc.strategies"
@@ -65,6 +66,16 @@ def _scan_entry_points() -> None:
             continue
         _FACTORIES[point.name] = _plugin(point)
         _FROM_PLUGINS.add(point.name)
+
+
+def refresh() -> None:
+    """Read the entry points again (a package installed, or put on ``sys.path``, since the first
+    lookup); plug-ins that are gone are forgotten, registrations in code are kept."""
+    for name in list(_FROM_PLUGINS):
+        _FACTORIES.pop(name, None)
+    _FROM_PLUGINS.clear()
+    _SCANNED.clear()
+    _scan_entry_points()
 
 
 def _plugin(point: Any) -> Factory:
