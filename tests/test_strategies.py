@@ -64,6 +64,28 @@ def never_finishes(body: dict[str, Any]) -> str | Reply:
     return fence("x = get_stats()")
 
 
+# -- the house ------------------------------------------------------------------------------------
+
+
+def _imported(path: Path) -> set[str]:
+    from tests.test_layers import _imports
+
+    return {module for _, module in _imports(path)}
+
+
+def test_solving_and_workflows_depend_one_way() -> None:
+    """The batch runs ``solve``: ``atc.workflows`` uses ``atc.solving``, never the other way round;
+    the strategies are below both."""
+    root = Path(__file__).resolve().parents[1]
+    below = [root / "atc" / "solving.py", root / "atc" / "tracing.py", *sorted((root / "atc" / "strategies").glob("*.py"))]
+    for path in below:
+        upward = {m for m in _imported(path) if m.startswith("atc.workflows")}
+        assert not upward, f"{path.name} imports {upward}"
+    for path in sorted((root / "atc" / "strategies").glob("*.py")):
+        assert "atc.solving" not in _imported(path), f"{path.name} imports atc.solving"
+    assert "atc.solving" in _imported(root / "atc" / "workflows" / "jobs.py")
+
+
 # -- the registry ---------------------------------------------------------------------------------
 
 
