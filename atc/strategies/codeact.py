@@ -10,7 +10,9 @@ redaction, the call log). The model is shown the tools' compact protocols, as ``
 A turn is one reply: a fenced ``python`` block is run and the model reads what it printed, or its
 error with the traceback; a reply without code that says ``Final answer: ...`` ends the episode
 with that answer. A reply with neither is answered with a reminder (``no_program``). It ends at
-``max_steps`` turns (``step_limit``) or when the model budget is spent.
+``max_steps`` turns (``step_limit``), when the model budget is spent, or when a snippet ended the
+session (it ran out of time or memory, or spent the session's call budget: ``SessionEnded``; the
+session is not reopened, so that no budget is reset behind the model's back).
 
 ``Solution.program`` is the snippets that ran without an error, in order (the state the answer
 was read from); ``Solution.calls`` every call of the episode; the trace one record per turn.
@@ -22,7 +24,7 @@ import re
 from typing import Any
 
 from atc import prompts, tracing
-from atc.errors import ModelBudget, ModelError, UsageError
+from atc.errors import ModelBudget, ModelError, SandboxError, UsageError
 from atc.extract import extract_program
 from atc.model import Message
 from atc.reflection import describe_error
@@ -86,6 +88,10 @@ class CodeAct:
                 episode.report(Step("turn", number, turn["ok"], _summary(turn)))
                 if "answer" in turn:
                     return self._outcome(episode, turns, None, turn["answer"])
+                if not getattr(session, "alive", True):  # a snippet ended it: time, memory, calls
+                    why = getattr(session, "ended", None) or "ended"
+                    return self._outcome(episode, turns, error_dict(
+                        "SessionEnded", f"the sandbox session ended after {number} turn(s): {why}"))
         episode.fail("step_limit")
         return self._outcome(episode, turns, error_dict(
             "StepLimit", f"the model gave no final answer within {self.max_turns} turns"))
@@ -102,7 +108,10 @@ class CodeAct:
             messages.append({"role": "user", "content": prompts.render("codeact_nudge")})
             return {"reply": reply[:1000], "ok": False, "failure": "no_program"}
         messages.append({"role": "assistant", "content": f"```python\n{code.rstrip()}\n```"})
-        result = episode.run_snippet(session, code)
+        try:
+            result = episode.run_snippet(session, code)
+        except SandboxError as exc:  # the session is over (SessionEnded) or its sandbox broke
+            return {"code": code, "ok": False, "error": {"type": type(exc).__name__, "message": exc.message[:500]}}
         kind = snippet_failure(result)
         if kind is not None:
             episode.fail(kind)
