@@ -9,11 +9,17 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from atc.model import ToolCallRequest
 from atc.solving import Solution, solve
+from atc.strategies.base import Episode
+from atc.strategies.functions import act as make_call
+from atc.strategies.meter import Meter
 from protocols.loaders import load_data
 from protocols.model import Collection
-from sandbox.api import Limits
+from sandbox.api import Limits, Toolset
 from tests.apis.library import SECRET, LibraryAPI
 from tests.fakes.openai_server import Reply, ScriptedOpenAI, call
 
@@ -174,3 +180,29 @@ def test_dfsdt_exhausted_tree_says_so(server: ScriptedOpenAI, model: str, librar
     sol = solve("Anything?", library, strategy=Dfsdt(width=2, max_depth=2))
     assert not sol.ok and sol.error is not None and sol.error["type"] == "SearchExhausted"
     assert sol.failures == {"gave_up": sol.steps} and sol.steps == 2  # each give-up goes back past the root
+
+
+# -- any function call the model sends is answered, never raised -----------------------------------
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                     max_leaves=8)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(["get_book", "search_authors", "get_stats", "nope", ""]),
+       arguments=st.one_of(st.text(max_size=40), _JSON.map(json.dumps)))
+def test_any_function_call_becomes_an_observation(name: str, arguments: str, library: Collection) -> None:
+    episode = Episode("q", Toolset([library]), library.tools, Meter(_NoModel()), Limits(max_calls=5))
+    action = make_call(episode, ToolCallRequest("c1", name, arguments))
+    assert isinstance(action.observation, str) and action.observation
+    assert action.ok == (action.call is not None and action.call.ok)
+    kinds = episode.failures_by_kind()
+    assert sum(kinds.values()) == (0 if action.ok else 1)
+
+
+class _NoModel:
+    model = "none"
+
+    def complete(self, messages: object, **kw: object) -> object:
+        raise AssertionError("no model call is expected")
