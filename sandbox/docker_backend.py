@@ -1,13 +1,13 @@
 """The Docker backend: each program runs in a fresh process in a locked-down container.
 
 A container is started from the sandbox image (``atc sandbox build``) with no network, a read-only
-root, a small noexec ``/tmp``, programs as uid 65534 with no capabilities, ``no-new-privileges``, cgroup limits
-on memory (no swap), pids and CPU, private IPC, UTS and cgroup namespaces, an empty ``/sys``, a
-``/proc`` with what it tells of the host masked, and the sandbox's own seccomp profile (``sandbox/seccomp.py``: Docker 20.10's default one still allows
-io_uring, every socket family and SysV IPC). Nothing of the host is visible inside except two
-read-only bind mounts: the runner and the fork server (``sandbox/runner.py``,
-``sandbox/container_server.py`` of the installed package, so the image never goes stale) and a
-per-container directory holding one Unix socket. The host listens on that socket, the fork server
+root, a small noexec ``/tmp``, every process as uid 65534 with no capabilities, ``no-new-privileges``, cgroup limits
+on memory (no swap), pids and CPU, private IPC, UTS and cgroup namespaces, an empty ``/sys``, and the
+sandbox's own seccomp profile (``sandbox/seccomp.py``: Docker 20.10's default one still allows
+io_uring, every socket family and SysV IPC). Nothing of the host is visible inside except
+read-only bind mounts: the runner, the jail's steps and the fork server (``sandbox/runner.py``,
+``sandbox/jail.py``, ``sandbox/container_server.py`` of the installed package, so the image never
+goes stale) and a per-container directory holding one Unix socket; a run sees none of them. The host listens on that socket, the fork server
 connects, and each runner gets a socket pair of its own through it; from then on a run is the
 same session as for the local backend
 (``sandbox.session.serve``): tool calls are made by the host-side gateway, so the container needs
@@ -15,14 +15,13 @@ no network at all.
 
 Start-up cost is hidden by a pool of ready containers per set of container limits, sized to the
 observed demand (``sandbox/pool.py``). Each container runs a fork server
-(``sandbox/container_server.py``, mounted read-only like the runner) as root with only
-CAP_SETUID/CAP_SETGID; it forks one runner per run, which becomes uid 65534 (losing every
-capability) only once its program arrives. A container runs one program at a time. After a run
-that ended normally the server resets the container -- kills every process of uid 65534, empties
-every place that uid can write (``/tmp``, ``/dev/shm``, ``/dev/mqueue``; the root filesystem is
-read-only), checks both -- and forks the next runner (``sandbox/docker_cells.py``); after anything
-else (timeout, a runner that died, a reset that did not come back clean) the container is
-removed. ``pool_size=0`` never reuses a container.
+(``sandbox/container_server.py``, mounted read-only like the runner); each run gets user, mount,
+network, PID, IPC and UTS namespaces and a root of its own inside the container, and the
+``atc-v2`` filter. A container runs one program at a time. After a run that ended normally the
+server checks that the run is gone and left nothing and starts the next runner
+(``sandbox/docker_cells.py``); after anything else (timeout, a runner that died, a check that did
+not come back clean) the container is removed. ``pool_size=0`` never reuses a container, and
+neither does an engine whose kernel refuses user namespaces.
 
 Containers are always removed: after an abnormal run (also on timeout), when the pool shrinks, on
 ``close()``, at interpreter exit, and, for owners that died without cleaning up (``kill -9``), by the next backend that starts
@@ -125,7 +124,10 @@ class DockerBackend:
         self.client = client or connect(timeout=60)
         self._runner = Path(__file__).with_name("runner.py").resolve()
         self._server = Path(__file__).with_name("container_server.py").resolve()
-        for part in (self._runner, self._server):
+        self._jail = Path(__file__).with_name("jail.py").resolve()
+        #: Whether runs get namespaces of their own in this engine's containers (None: no container yet).
+        self.isolated: bool | None = None
+        for part in (self._runner, self._server, self._jail):
             if not part.is_file():
                 raise SandboxError(f"the sandbox runner is missing: {part}", hint="reinstall atc")
         try:
@@ -173,8 +175,9 @@ class DockerBackend:
             if outcome.done is None and outcome.failure in (None, "SandboxError"):
                 self._explain_death(cell, outcome)
         finally:
+            # A container whose runs share its namespaces (no user namespaces here) serves one run.
             recycle = (outcome.done is not None and outcome.failure is None and self.pool_size > 0
-                       and self.reuse and cell.runs + 1 < MAX_RUNS_PER_CELL)
+                       and self.reuse and cell.isolated and cell.runs + 1 < MAX_RUNS_PER_CELL)
             with self._lock:
                 self._in_use[key] -= 1
                 if recycle:
@@ -185,17 +188,23 @@ class DockerBackend:
             else:
                 cell.close()
                 self._discard(cell)
-        return build_result(program, outcome, sandbox=self.name, isolation=self.isolation(limits),
+        return build_result(program, outcome, sandbox=self.name, isolation=self.isolation(limits, cell.isolated),
                             started=started, tools=tools)
 
-    def isolation(self, limits: Limits) -> list[str]:
-        """What is in force for a run with ``limits`` (reported in ``ExecutionResult.isolation``)."""
+    def isolation(self, limits: Limits, isolated: bool | None = None) -> list[str]:
+        """What is in force for a run with ``limits`` (reported in ``ExecutionResult.isolation``);
+        ``isolated``: whether the run had namespaces of its own (default: what the last container
+        started said)."""
         key = _key_of(limits)
+        isolated = self.isolated if isolated is None else isolated
         seccomp = f"seccomp:{FILTER_NAME}" if seccomp_option() else "seccomp:docker-default"
+        own = (["userns", "netns", "pidns", "mountns", "ipcns", "utsns", "proc:pids-only", "fresh-tmpfs"] if isolated
+               else ["ipcns", "utsns", "proc:full"])
+        reused = self.pool_size and self.reuse and isolated
         return ["docker", "network:none", "readonly-rootfs", "cap-drop:ALL", "no-new-privileges",
                 "user:65534", f"pids:{key.pids}", f"memory:{key.memory_mb}MB", f"cpus:{self.cpus:g}",
-                f"tmpfs:/tmp:{self.tmpfs_mb}MB", "ipcns", "utsns", "cgroupns", "proc:masked", "sys:empty", seccomp,
-                "clean-env", "fresh-process", "reset-checked" if self.pool_size and self.reuse else "fresh-container",
+                f"tmpfs:/tmp:{self.tmpfs_mb}MB", *own, "cgroupns", "sys:empty", seccomp,
+                "clean-env", "fresh-process", "reset-checked" if reused else "fresh-container",
                 "restrictedpython-lint"]
 
     def _refused(self, program: str, issue: LintIssue, started: float, limits: Limits) -> ExecutionResult:
@@ -455,6 +464,7 @@ class DockerBackend:
             try:
                 self._check_peer(conn, cid)
                 cell.hello(self.start_timeout)
+                self.isolated = cell.isolated
                 cell.prime(key.cpu_seconds or 0, key.file_bytes, self.start_timeout)
             except (OSError, CellError) as exc:
                 cell.close()
@@ -492,7 +502,7 @@ class DockerBackend:
         try:
             created = api.create_container(**container_spec(
                 api, key, image=self.image, sockdir=sockdir, runner=self._runner, server=self._server,
-                cpus=self.cpus, tmpfs_mb=self.tmpfs_mb, labels=self._labels))
+                jail=self._jail, cpus=self.cpus, tmpfs_mb=self.tmpfs_mb, labels=self._labels))
             cid = str(created["Id"])
             with self._lock:
                 self._live[cid] = sockdir

@@ -118,7 +118,7 @@ class LocalBackend:
     instead of starting an interpreter per runner; by default whenever there is a pool.
     ``namespaces``: None tries them and falls back to rlimits only; False never tries.
     ``seccomp``: the system-call filter (``sandbox/seccomp.py``); None installs it where the
-    machine allows and says so in ``isolation`` either way ("seccomp:atc-v1" or
+    machine allows and says so in ``isolation`` either way ("seccomp:atc-v2" or
     "seccomp:unavailable (why)"), True refuses to run without it, False runs without ("seccomp:off").
     """
 
