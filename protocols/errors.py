@@ -12,7 +12,8 @@
     │   ├── Timeout               wall-clock limit reached
     │   ├── MemoryLimit           memory limit reached
     │   ├── CallBudget            more tool calls than --max-calls
-    │   └── OutputLimit           the program printed more than the output cap
+    │   ├── OutputLimit           the program printed more than the output cap
+    │   └── SessionEnded          a sandbox session used after it ended (closed, reaped, or killed by a snippet)
     └── ModelError                the model server is unreachable, refuses, or answers garbage (exit 1)
         └── ModelBudget           the run's model budget (--max-model-calls, --max-tokens) is spent
 
@@ -38,6 +39,7 @@ __all__ = [
     "MemoryLimit",
     "CallBudget",
     "OutputLimit",
+    "SessionEnded",
     "ModelError",
     "ModelBudget",
     "exit_code_for",
@@ -143,6 +145,14 @@ class CallBudget(SandboxError):
 
 class OutputLimit(SandboxError):
     pass
+
+
+class SessionEnded(SandboxError):
+    """A sandbox session that is over was asked to run a snippet. ``reason`` says how it ended."""
+
+    def __init__(self, message: str, *, reason: str = "", hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.reason = reason
 
 
 class ModelError(AtcError):
