@@ -179,7 +179,7 @@ def test_plugins_on_the_command_line(plugin_site: Path, server: ScriptedOpenAI, 
 
 # -- budgets: every strategy at equal cost ------------------------------------------------------------
 
-AGENTS = ["chain", "chain-plain", "react", "dfsdt"]
+AGENTS = ["chain", "chain-plain", "react", "dfsdt", "codeact"]
 
 
 @pytest.mark.parametrize("strategy", AGENTS)

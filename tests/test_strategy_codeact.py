@@ -17,8 +17,6 @@ from tests.apis.library import LibraryAPI
 from tests.fakes.openai_server import ScriptedOpenAI
 
 LIMITS = Limits(timeout=20)
-# The sandbox session is built in another branch; until it is merged, these tests have nothing to run.
-pytest.importorskip("atc.sessions", reason="atc.session (the sandbox session) is not in this tree yet")
 
 
 @pytest.fixture()

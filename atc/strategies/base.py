@@ -40,6 +40,7 @@ from sandbox.api import Backend, ExecutionResult, Limits, ToolCall, Toolset
 
 if TYPE_CHECKING:
     from atc.retrieval.base import Retriever
+    from atc.sessions import Session
     from sandbox.execute import Pending
     from sandbox.gateway import CallOutcome, Gateway
 
@@ -233,18 +234,19 @@ class Episode:
     # -- a sandbox session ---------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def session(self) -> Iterator[Any]:
+    def session(self) -> Iterator[Session]:
         """A sandbox session over the episode's tools and limits (``atc.session``): one isolated
         interpreter whose globals survive from one snippet to the next, torn down on exit."""
-        import atc
+        from atc.sessions import session
 
-        with atc.session(self.toolset, limits=self.limits, sandbox=self.sandbox) as live:
+        with session(self.toolset, self.limits, sandbox=self.sandbox) as live:
             yield live
 
-    def run_snippet(self, session: Any, code: str) -> ExecutionResult:
-        """Run one snippet in ``session`` (an ``atc.sandbox.run`` span); its calls are logged."""
+    def run_snippet(self, session: Session, code: str) -> ExecutionResult:
+        """Run one snippet in ``session`` (an ``atc.sandbox.run`` span); its calls are logged.
+        ``SessionEnded`` when the session is over."""
         with tracing.span("atc.sandbox.run", {"atc.session": True}) as current:
-            result: ExecutionResult = session.run(code)
+            result = session.run(code)
             tracing.set_attributes(current, {"atc.status": "ok" if result.ok else "failed",
                                              "atc.calls": len(result.calls),
                                              "atc.error.type": result.error.type if result.error else None})

@@ -21,7 +21,7 @@ was read from); ``Solution.calls`` every call of the episode; the trace one reco
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atc import prompts, tracing
 from atc.errors import ModelBudget, ModelError, SandboxError, UsageError
@@ -31,6 +31,9 @@ from atc.reflection import describe_error
 from atc.strategies.base import Episode, Outcome, Step, error_dict, model_stop
 from atc.strategies.registry import register
 from sandbox.api import ExecutionResult
+
+if TYPE_CHECKING:
+    from atc.sessions import Session
 
 __all__ = ["CodeAct", "DEFAULT_TURNS", "snippet_failure"]
 
@@ -88,15 +91,15 @@ class CodeAct:
                 episode.report(Step("turn", number, turn["ok"], _summary(turn)))
                 if "answer" in turn:
                     return self._outcome(episode, turns, None, turn["answer"])
-                if not getattr(session, "alive", True):  # a snippet ended it: time, memory, calls
-                    why = getattr(session, "ended", None) or "ended"
+                if not session.alive:  # a snippet ended it: time, memory, calls
+                    why = session.ended or "ended"
                     return self._outcome(episode, turns, error_dict(
                         "SessionEnded", f"the sandbox session ended after {number} turn(s): {why}"))
         episode.fail("step_limit")
         return self._outcome(episode, turns, error_dict(
             "StepLimit", f"the model gave no final answer within {self.max_turns} turns"))
 
-    def turn(self, episode: Episode, session: Any, reply: str, messages: list[Message]) -> dict[str, Any]:
+    def turn(self, episode: Episode, session: Session, reply: str, messages: list[Message]) -> dict[str, Any]:
         """One reply: its snippet run (the output or error appended to ``messages``), or its answer."""
         code = extract_program(reply, episode.toolset.names()) if _FENCED.search(reply) else None
         if code is None:
