@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["SessionOutcome", "serve", "build_result", "wait_ready", "FAILURES"]
 
 #: Values of ``SessionOutcome.failure``: the host stopped or lost the program.
-FAILURES = ("Timeout", "CallBudget", "OutputLimit", "MemoryLimit", "SandboxError")
+FAILURES = ("Timeout", "CallBudget", "OutputLimit", "MemoryLimit", "SandboxError", "Cancelled")
 
 _MESSAGES = {
     "Timeout": "the program did not finish within {timeout:g} s",
@@ -205,7 +205,29 @@ def serve(
     *,
     deadline: float,
 ) -> SessionOutcome:
-    """Run ``program`` on a ready runner: send ``start``, serve calls until done/EOF/deadline."""
+    """Run ``program`` on a ready runner: send ``start``, serve calls until done/EOF/deadline, or
+    until the thread's ``sandbox.cancel`` token is cancelled (then the run is ``Cancelled``)."""
+    from sandbox.cancel import current
+
+    token = current()
+    if token is None:
+        return _serve(sock, program, toolset, limits, gateway, deadline=deadline)
+    with token.watching(sock):
+        outcome = _serve(sock, program, toolset, limits, gateway, deadline=deadline)
+    if token.cancelled and outcome.done is None:
+        outcome.failure, outcome.detail = "Cancelled", token.reason or "the run was cancelled"
+    return outcome
+
+
+def _serve(
+    sock: socket.socket,
+    program: str,
+    toolset: Toolset,
+    limits: Limits,
+    gateway: Gateway,
+    *,
+    deadline: float,
+) -> SessionOutcome:
     outcome = SessionOutcome()
     outcome.calls = gateway.calls
     try:
