@@ -31,7 +31,7 @@ __all__ = ["Catalog", "Found", "Described", "MAX_K", "LISTING_MAX_TOOLS"]
 MAX_K = 50
 #: Served collections with at most this many tools are listed in full in run_program's description
 #: (the host's model then needs no search at all).
-LISTING_MAX_TOOLS = 20
+LISTING_MAX_TOOLS = 30
 
 
 @dataclass

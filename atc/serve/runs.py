@@ -8,7 +8,8 @@ run (``sandbox.execute.run``) under the session's share of the budgets, inside a
 on the run's tools (``ProgressTap``) counts the calls for progress notifications.
 
 ``RunAnswer`` is the outcome. ``to_dict()`` is the structured result: the fields of
-``ExecutionResult`` (``ok``, ``answer``, ``sandbox``, ``duration_ms``, ``error``, ``calls``...),
+``ExecutionResult`` (``ok``, ``answer``, ``sandbox``, ``duration_ms``, ``error``, ``calls``, ``stderr``;
+not ``isolation``),
 with the error extended by the blamed tool's full ``protocol`` and the ``response`` it really
 returned. ``text()`` is what the host's model reads: on success the answer and one status line;
 on failure the feedback ``atc solve`` gives its own model (``atc.reflection``: the error with its
@@ -81,9 +82,9 @@ class RunAnswer:
     def to_dict(self) -> dict[str, Any]:
         if self.result is not None:
             doc = self.result.to_dict()
+            del doc["isolation"]  # what confines the sandbox: the operator's concern, not the host model's
         else:
-            doc = {"ok": False, "answer": "", "sandbox": "none", "duration_ms": 0.0, "calls": [], "stderr": "",
-                   "isolation": []}
+            doc = {"ok": False, "answer": "", "sandbox": "none", "duration_ms": 0.0, "calls": [], "stderr": ""}
         doc["ok"] = self.ok
         doc["error"] = dict(self.error) if self.error is not None else None
         return doc

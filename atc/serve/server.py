@@ -164,11 +164,18 @@ class AtcServer(MCPServer):
         static = runs.static_check(program, toolset)
         if static is not None:
             return static
-        try:
-            grant = self.sessions.begin_run(state, self.options.limits.max_calls)
-        except CallBudget as exc:
-            return runs.refused(program, "CallBudget", f"{exc.message}; {exc.hint}" if exc.hint else exc.message)
-        limits = dataclasses.replace(self.options.limits, max_calls=grant)
+        limits = self.options.limits
+        # The session's other programs hold calls they may not use: wait for them rather than refuse.
+        patience = time.monotonic() + limits.timeout + limits.call_timeout
+        while True:
+            try:
+                grant = self.sessions.begin_run(state, limits.max_calls)
+                break
+            except CallBudget as exc:
+                if not self.sessions.pending(state) or time.monotonic() > patience:
+                    return runs.refused(program, "CallBudget", f"{exc.message}; {exc.hint}" if exc.hint else exc.message)
+            await anyio.sleep(0.05)
+        limits = dataclasses.replace(limits, max_calls=grant)
         token, tap = Cancel(), runs.ProgressTap()
         result: ExecutionResult | None = None
         try:
@@ -212,6 +219,7 @@ class AtcServer(MCPServer):
                 group.cancel_scope.cancel()
             return result
         except anyio.get_cancelled_exc_class():
+            log.info("run_program %s: cancelled by the client", ctx.request_id)
             token.cancel("the client cancelled the request or went away")
             with anyio.CancelScope(shield=True), anyio.move_on_after(self.options.limits.call_timeout + 15):
                 while started.is_set() and not done.is_set():

@@ -122,6 +122,12 @@ class Sessions:
             state.reserved += grant
             return grant
 
+    def pending(self, state: SessionState) -> bool:
+        """Would calls be left once the session's running programs hand back what they did not
+        use? (Then a new program waits for them instead of being refused.)"""
+        with state.lock:
+            return state.reserved > 0 and state.calls < self.max_calls and state.runs < self.max_runs
+
     def end_run(self, state: SessionState, grant: int, used: int) -> None:
         with state.lock:
             state.reserved -= grant
