@@ -174,6 +174,12 @@ class HttpServe:
     def stderr(self) -> str:
         return self.log.read_text()
 
+    def __enter__(self) -> HttpServe:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 @asynccontextmanager
 async def http_client(url: str, token: str = TOKEN, mode: str = "legacy") -> AsyncIterator[Any]:

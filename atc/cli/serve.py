@@ -63,14 +63,23 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError("--json needs --transport http: with stdio, stdout is the MCP channel")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a port number (0-65535)")
-    token = None
-    if http:
+    limits = limits_from_args(args)
+    from atc.serve.settings import RETRIEVERS, ServeSettings
+
+    if args.retriever not in RETRIEVERS:
+        raise UsageError(f"atc serve cannot use the retriever {args.retriever!r} (it has no model)",
+                         hint="use --retriever bm25, dense or hybrid")
+    token, sock = None, None
+    if http:  # the token and the address first: a refusal comes before anything starts
         from atc.config import serve_token
-        from atc.serve.http import check_bind
+        from atc.serve.http import bind, check_bind, is_loopback
 
         token = serve_token(args.token_env)
         check_bind(args.host, token, args.token_env)
-    limits = limits_from_args(args)
+        sock = bind(args.host, args.port)
+        if not is_loopback(args.host):
+            sys.stderr.write(f"atc serve: listening on {args.host}, reachable from other machines; only the "
+                             f"bearer token in ${args.token_env} keeps them out\n")
     from sandbox.execute import check_toolset, prepare
 
     pending = prepare(args.sandbox, limits)  # the sandbox starts while the tools load
@@ -79,19 +88,9 @@ def _serve(args: argparse.Namespace) -> int:
     recording = recording_from_args(args)
     if recording is not None:
         toolset = recording.wrap_toolset(toolset)
-    from atc.serve.settings import ServeSettings
-
     settings = ServeSettings(toolset=toolset, limits=limits, sandbox=args.sandbox, retriever=args.retriever,
                              proxy_tools=args.proxy_tools, session_max_calls=args.session_max_calls,
                              session_max_runs=args.session_max_runs, concurrency=args.concurrency)
-    sock = None
-    if http:
-        from atc.serve.http import bind, is_loopback
-
-        sock = bind(args.host, args.port)
-        if not is_loopback(args.host):
-            sys.stderr.write(f"atc serve: listening on {args.host}, reachable from other machines; only the "
-                             f"bearer token in ${args.token_env} keeps them out\n")
     backend = pending.backend()
     from atc.serve.server import build_server
 

@@ -174,15 +174,17 @@ def listen(server: AtcServer, sock: socket.socket, token: str) -> None:
     app = server.streamable_http_app(streamable_http_path=PATH, host=sock.getsockname()[0])
     config = uvicorn.Config(Guard(app, token, server), log_config=None, log_level="warning", access_log=False,
                             lifespan="on", timeout_graceful_shutdown=5)
-    # uvicorn stops on SIGINT/SIGTERM and then re-raises the signal against the handler it found:
-    # with this one in place, a stop is a clean return (exit 0), not a death by signal.
-    previous = {sig: signal.signal(sig, _stopped) for sig in (signal.SIGINT, signal.SIGTERM)}
+    server_ = uvicorn.Server(config)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        # Before uvicorn takes the signals over, a stop makes it end as soon as it has started;
+        # after it has shut down, it re-raises the signal it caught against this handler, which
+        # makes a stop a clean return (exit 0) rather than a death by signal.
+        server_.should_exit = True
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        server_.run(sockets=[sock])
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-def _stopped(signum: int, frame: FrameType | None) -> None:
-    """The signal uvicorn re-raises once it has shut down: nothing left to do."""
