@@ -16,6 +16,7 @@ tools first), and shared by every session: a search reads it and changes nothing
 from __future__ import annotations
 
 import difflib
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -136,8 +137,11 @@ class Catalog:
         unknown: dict[str, list[str]] = {}
         for raw in dict.fromkeys(str(n).strip() for n in names[:MAX_K]):
             name = raw.rsplit(".", 1)[-1].split("(", 1)[0].strip()  # "library.get_book" or "get_book(...)"
-            if name in known:
-                tools.append(known[name])
+            snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()  # an operationId: "getBook"
+            if name in known or snake in known:
+                tool = known[name if name in known else snake]
+                if tool not in tools:
+                    tools.append(tool)
             else:
                 unknown[raw] = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
         return Described(tools=tools, unknown=unknown)
