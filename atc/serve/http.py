@@ -25,13 +25,14 @@ import json
 import logging
 import signal
 import socket
-from collections.abc import Awaitable, Callable
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from atc.errors import UsageError
 
 if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
     from atc.serve.server import AtcServer
 
 __all__ = ["Guard", "listen", "check_bind", "bind", "MIN_TOKEN", "PATH"]
@@ -42,13 +43,6 @@ MIN_TOKEN = 16
 _MAX_WATCHED_BODY = 1 << 20
 
 log = logging.getLogger("atc.serve")
-
-Scope = dict[str, Any]
-Message = dict[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-App = Callable[[Scope, Receive, Send], Awaitable[None]]
-
 
 def check_bind(host: str, token: str | None, token_env: str) -> None:
     """Refuse to serve without a usable token (``UsageError``, exit 2)."""
@@ -75,7 +69,7 @@ def is_loopback(host: str) -> bool:
 class Guard:
     """ASGI middleware: the bearer token, and cancelling the programs of dropped requests."""
 
-    def __init__(self, app: App, token: str, server: AtcServer) -> None:
+    def __init__(self, app: ASGIApp, token: str, server: AtcServer) -> None:
         self.app = app
         self._token = token.encode()
         self.server = server

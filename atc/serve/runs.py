@@ -9,7 +9,7 @@ on the run's tools (``ProgressTap``) counts the calls for progress notifications
 
 ``RunAnswer`` is the outcome. ``to_dict()`` is the structured result: the fields of
 ``ExecutionResult`` (``ok``, ``answer``, ``sandbox``, ``duration_ms``, ``error``, ``calls``, ``stderr``;
-not ``isolation``),
+not ``isolation``; each call with the contract's fields only, plus its error when it failed),
 with the error extended by the blamed tool's full ``protocol`` and the ``response`` it really
 returned. ``text()`` is what the host's model reads: on success the answer and one status line;
 on failure the feedback ``atc solve`` gives its own model (``atc.reflection``: the error with its
@@ -83,6 +83,7 @@ class RunAnswer:
         if self.result is not None:
             doc = self.result.to_dict()
             del doc["isolation"]  # what confines the sandbox: the operator's concern, not the host model's
+            doc["calls"] = [_call_summary(c) for c in doc["calls"]]
         else:
             doc = {"ok": False, "answer": "", "sandbox": "none", "duration_ms": 0.0, "calls": [], "stderr": ""}
         doc["ok"] = self.ok
@@ -94,6 +95,20 @@ class RunAnswer:
             assert self.result is not None
             return _success_text(self.result)
         return _failure_text(self)
+
+
+#: The fields of a call in the structured result: those of ``atc run --json``'s contract; what a
+#: failed call adds (its error and failure kind), and a count of redacted secrets when there were any.
+_CALL_FIELDS = ("tool", "args", "method", "path", "status", "ok", "line", "duration_ms")
+
+
+def _call_summary(call: dict[str, Any]) -> dict[str, Any]:
+    out = {k: call[k] for k in _CALL_FIELDS}
+    if not call["ok"]:
+        out["error"], out["failure"] = call["error"], call["failure"]
+    if call.get("redacted"):
+        out["redacted"] = call["redacted"]
+    return out
 
 
 def prepare(text: str, names: list[str]) -> str | None:

@@ -15,8 +15,21 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = ["RunResult", "RunError", "RunCall", "SearchResult", "SearchHit", "DescribeResult", "Protocol"]
 
 
-class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow")  # fields atc adds later pass through
+def _untitled(schema: dict[str, Any]) -> None:
+    """No ``title`` keys: they repeat the field names, and every byte of a tool list may end up in
+    a host's context."""
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        if isinstance(prop, dict):
+            prop.pop("title", None)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(json_schema_extra=_untitled)
+
+
+class _Open(_Model):
+    model_config = ConfigDict(extra="allow", json_schema_extra=_untitled)  # fields atc adds later pass through
 
 
 class RunError(_Open):
@@ -57,7 +70,7 @@ class RunResult(_Open):
     stderr: str = ""
 
 
-class SearchHit(BaseModel):
+class SearchHit(_Model):
     name: str
     collection: str
     score: float
@@ -65,19 +78,19 @@ class SearchHit(BaseModel):
     purpose: str
 
 
-class SearchResult(BaseModel):
+class SearchResult(_Model):
     query: str
     retriever: str
     tools: list[SearchHit]
     notes: list[str] = []
 
 
-class Protocol(BaseModel):
+class Protocol(_Model):
     name: str
     collection: str
     protocol: str
 
 
-class DescribeResult(BaseModel):
+class DescribeResult(_Model):
     tools: list[Protocol]
     unknown: list[str] = Field(description="names that are no tool")
