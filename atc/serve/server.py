@@ -77,11 +77,11 @@ class AtcServer(MCPServer):
                       f"Find the tools with search_tools ({summary}); describe_tools gives their parameters "
                       "and response fields.")
         read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
-        self.add_tool(self._search_tools, name="search_tools", title="Find API tools for a task",
+        self.add_tool(self.search_tools, name="search_tools", title="Find API tools for a task",
                       description=prompts.render("serve_search_tools", summary=summary), annotations=read_only)
-        self.add_tool(self._describe_tools, name="describe_tools", title="Full protocols of API tools",
+        self.add_tool(self.describe_tools, name="describe_tools", title="Full protocols of API tools",
                       description=prompts.render("serve_describe_tools"), annotations=read_only)
-        self.add_tool(self._run_program, name="run_program", title="Run one program that chains API calls",
+        self.add_tool(self.run_program, name="run_program", title="Run one program that chains API calls",
                       description=prompts.render("serve_run_program", tools=tools_text, **self._limits_text()),
                       annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True))
 
@@ -116,7 +116,7 @@ class AtcServer(MCPServer):
 
     # -- the tools -------------------------------------------------------------------------------
 
-    async def _search_tools(
+    async def search_tools(
         self,
         query: Annotated[str, Field(description="what the tools should do, in plain words")],
         k: Annotated[int, Field(ge=1, le=MAX_K, description="how many tools to return")] = 8,
@@ -127,7 +127,7 @@ class AtcServer(MCPServer):
             raise McpToolError(str(exc)) from None
         return CallToolResult(content=[TextContent(type="text", text=found.text())], structured_content=found.to_dict())
 
-    async def _describe_tools(
+    async def describe_tools(
         self,
         names: Annotated[list[str], Field(description="tool names, as search_tools lists them", min_length=1,
                                           max_length=MAX_K)],
@@ -139,7 +139,7 @@ class AtcServer(MCPServer):
         return CallToolResult(content=[TextContent(type="text", text=described.text())],
                               structured_content=described.to_dict(), is_error=not described.tools)
 
-    async def _run_program(
+    async def run_program(
         self,
         program: Annotated[str, Field(description="the complete Python program; its answer is what it prints")],
         ctx: Context,
