@@ -71,3 +71,30 @@ def test_the_token_belongs_to_its_thread_and_block() -> None:
             token.cancel("second")
             assert a.recv(1) == b""  # shut down: a blocked recv would wake
         assert token.reason == "first" and token.wait(0)
+
+
+def test_cancelling_the_task_awaiting_arun_stops_the_program() -> None:
+    import asyncio
+    import os
+
+    from sandbox.execute import arun
+    from tests.serve_support import descendants, spinning, wait_gone
+
+    cancelled_at: list[float] = []
+
+    async def main() -> set[int]:
+        task = asyncio.ensure_future(arun(SPIN, [Collection(name="none")], Limits(timeout=30), sandbox="local"))
+        busy: set[int] = set()
+        for _ in range(20):  # the program's jail burns CPU once it runs
+            busy = await asyncio.to_thread(spinning, descendants(os.getpid()))
+            if busy:
+                break
+        task.cancel()
+        cancelled_at.append(time.monotonic())
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return busy
+
+    busy = asyncio.run(main())  # waits for the executor's threads: the run's too
+    assert busy and wait_gone(busy, 5) == set(), "the program of the cancelled task still runs"
+    assert time.monotonic() - cancelled_at[0] < 10, "the run went on after its task was cancelled"

@@ -11,6 +11,7 @@ secrets, two clients at once, cancellation, and the bearer token.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -245,11 +246,16 @@ def test_two_concurrent_clients_stay_isolated(server: HttpServe) -> None:
     assert fresh.structured_content["answer"] == "3\n"
 
 
-def test_a_cancelled_call_stops_its_program(server: HttpServe) -> None:
+def test_a_cancelled_call_stops_its_program_and_it_reported_progress(server: HttpServe) -> None:
+    progress: list[tuple[float, str | None]] = []
+
+    async def note(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, message))
+
     async def go() -> float:
         async with http_client(server.url) as client:
             with anyio.move_on_after(3):
-                await client.call_tool("run_program", {"program": SPIN})
+                await client.call_tool("run_program", {"program": SPIN}, progress_callback=note)
             began = time.monotonic()
             after = await client.call_tool("run_program", {"program": "print('still serving')"})
             assert after.structured_content["answer"] == "still serving\n", after.structured_content["error"]
@@ -266,6 +272,8 @@ def test_a_cancelled_call_stops_its_program(server: HttpServe) -> None:
             return await go()
 
     anyio.run(both)
+    # about one notification a second: the calls so far (a spinning program makes none) and the time
+    assert progress and progress[0][0] == 0 and re.fullmatch(r"0 tool calls, \d+ s of 60 s", progress[0][1] or "")
     assert pids and wait_gone(pids, 10) == set(), "the cancelled program still runs"
     assert not (pids & sandbox_pids(server.proc.pid))
 

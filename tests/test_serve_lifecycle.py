@@ -23,6 +23,7 @@ import pytest
 
 from atc.cli import main
 from sandbox.docker_engine import docker_available
+from tests.mcp_servers import ROOT
 from tests.serve_support import (
     TOKEN,
     Apis,
@@ -36,7 +37,6 @@ from tests.serve_support import (
     wait_gone,
     wait_spinning,
 )
-from tests.mcp_servers import ROOT
 
 needs_docker = pytest.mark.skipif(not docker_available(), reason="no Docker engine or no atc-sandbox:latest image")
 SANDBOXES = ["local", pytest.param("docker", marks=[pytest.mark.docker, needs_docker])]

@@ -21,7 +21,13 @@ import logging
 import sys
 from typing import Any
 
-from atc.cli.common import add_run_options, limits_from_args, print_json, recording_from_args, toolset_from_args
+from atc.cli.common import (
+    add_run_options,
+    limits_from_args,
+    print_json,
+    recording_from_args,
+    toolset_from_args,
+)
 from atc.errors import UsageError
 
 __all__ = ["register"]
