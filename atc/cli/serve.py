@@ -140,9 +140,12 @@ def _client_gone(exc: BaseException) -> bool:
 
 def _log_to_stderr() -> None:
     """One line per program run (outcome, calls, time; never arguments, answers or secrets)."""
+    log = logging.getLogger("atc.serve")
+    if any(getattr(h, "atc_serve", False) for h in log.handlers):
+        return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("atc serve: %(message)s"))
-    log = logging.getLogger("atc.serve")
+    handler.atc_serve = True  # type: ignore[attr-defined]
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False
