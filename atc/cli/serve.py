@@ -47,8 +47,8 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--token-env", default="ATC_SERVE_TOKEN", metavar="VAR",
                    help="environment variable holding the bearer token HTTP clients must send (ATC_SERVE_TOKEN)")
     p.add_argument("--retriever", default=None, metavar="NAME",
-                   help="how search_tools ranks: bm25, dense or hybrid (default: hybrid when embeddings are "
-                        "available, else bm25)")
+                   help="how search_tools ranks: bm25, dense or hybrid (default: bm25 for up to 30 tools, "
+                        "else hybrid when embeddings are available)")
     p.add_argument("--proxy-tools", action="store_true",
                    help="also expose every tool as its own MCP tool (at most 100), through the gateway")
     p.add_argument("--session-max-calls", type=int, default=1000, metavar="N",

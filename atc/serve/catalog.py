@@ -10,7 +10,9 @@ adds). Each answer is a dataclass: ``text()`` is what the host's model reads, ``
 structured result.
 
 The retriever is made once, in the background when the server starts (the hybrid one embeds the
-tools first), and shared by every session: a search reads it and changes nothing.
+tools first), and shared by every session: a search reads it and changes nothing. The automatic
+choice is BM25 for up to ``LISTING_MAX_TOOLS`` tools (run_program's description lists them all
+anyway, and an embedding model costs seconds to load), else hybrid when embeddings are available.
 """
 
 from __future__ import annotations
@@ -97,7 +99,10 @@ class Catalog:
                 from atc.retrieval.corpus import MemoryCorpus
 
                 corpus = MemoryCorpus(list(self.toolset.tools.values()), home=atc_home())
-                self._finder = make_retriever(self.retriever_name, corpus)
+                name = self.retriever_name
+                if name in (None, "auto") and len(self.toolset.tools) <= LISTING_MAX_TOOLS:
+                    name = "bm25"  # so few tools are all listed to the model: no embedding model to load
+                self._finder = make_retriever(name, corpus)
             return self._finder
 
     def warm(self) -> threading.Thread:
