@@ -303,3 +303,9 @@ def leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
     return [exc]
+
+
+def test_an_http_client_that_drops_mid_run_stops_its_program(server: HttpServe) -> None:
+    from tests.test_serve_lifecycle import drop_mid_run
+
+    drop_mid_run(server, serve_env(Path(server.log).parent / "client-home"))

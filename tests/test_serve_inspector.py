@@ -69,14 +69,10 @@ def test_the_inspector_lists_the_tools_and_runs_a_program_over_stdio(inspector: 
     assert ran["content"][0]["text"].startswith("Octavia E. Butler 1\n[ok: 2 tool calls")
 
 
-def test_the_inspector_runs_a_program_over_http_with_the_token_only(inspector: Path, apis: Apis, tmp_path: Path) -> None:
+def test_the_inspector_runs_a_program_over_http_with_the_token(inspector: Path, apis: Apis, tmp_path: Path) -> None:
     env = serve_env(tmp_path / "home")
     with HttpServe.start(serve_args(apis, "--sandbox", "local", shop=False), env, tmp_path / "stderr.log") as server:
         target = [server.url, "--transport", "http", "--header", f"Authorization: Bearer {TOKEN}"]
         ran = inspect(inspector, target, env, "--method", "tools/call", "--tool-name", "run_program",
                       "--tool-arg", f"program={PROGRAM}")
         assert ran["structuredContent"]["answer"] == "Octavia E. Butler 1\n"
-        refused = subprocess.run(["node", "cli.js", "--cli", server.url, "--transport", "http", "--header",
-                                  "Authorization: Bearer not-the-token-000000", "--method", "tools/list"],
-                                 cwd=inspector, env=env, capture_output=True, text=True, timeout=120)
-        assert refused.returncode != 0 and "unauthorized" in refused.stdout + refused.stderr
