@@ -123,3 +123,38 @@ def test_settings_refuse_what_cannot_be_served(toolset: Toolset) -> None:
     renamed.collections[0].tools[0].name = "run_program"
     with pytest.raises(UsageError, match="one of atc serve's own tools"):
         ServeSettings(Toolset(renamed.collections), proxy_tools=True)
+
+
+def test_a_sandbox_that_cannot_run_the_program_is_an_error_result_not_a_crash(toolset: Toolset) -> None:
+    """A backend that raises (the Docker engine went away) answers the host with the reason."""
+    import anyio
+    from mcp import Client
+
+    from atc.errors import SandboxError
+    from atc.serve.server import build_server
+    from sandbox.api import ExecutionResult, Limits
+
+    class Gone:
+        name = "docker"
+
+        def run(self, program: str, tools: Toolset, limits: Limits) -> ExecutionResult:
+            raise SandboxError("the Docker engine does not answer", hint="start it, or serve with --sandbox local")
+
+        def close(self) -> None:
+            pass
+
+        def __enter__(self) -> Gone:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    server = build_server(ServeSettings(toolset, retriever="bm25"), Gone())  # type: ignore[arg-type]
+
+    async def go() -> object:
+        async with Client(server, mode="legacy") as client:
+            return await client.call_tool("run_program", {"program": "print(get_stats())"})
+
+    result = anyio.run(go)
+    assert result.is_error and result.structured_content["error"]["type"] == "SandboxError"  # type: ignore[attr-defined]
+    assert "does not answer" in result.content[0].text and "--sandbox local" in result.content[0].text  # type: ignore[attr-defined]

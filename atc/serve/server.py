@@ -182,6 +182,9 @@ class AtcServer(MCPServer):
             with self.inflight.track(key, str(ctx.request_id), token):
                 result = await self._in_thread(
                     lambda: runs.execute(program, toolset, limits, self.backend, token, tap), token, ctx, tap)
+        except AtcError as exc:  # the sandbox could not run it at all (engine gone, a credential unset)
+            log.warning("run_program %s: %s: %s", ctx.request_id, type(exc).__name__, exc.message)
+            return runs.refused(program, type(exc).__name__, str(exc), static=False)
         finally:
             self.sessions.end_run(state, grant, len(result.calls) if result is not None else tap.status()[0])
         return runs.answer_for(program, result, toolset)
@@ -192,11 +195,15 @@ class AtcServer(MCPServer):
         cancels ``token`` and waits (shielded) for the sandbox run to end."""
         started, done = threading.Event(), threading.Event()
         began = time.monotonic()
+        failed: list[Exception] = []
 
-        def body() -> ExecutionResult:
+        def body() -> ExecutionResult | None:
             started.set()
             try:
                 return work()
+            except Exception as exc:  # re-raised below, outside the task group (which would wrap it)
+                failed.append(exc)
+                return None
             finally:
                 done.set()
 
@@ -217,6 +224,9 @@ class AtcServer(MCPServer):
                 group.start_soon(progress)
                 result = await anyio.to_thread.run_sync(body, abandon_on_cancel=True, limiter=self.limiter)
                 group.cancel_scope.cancel()
+            if failed:
+                raise failed[0]
+            assert result is not None
             return result
         except anyio.get_cancelled_exc_class():
             log.info("run_program %s: cancelled by the client", ctx.request_id)
