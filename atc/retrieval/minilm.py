@@ -23,11 +23,13 @@ import numpy as np
 
 from atc.errors import ConfigError
 from atc.retrieval.embedders import INSTALL_HINT, model_dir
+from atc.retrieval.wordpiece import WordPiece
 
 __all__ = ["MiniLM", "read_safetensors"]
 
 _HEADS = 12
 _MAX_TOKENS = 256  # the model's max_seq_length in sentence-transformers
+_PLAIN_TEXTS = 32  # at most this many texts are tokenised in plain Python (wordpiece.py)
 _EPS = 1e-12
 _DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
 
@@ -117,14 +119,10 @@ class MiniLM:
         folder = folder or model_dir()
         if folder is None:
             raise ConfigError("the local embedding model is not installed", hint=INSTALL_HINT)
-        try:
-            from tokenizers import Tokenizer
-        except ImportError as exc:
-            raise ConfigError("the local embedding model needs the 'tokenizers' package", hint=INSTALL_HINT) from exc
         self.batch_tokens = batch_tokens
-        self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self._tokenizer.enable_truncation(max_length=_MAX_TOKENS)
-        self._tokenizer.no_padding()
+        self._folder = folder
+        self._fast: Any = None  # tokenizers' Tokenizer, loaded for the first large batch
+        self._wordpiece: WordPiece | None = None
         self._w = read_safetensors(folder / "model.safetensors")
         count = sum(1 for k in self._w if k.endswith(".attention.self.query.weight"))
         self._layers = [_Layer(self._w, f"encoder.layer.{n}.") for n in range(count)]
@@ -147,13 +145,31 @@ class MiniLM:
                 setattr(layer, attr, np.ascontiguousarray(getattr(layer, attr)))
         self._contiguous = True
 
+    def _token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids with [CLS] and [SEP], at most 256. A few texts (a request and its sentences)
+        are tokenised in plain Python: loading ``tokenizers`` and its 700 KB JSON costs a
+        one-query process more than the query's embedding. Both give the same ids."""
+        if len(texts) > _PLAIN_TEXTS and self._fast is None:
+            try:
+                from tokenizers import Tokenizer
+            except ImportError:
+                pass
+            else:
+                self._fast = Tokenizer.from_file(str(self._folder / "tokenizer.json"))
+                self._fast.enable_truncation(max_length=_MAX_TOKENS)
+                self._fast.no_padding()
+        if len(texts) > _PLAIN_TEXTS and self._fast is not None:
+            return [e.ids for e in self._fast.encode_batch([t or " " for t in texts])]
+        if self._wordpiece is None:
+            self._wordpiece = WordPiece(self._folder / "vocab.txt")
+        return [self._wordpiece.ids(t or " ", max_length=_MAX_TOKENS) for t in texts]
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors, one row per text (float32)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        encodings = self._tokenizer.encode_batch([t or " " for t in texts])
-        seqs = [e.ids for e in encodings]
+        seqs = self._token_ids(texts)
         if not self._contiguous and sum(len(s) for s in seqs) > self.batch_tokens:
             self.keep_resident()  # many texts: contiguous copies of the matrices pay off
         order = sorted(range(len(texts)), key=lambda i: len(seqs[i]))

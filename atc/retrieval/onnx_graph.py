@@ -27,7 +27,7 @@ _EPS = 1e-12
 _MS = "com.microsoft"
 
 
-def build_model(weights: dict[str, np.ndarray], *, packed: bool = False) -> Any:
+def build_model(weights: dict[str, np.ndarray]) -> Any:
     """The ``onnx.ModelProto`` of the encoder: inputs ``input_ids`` and ``attention_mask``
     (int32, ``[batch, tokens]``, padded on the right), output ``embedding`` (``[batch, 384]``,
     unit rows)."""
@@ -61,21 +61,9 @@ def build_model(weights: dict[str, np.ndarray], *, packed: bool = False) -> Any:
         p = f"encoder.layer.{n}."
         qkv_w = np.concatenate([f32(p + f"attention.self.{m}.weight").T for m in ("query", "key", "value")], axis=1)
         qkv_b = np.concatenate([f32(p + f"attention.self.{m}.bias") for m in ("query", "key", "value")])
-        if packed:
-            # Q, K and V as one MatMul (that a weight quantiser can replace), split, then
-            # MultiHeadAttention (the packed (batch, tokens, heads, 3, 32) form is GPU-only).
-            nodes.append(helper.make_node("MatMul", [x, const(f"l{n}.qkv_w", qkv_w)], [f"l{n}.qkv0"], name=f"l{n}.qkv"))
-            nodes.append(helper.make_node("Split", [f"l{n}.qkv0"], [f"l{n}.q", f"l{n}.k", f"l{n}.v"], axis=2,
-                                          num_outputs=3) if False else
-                         helper.make_node("Split", [f"l{n}.qkv0", const(f"l{n}.split", np.array([384, 384, 384]))],
-                                          [f"l{n}.q", f"l{n}.k", f"l{n}.v"], axis=2))
-            nodes.append(helper.make_node("MultiHeadAttention",
-                                          [f"l{n}.q", f"l{n}.k", f"l{n}.v", const(f"l{n}.qkv_b", qkv_b), "attention_mask"],
-                                          [f"l{n}.ctx"], domain=_MS, num_heads=_HEADS, name=f"l{n}.attention"))
-        else:
-            nodes.append(helper.make_node(
-                "Attention", [x, const(f"l{n}.qkv_w", qkv_w), const(f"l{n}.qkv_b", qkv_b), "mask_index"],
-                [f"l{n}.ctx"], domain=_MS, num_heads=_HEADS, name=f"l{n}.attention"))
+        nodes.append(helper.make_node(
+            "Attention", [x, const(f"l{n}.qkv_w", qkv_w), const(f"l{n}.qkv_b", qkv_b), "mask_index"],
+            [f"l{n}.ctx"], domain=_MS, num_heads=_HEADS, name=f"l{n}.attention"))
         nodes.append(helper.make_node("MatMul", [f"l{n}.ctx", const(f"l{n}.out_w", f32(p + "attention.output.dense.weight").T)],
                                       [f"l{n}.out"], name=f"l{n}.out"))
         nodes.append(helper.make_node(
@@ -120,17 +108,19 @@ def build_model(weights: dict[str, np.ndarray], *, packed: bool = False) -> Any:
     return model
 
 
-def write_model(weights: dict[str, np.ndarray], path: Path, *, packed: bool = False) -> None:
+def write_model(weights: dict[str, np.ndarray], path: Path) -> None:
     import onnx
 
-    onnx.save_model(build_model(weights, packed=packed), str(path))
+    onnx.save_model(build_model(weights), str(path))
 
 
 def quantize(source: Path, target: Path) -> None:
-    """onnxruntime's dynamic int8 quantisation of the products' weights."""
+    """onnxruntime's dynamic int8 quantisation: the weights of every product in int8, one scale
+    per output channel (one scale per matrix moved vectors by a cosine of 0.965 on average,
+    per channel by 0.994); the activations are quantised per product at run time."""
     from onnx import TensorProto
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     # Shape inference does not know the com.microsoft ops: every tensor of the graph is float32.
-    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8,
+    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
                      extra_options={"DefaultTensorType": TensorProto.FLOAT})
