@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from protocols.bm25 import DocInfo, tokenize
+
+#: the BM25F weight of the response fields (see FIELDS)
+RETURNS_WEIGHT = 0.25
 from protocols.model import Tool
 
 if TYPE_CHECKING:
@@ -32,8 +35,10 @@ __all__ = ["Doc", "doc_of", "docs_of", "FIELDS", "humanize", "Corpus", "MemoryCo
            "documentation"]
 
 #: The lexical fields of a document and their weights (BM25F: a term's frequency counts this many
-#: times in its field). The name says most about what a tool does; parameters and path say less.
-FIELDS: dict[str, float] = {"name": 2.0, "group": 1.0, "description": 1.0, "params": 0.5, "path": 0.5}
+#: times in its field). The name says most about what a tool does; parameters and path say less,
+#: and the names of the fields its answers hold ("returns") less still.
+FIELDS: dict[str, float] = {"name": 2.0, "group": 1.0, "description": 1.0, "params": 0.5, "path": 0.5,
+                            "returns": RETURNS_WEIGHT}
 
 
 def humanize(name: str) -> str:
@@ -109,7 +114,8 @@ def doc_of(tool: Tool) -> Doc:
     description = " ".join(tool.description.split())
     group = " ".join(x for x in (tool.group, tool.category) if x)
     fields = {"name": humanize(tool.name), "group": humanize(group) if group else "",
-              "description": description, "params": params, "path": humanize(path)}
+              "description": description, "params": params, "path": humanize(path),
+              "returns": " ".join(response_fields(tool))}
     # The embedder reads a short sentence: the name in words, where it belongs, what it does; and
     # two partial views of it. A request often matches the name or the description far better
     # than their sum (one vector of both is diluted by the part that does not match); the
@@ -121,6 +127,51 @@ def doc_of(tool: Tool) -> Doc:
     return Doc(collection=tool.collection, name=tool.name, summary=tool.summary, fields=fields, path=path,
                needs_ids=DocInfo.of(tool).needs_ids, dense_text=dense, dense_views=views,
                protocol=protocol_key(tool), documented=documentation(tool))
+
+
+#: at most this many response fields of a tool are indexed (a huge schema says little per field)
+MAX_RESPONSE_FIELDS = 60
+
+
+def response_fields(tool: Tool, limit: int = MAX_RESPONSE_FIELDS) -> list[str]:
+    """The names of the fields a tool's answers hold, in words (``release_date`` -> ``release
+    date``), outermost first: from its response schema (declared, or learnt by ``atc probe``),
+    else from the responses of its examples. A request that names what it wants back ("the
+    release date of...") then finds the tool that returns it."""
+    out: dict[str, None] = {}
+    level: list[Any] = [tool.response_schema] if tool.response_schema else \
+        [e.get("response") for e in tool.examples if isinstance(e, dict)]
+    from_schema = bool(tool.response_schema)
+    for _ in range(5):  # breadth first, five levels deep
+        nested: list[Any] = []
+        for node in level:
+            if not isinstance(node, dict | list):
+                continue
+            if isinstance(node, list):
+                nested.extend(node[:2])
+                continue
+            if from_schema:
+                for key in ("items", "additionalProperties"):
+                    if isinstance(node.get(key), dict):
+                        nested.append(node[key])
+                for key in ("allOf", "anyOf", "oneOf"):
+                    if isinstance(node.get(key), list):
+                        nested.extend(node[key])
+                props = node.get("properties")
+                names = props.items() if isinstance(props, dict) else []
+            else:
+                names = node.items()
+            for name, sub in names:
+                words = humanize(str(name))
+                if words and words not in out:
+                    out[words] = None
+                    if len(out) >= limit:
+                        return list(out)
+                nested.append(sub)
+        level = nested
+        if not level:
+            break
+    return list(out)
 
 
 def protocol_key(tool: Tool) -> str:
