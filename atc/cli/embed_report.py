@@ -55,7 +55,7 @@ class EmbedReport:
             fallback = getattr(embedder, "fallback", None)
             note = f"; {fallback}: numpy embeds instead" if fallback else ""
             self._write(f"atc: encoder ready in {time.monotonic() - started:.1f} s{note}\n")
-        self.runtime = str(getattr(embedder, "documents_runtime", "") or "")
+        self.runtime = str(getattr(embedder, "documents_runtime", "") or getattr(embedder, "name", "") or "")
 
     def __call__(self, done: int, total: int) -> None:
         if self._start is None or done == 0:

@@ -128,7 +128,7 @@ def _fetch_with(spec: str, items: list[str]) -> tuple[dict[str, str], str | None
     return headers, spec + ("&" if "?" in spec else "?") + urlencode(query)
 
 
-def _index_with_report(store: Any, embedder: Any) -> dict[str, Any] | None:
+def _index_with_report(store: Any, embedder: Any, *, deferred: bool = False) -> dict[str, Any] | None:
     """Bring the retrieval index up to date with the store, embedding new tools with ``embedder``
     (None: BM25 only) and telling the user how it goes (embed_report.py). The report's JSON, or
     None when nothing was embedded."""
@@ -136,7 +136,7 @@ def _index_with_report(store: Any, embedder: Any) -> dict[str, Any] | None:
     from atc.retrieval.index import update_index
 
     if embedder is None:
-        update_index(atc_home(), store=store, embedder=None)
+        update_index(atc_home(), store=store, embedder=None, deferred=deferred)
         return None
     report = EmbedReport(embedder)
     update_index(atc_home(), store=store, embedder=embedder, progress=report)
@@ -165,7 +165,7 @@ def _import(args: argparse.Namespace) -> int:
     store = Store(atc_home())
     store.add(collection)
     # The retrieval index follows the store; vectors of unchanged tools come from the cache.
-    embedded = _index_with_report(store, embedder)
+    embedded = _index_with_report(store, embedder, deferred=args.no_embed)
     warnings = collection.warnings
     if args.json:
         print_json({"ok": True, "collection": collection.name, "tools": len(collection.tools),
@@ -203,7 +203,7 @@ def _import_mcp(args: argparse.Namespace) -> int:
     for collection in collections:
         store.add(collection)
     # MCP tools are searched like any others
-    embedded = _index_with_report(store, embedder)
+    embedded = _index_with_report(store, embedder, deferred=args.no_embed)
     if args.json:
         print_json({"ok": True, "collections": [
             {"collection": c.name, "tools": len(c.tools), "source": c.source, "source_format": c.source_format,
@@ -348,6 +348,10 @@ def _search_here(args: argparse.Namespace) -> tuple[Any, bool]:
         from atc.model import make_client
 
         options["client"] = make_client(args.model)
+    if args.retriever in ("dense", "hybrid"):  # over an index without vectors, they are embedded first
+        from atc.cli.embed_report import EmbedReport
+
+        options["embed_progress"] = EmbedReport()
     return search_store(args.query, args.k, args.retriever, home=atc_home(), **options)
 
 

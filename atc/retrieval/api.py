@@ -49,7 +49,11 @@ def make_retriever(name: str | None, corpus: Corpus, *, embedder: Embedder | Non
 
         if embedder is None and getattr(corpus, "embedder", "") is None:
             # A stored index without vectors: BM25, without loading an embedding model at all.
-            return factory("bm25")(corpus=corpus, **options)
+            chosen = factory("bm25")(corpus=corpus, **options)
+            if (getattr(corpus, "meta", None) or {}).get("deferred") and hasattr(chosen, "notes"):
+                chosen.notes.append("the tools were imported with --no-embed: BM25 ran "
+                                    "(--retriever hybrid embeds them once, then the automatic choice is hybrid)")
+            return chosen
         emb = embedder or make_embedder()
         notes: list[str] = []
         if emb is not None:
@@ -105,6 +109,8 @@ def _embedded(home: Path, store: Any, corpus: Any, embedder: Embedder | None, pr
     assert emb is not None
     if corpus.vectors(emb, compute=False) is not None:
         return corpus
+    if progress is not None and getattr(progress, "embedder", False) is None:
+        progress.embedder = emb  # a reporter that prepares the model and names the runtime
     return update_index(home, store=store, embedder=emb, progress=progress)
 
 

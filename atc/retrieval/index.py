@@ -271,8 +271,9 @@ def _live(home: Path, store: Store) -> StoreIndex | None:
 
 
 def update_index(home: Path, *, store: Store | None = None, embedder: Embedder | None = None,
-                 progress: Progress | None = None) -> StoreIndex:
-    """Build a new generation for the store's current collections and make it live."""
+                 progress: Progress | None = None, deferred: bool = False) -> StoreIndex:
+    """Build a new generation for the store's current collections and make it live. ``deferred``
+    (``tools import --no-embed``): written without vectors on purpose; searches say how to get them."""
     home = Path(home)
     store = store or Store(home)
     root = index_dir(home)
@@ -280,13 +281,13 @@ def update_index(home: Path, *, store: Store | None = None, embedder: Embedder |
     with open(root / ".lock", "a+b") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
-            return _build(home, root, store, embedder, progress)
+            return _build(home, root, store, embedder, progress, deferred)
         finally:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
 def _build(home: Path, root: Path, store: Store, embedder: Embedder | None,
-           progress: Progress | None = None) -> StoreIndex:
+           progress: Progress | None = None, deferred: bool = False) -> StoreIndex:
     previous = _live(home, store)
     stamp = _stamp(store)  # taken before reading: a change made meanwhile shows as a newer stamp
     wanted = _store_collections(store)
@@ -316,7 +317,7 @@ def _build(home: Path, root: Path, store: Store, embedder: Embedder | None,
     folder.mkdir()
     try:
         _write_generation(folder, home, docs, {c: wanted[c] for c in counts}, counts, embedder, stamp, progress,
-                          imported=_imported(store))
+                          imported=_imported(store), deferred=deferred)
         atomic_write(root / "CURRENT", folder.name + "\n")
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
@@ -327,7 +328,8 @@ def _build(home: Path, root: Path, store: Store, embedder: Embedder | None,
 
 def _write_generation(folder: Path, home: Path, docs: Sequence[Doc], collections: dict[str, str],
                       counts: dict[str, int], embedder: Embedder | None, stamp: list[int],
-                      progress: Progress | None = None, imported: dict[str, str] | None = None) -> None:
+                      progress: Progress | None = None, imported: dict[str, str] | None = None,
+                      deferred: bool = False) -> None:
     producers = producer_lists(docs)
     canon, ring, hidden = groups(docs, imported)
     if hidden:
@@ -355,7 +357,8 @@ def _write_generation(folder: Path, home: Path, docs: Sequence[Doc], collections
         # Only the hybrid reads the n-grams, and only with vectors: a BM25-only import skips them.
         CharGramIndex.build(docs).save(folder)
     meta = {"version": _VERSION, "n": len(docs), "collections": collections, "counts": counts,
-            "embedder": name, "dim": dim, "built_at": time.time(), "store_stamp": stamp, "duplicates": hidden}
+            "embedder": name, "dim": dim, "built_at": time.time(), "store_stamp": stamp, "duplicates": hidden,
+            "deferred": bool(deferred and name is None)}
     (folder / "meta.json").write_text(json.dumps(meta))
     for path in folder.iterdir():  # the data reaches the disk before CURRENT names it
         with open(path, "rb") as f:
