@@ -37,6 +37,10 @@ def _is_cjk(cp: int) -> bool:
             or 0x2F800 <= cp <= 0x2FA1F)
 
 
+#: what BertNormalizer drops as "control": every "other" category but tab, newline and return
+_CONTROL = {"Cc", "Cf", "Co", "Cn", "Cs"}
+
+
 def _normalise(text: str) -> str:
     """BertNormalizer: drop NUL, U+FFFD and control characters, whitespace to a space, spaces
     around CJK ideographs, then NFD without combining marks, lower-cased."""
@@ -45,10 +49,14 @@ def _normalise(text: str) -> str:
         cp = ord(ch)
         if cp == 0 or cp == 0xFFFD:
             continue
-        if ch in " \t\n\r" or unicodedata.category(ch) == "Zs":
+        if ch in " \t\n\r":
             out.append(" ")
             continue
-        if unicodedata.category(ch) in ("Cc", "Cf"):
+        category = unicodedata.category(ch)
+        if category in _CONTROL:
+            continue
+        if category in ("Zs", "Zl", "Zp"):
+            out.append(" ")
             continue
         if _is_cjk(cp):
             out.append(f" {ch} ")
