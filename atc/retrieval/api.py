@@ -82,13 +82,15 @@ def search_store(query: str, k: int, retriever: str | None = None, *, home: Path
     from protocols.store import Store
 
     store = Store(home)
-    if not store.names():
+    # The store's own index.json (800 KB at 17k tools) is not parsed when the retrieval index is
+    # current: that is known from file stamps, and the index names the collections.
+    if not (store.dir / "index.json").exists():
         return SearchResult(hits=[], retriever=retriever or "bm25"), True
     from atc.retrieval.index import open_index
 
     corpus = open_index(home, store=store, embedder=embedder)
     if corpus.n == 0:
-        return SearchResult(hits=[], retriever=retriever or "bm25"), False
+        return SearchResult(hits=[], retriever=retriever or "bm25"), not corpus.collections
     if retriever in EMBEDDING_RETRIEVERS:
         corpus = _embedded(home, store, corpus, embedder, embed_progress)
     return make_retriever(retriever, corpus, embedder=embedder, **options).search(query, k), False

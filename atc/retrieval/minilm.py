@@ -85,8 +85,8 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarr
 
 class _Layer:
     """One encoder layer's weights for ``tokens @ matrix``: transposed views of the memory map (no
-    copy: a one-query process would spend longer copying than multiplying), with Q, K and V fused
-    in one (384, 1152) product."""
+    copy: a one-query process would spend longer copying than multiplying); Q, K and V fused in
+    one (384, 1152) product once the weights are kept resident."""
 
     def __init__(self, w: dict[str, np.ndarray], p: str) -> None:
         def t(name: str) -> np.ndarray:
@@ -95,14 +95,32 @@ class _Layer:
         def vec(name: str) -> np.ndarray:
             return np.array(w[p + name], dtype=np.float32)
 
-        qkv = ("attention.self.query", "attention.self.key", "attention.self.value")
-        self.qkv = np.concatenate([w[p + n + ".weight"] for n in qkv]).T
-        self.qkv_bias = np.concatenate([vec(n + ".bias") for n in qkv])
+        names = ("attention.self.query", "attention.self.key", "attention.self.value")
+        #: Q, K and V as three views until ``fuse`` (one product is faster on many tokens, but the
+        #: fused matrix is a 1.8 MB copy a layer, more than a one-query process gains from it)
+        self.parts = [t(n) for n in names]
+        self.qkv: np.ndarray | None = None
+        self.qkv_bias = np.concatenate([vec(n + ".bias") for n in names])
         self.out, self.out_bias = t("attention.output.dense"), vec("attention.output.dense.bias")
         self.ln1 = vec("attention.output.LayerNorm.weight"), vec("attention.output.LayerNorm.bias")
         self.up, self.up_bias = t("intermediate.dense"), vec("intermediate.dense.bias")
         self.down, self.down_bias = t("output.dense"), vec("output.dense.bias")
         self.ln2 = vec("output.LayerNorm.weight"), vec("output.LayerNorm.bias")
+
+    def fuse(self) -> None:
+        if self.qkv is None:
+            self.qkv = np.ascontiguousarray(np.concatenate(self.parts, axis=1))
+
+    def project(self, x: np.ndarray) -> np.ndarray:
+        """Q, K and V of the tokens ``x``, side by side (tokens, 1152), biases added."""
+        if self.qkv is not None:
+            out = x @ self.qkv
+        else:
+            out = np.empty((x.shape[0], 3 * x.shape[1]), dtype=np.float32)
+            for n, part in enumerate(self.parts):
+                np.matmul(x, part, out=out[:, n * x.shape[1]:(n + 1) * x.shape[1]])
+        out += self.qkv_bias
+        return out
 
 
 class MiniLM:
@@ -141,7 +159,8 @@ class MiniLM:
         if self._contiguous:
             return
         for layer in self._layers:
-            for attr in ("qkv", "out", "up", "down"):
+            layer.fuse()
+            for attr in ("out", "up", "down"):
                 setattr(layer, attr, np.ascontiguousarray(getattr(layer, attr)))
         self._contiguous = True
 
@@ -205,8 +224,7 @@ class MiniLM:
         scale = np.float32(1 / math.sqrt(head))
         context = np.empty_like(x)
         for layer in self._layers:
-            qkv = x @ layer.qkv
-            qkv += layer.qkv_bias
+            qkv = layer.project(x)
             for first, m, n in runs:
                 block = qkv[first:first + m * n].reshape(m, n, 3, _HEADS, head)
                 q = block[:, :, 0].transpose(0, 2, 1, 3)

@@ -73,7 +73,7 @@ class WordPiece:
         tokens = Path(vocab).read_text(encoding="utf-8").split("\n") if isinstance(vocab, Path) else list(vocab)
         if tokens and tokens[-1] == "":
             tokens.pop()
-        self.vocab = {t: i for i, t in enumerate(tokens)}
+        self.vocab = dict(zip(tokens, range(len(tokens)), strict=True))
         self.unk = self.vocab["[UNK]"]
         self.cls = self.vocab["[CLS]"]
         self.sep = self.vocab["[SEP]"]
