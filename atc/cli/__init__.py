@@ -21,7 +21,7 @@ from atc.errors import AtcError, UsageError
 
 __all__ = ["main", "build_parser"]
 
-COMMAND_MODULES = ("tools", "run", "solve", "batch", "probe", "mock", "sandbox")
+COMMAND_MODULES = ("tools", "run", "solve", "batch", "eval", "probe", "mock", "sandbox")
 
 
 class _Parser(argparse.ArgumentParser):
