@@ -112,18 +112,33 @@ def make_judge(settings: JudgeOptions, *, record: str | None = None, replay: str
             from atc.workflows.replay import ReplayModel
 
             client = ReplayModel(recording, model=configured.model)
-    if client is None:
-        if configured.model is None:
-            return None
+    if client is not None:
+        return Judge(client, votes=settings.votes)
+    if configured.model is None:
+        return None
+    model = configured.model
+
+    def make() -> ModelClient:
         from atc.model import make_client
 
-        client = make_client(configured.model, base_url=configured.base_url,
-                             temperature=JUDGE_TEMPERATURE if settings.votes > 1 else None)
+        live = make_client(model, base_url=configured.base_url,
+                           temperature=JUDGE_TEMPERATURE if settings.votes > 1 else None)
         if record:
             from atc.workflows.replay import RecordingModel
 
-            client = RecordingModel(client, Recording(Path(record).expanduser() / "judge", "record"))
-    return Judge(client, votes=settings.votes)
+            return RecordingModel(live, Recording(Path(record).expanduser() / "judge", "record"))
+        return live
+
+    return Judge(votes=settings.votes, make=make, name=model)
+
+
+def check_judge(judge: Judge | None) -> None:
+    """A judge that is not configured well enough to ask (no server): ``ConfigError`` now."""
+    if judge is not None and judge.client is None:
+        from atc.config import judge_settings
+        from atc.model import configured_settings
+
+        configured_settings(judge.name, base_url=judge_settings().base_url)
 
 
 def _claim(out: Path, suite: Suite) -> None:
@@ -147,6 +162,29 @@ def _claim(out: Path, suite: Suite) -> None:
                                       "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=2) + "\n").encode())
 
 
+def pending(suite: Suite, strategies: list[str], folder: Path | None) -> int:
+    """How many (strategy, task) runs are still to do: all without a folder, else those whose id
+    is not in the strategy's run file."""
+    if folder is None:
+        return len(suite.tasks) * len(strategies)
+    from atc.evaluation.runner import runs_file
+
+    todo = 0
+    for name in strategies:
+        done: set[str] = set()
+        try:
+            text = runs_file(folder, name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        for raw in text.splitlines():  # read only: the runner's ResultLog repairs what is torn
+            try:
+                done.add(str(json.loads(raw)["id"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+        todo += sum(1 for t in suite.tasks if t.id not in done)
+    return todo
+
+
 def evaluate(suite: Suite, settings: RunSettings | None = None, *, toolset: Toolset | None = None,
              judge: JudgeOptions | Judge | None = None, out: str | os.PathLike[str] | None = None,
              chart: bool = True, stop: threading.Event | None = None, on_outcome: OutcomeHook | None = None,
@@ -166,6 +204,8 @@ def evaluate(suite: Suite, settings: RunSettings | None = None, *, toolset: Tool
     the_judge = judge if isinstance(judge, Judge) or judge is None else \
         make_judge(judge, record=settings.record, replay=settings.replay)
     stop = stop or threading.Event()
+    if pending(suite, settings.strategies, folder):
+        check_judge(the_judge)  # said before the tasks run, not after
     runs = run_strategies(suite, toolset, settings, out=folder, stop=stop, on_outcome=on_outcome)
     cache = VerdictCache(folder / "judge.jsonl" if folder is not None else None,
                          rejudge=isinstance(judge, JudgeOptions) and judge.rejudge)

@@ -23,7 +23,7 @@ import json
 import re
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -107,22 +107,35 @@ def _calls_text(score: TaskScore, limit: int = 40) -> str:
 
 @dataclass
 class Judge:
-    """A judge model (any ``ModelClient``) and how many votes it casts per verdict. ``usage``
+    """A judge model and how many votes it casts per verdict: a ``ModelClient``, or a ``make``
+    that builds one on the first question (an evaluation whose verdicts are all kept needs no
+    judge server at all); ``name`` is the model's name when the client is not made yet. ``usage``
     counts what it cost (requests and tokens), over all threads."""
 
-    client: ModelClient
+    client: ModelClient | None = None
     votes: int = 1
+    make: Callable[[], ModelClient] | None = field(default=None, repr=False)
+    name: str | None = None
     usage: dict[str, int] = field(default_factory=lambda: {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+        if self.client is None and self.make is None:
+            raise ValueError("a Judge needs a client or a make")
 
     @property
     def model(self) -> str:
-        return str(getattr(self.client, "model", "judge"))
+        return str(getattr(self.client, "model", None) or self.name or "judge")
+
+    def _client(self) -> ModelClient:
+        with self._lock:
+            if self.client is None:
+                assert self.make is not None
+                self.client = self.make()
+            return self.client
 
     def _ask(self, text: str) -> str:
-        completion = self.client.complete([{"role": "user", "content": text}])
+        completion = self._client().complete([{"role": "user", "content": text}])
         with self._lock:
             self.usage["llm_calls"] += completion.requests
             self.usage["prompt_tokens"] += completion.prompt_tokens
