@@ -15,7 +15,6 @@ sandbox, the gateway's call log.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -24,36 +23,21 @@ import pytest
 from atc.cli import main
 from protocols.loaders import load_spec
 from protocols.model import Collection, Tool
+from tests.fakes.gold_model import GoldModel, gold_tools, program
 from tests.fakes.openai_server import Reply, ScriptedOpenAI
 
-# -- the oracle: the test's own reading of the gold (not atc.evaluation's) ----------------------
-
-
-def template(path: str) -> str:
-    return re.sub(r"\{[^}]*\}", "{}", path.strip()).rstrip("/")
+# -- the scripted models ------------------------------------------------------------------------
 
 
 class Tmdb:
+    """The data, read the test's own way (tests/fakes/gold_model.py), and the oracle."""
+
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.data = json.loads((root / "restbench/datasets/tmdb.json").read_text())
+        data = json.loads((root / "restbench/datasets/tmdb.json").read_text())
         self.spec: Collection = load_spec(root / "restbench/specs/tmdb_oas.json")
-        by_route = {(t.method, template(t.path)): t for t in self.spec.tools}
-        self.gold: list[list[Tool]] = []
-        for row in self.data:
-            tools: list[Tool] = []
-            for step in row["solution"]:
-                method, path = step.strip().split(" ", 1)
-                tool = by_route[(method, template(path))]
-                if tool not in tools:
-                    tools.append(tool)
-            self.gold.append(tools)
-        self.queries = [row["query"].strip() for row in self.data]
-
-    def index_of(self, body: dict[str, Any]) -> int:
-        text = body["messages"][1]["content"]
-        found = [i for i, q in enumerate(self.queries) if q in text]
-        return max(found, key=lambda i: len(self.queries[i]))
+        self.gold = [gold_tools(row["solution"], [self.spec]) for row in data]
+        self.oracle = GoldModel([row["query"] for row in data], self.gold)
 
     def outsider(self, i: int) -> Tool:
         """A tool that is not gold for task i."""
@@ -63,54 +47,6 @@ class Tmdb:
 @pytest.fixture(scope="module")
 def tmdb(bench_data: Path) -> Tmdb:
     return Tmdb(bench_data)
-
-
-def call_line(tool: Tool) -> str:
-    args = []
-    for name in tool.required:
-        schema = tool.parameters["properties"][name]
-        if tool.bindings[name].location == "path":
-            args.append(f"{name}=_id(last)")
-        elif schema.get("enum"):
-            args.append(f"{name}={schema['enum'][0]!r}")
-        elif schema.get("type") == "integer":
-            args.append(f"{name}=1")
-        else:
-            args.append(f"{name}='Sofia Coppola'")
-    return f"try:\n    last = {tool.name}({', '.join(args)})\nexcept ToolError:\n    pass\n"
-
-
-PRELUDE = '''def _id(value):
-    """the first integer id in a response (a search's first result), else 1"""
-    if isinstance(value, dict):
-        if isinstance(value.get("id"), int):
-            return value["id"]
-        value = list(value.values())
-    if isinstance(value, list):
-        for item in value:
-            found = _id(item)
-            if found != 1:
-                return found
-    return 1
-
-last = None
-'''
-
-
-def program(tools: list[Tool], answer: str | None) -> str:
-    body = PRELUDE + "".join(call_line(t) for t in tools)
-    return f"```python\n{body}{'' if answer is None else f'print({answer!r})'}\n```"
-
-
-# -- the scripted models ------------------------------------------------------------------------
-
-
-def oracle(tmdb: Tmdb) -> Any:
-    def reply(body: dict[str, Any]) -> str:
-        i = tmdb.index_of(body)
-        return program(tmdb.gold[i], f"answer to task {i}")
-
-    return reply
 
 
 class Erring:
@@ -135,7 +71,7 @@ class Erring:
         return gold
 
     def __call__(self, body: dict[str, Any]) -> str:
-        i = self.tmdb.index_of(body)
+        i = self.tmdb.oracle.index_of(body)
         kind = i % 10
         attempt = 1 + sum(1 for m in body["messages"] if m["role"] == "assistant")
         if kind == 4 and attempt == 1:
@@ -173,7 +109,7 @@ def results(out: Path) -> list[dict[str, Any]]:
 
 def test_oracle_chains_score_path_100(tmdb: Tmdb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                       capsys: pytest.CaptureFixture[str]) -> None:
-    with ScriptedOpenAI(router=oracle(tmdb)) as model:
+    with ScriptedOpenAI(router=tmdb.oracle) as model:
         monkeypatch.setenv("OPENAI_BASE_URL", model.base_url)
         monkeypatch.setenv("ATC_MODEL", "oracle")
         code, doc = run_eval([f"restbench-tmdb:{tmdb.root}", "--out", str(tmp_path / "out")], capsys)

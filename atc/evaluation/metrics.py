@@ -120,7 +120,7 @@ def score_line(line: Mapping[str, Any], task: EvalTask, strategy: str) -> TaskSc
     """Score one result line against its task's gold (no judge: ``success`` stays None)."""
     calls = [c for c in line.get("calls") or [] if isinstance(c, dict)]
     found = match(task.gold, calls)
-    usage = line.get("usage") if isinstance(line.get("usage"), dict) else {}
+    usage: Mapping[str, Any] = line["usage"] if isinstance(line.get("usage"), dict) else {}
     error = line.get("error") if isinstance(line.get("error"), dict) else None
     attempts = line.get("attempts")
     steps = _int(line.get("steps")) or (len(attempts) if isinstance(attempts, list) else 0)

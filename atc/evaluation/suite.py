@@ -126,7 +126,7 @@ def _task(obj: Any) -> EvalTask | str:
     solvable = obj.get("solvable", True)
     if not isinstance(solvable, bool):
         return '"solvable" must be true or false'
-    meta = obj.get("meta") if isinstance(obj.get("meta"), dict) else {}
+    meta: dict[str, Any] = obj["meta"] if isinstance(obj.get("meta"), dict) else {}
     return EvalTask(str(task_id), query.strip(), tuple(solution), answer, tuple(tools), solvable, meta)
 
 

@@ -1,0 +1,115 @@
+"""A scripted model that writes a task's gold chain as a program: the oracle of ``atc eval`` tests.
+
+``GoldModel`` is a router for ``ScriptedOpenAI``: it finds the task in the request (its query is
+in the first user message), and answers with a program that calls the task's gold tools in
+order, each once, every required argument filled (a path parameter with the first id found in
+the previous response, so that ``atc mock`` resolves it; an enum with its first value; numbers
+with 1; text with a name), every call guarded so that one refusal does not stop the chain, then
+prints the answer. The gold is read here, on its own terms (``gold_tools``), not with
+``atc.evaluation``'s matching: the tests compare the two.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from protocols.model import Collection, Tool
+
+__all__ = ["GoldModel", "gold_tools", "program", "template"]
+
+
+def template(path: str) -> str:
+    return re.sub(r"\{[^}]*\}", "{}", path.strip()).rstrip("/") or "/"
+
+
+def gold_tools(steps: Sequence[str], collections: Sequence[Collection]) -> list[Tool]:
+    """The distinct tools of gold steps (tool names, or ``METHOD /path``), in order."""
+    tools = [t for c in collections for t in c.tools]
+    by_name = {t.name: t for t in tools}
+    by_route = {(t.method, template(t.path)): t for t in tools}
+    out: list[Tool] = []
+    for step in steps:
+        text = step.strip()
+        if text in by_name:
+            tool = by_name[text]
+        else:
+            method, path = text.split(" ", 1)
+            tool = by_route[(method, template(path))]
+        if tool not in out:
+            out.append(tool)
+    return out
+
+
+_PRELUDE = '''def _id(value):
+    """the first id in a response (a search's first result), else 1"""
+    if isinstance(value, dict):
+        if isinstance(value.get("id"), (int, str)) and not isinstance(value.get("id"), bool):
+            return value["id"]
+        value = list(value.values())
+    if isinstance(value, list):
+        for item in value:
+            found = _id(item)
+            if found != 1:
+                return found
+    return 1
+
+last = None
+'''
+
+
+def _value(name: str, schema: dict[str, Any]) -> str:
+    """Python source of a valid value of ``schema``."""
+    kind = schema.get("type")
+    if schema.get("enum"):
+        return repr(schema["enum"][0])
+    if kind == "array":
+        return f"[{_value(name, schema.get('items') or {})}]"
+    if kind in ("integer", "number"):
+        return "1"
+    if kind == "boolean":
+        return "True"
+    if kind == "object":
+        return "{}"
+    return repr("reader@example.org" if "mail" in name else "Sofia Coppola")
+
+
+def _call(tool: Tool) -> str:
+    args = []
+    for name in tool.required:
+        schema = tool.parameters["properties"][name]
+        binding = tool.bindings.get(name)
+        if binding is not None and binding.location == "path":
+            args.append(f"{name}=str(_id(last))" if schema.get("type") == "string" else f"{name}=_id(last)")
+        else:
+            args.append(f"{name}={_value(name, schema)}")
+    return f"try:\n    last = {tool.name}({', '.join(args)})\nexcept ToolError:\n    pass\n"
+
+
+def program(tools: Sequence[Tool], answer: str | None) -> str:
+    """A reply holding the program that calls ``tools`` in order and prints ``answer`` (nothing
+    when None)."""
+    body = _PRELUDE + "".join(_call(t) for t in tools)
+    return f"```python\n{body}{'' if answer is None else f'print({answer!r})'}\n```"
+
+
+class GoldModel:
+    """The router (see the module docstring). ``answer(i)`` is what task i prints."""
+
+    def __init__(self, queries: Sequence[str], gold: Sequence[list[Tool]],
+                 answer: Callable[[int], str] = lambda i: f"answer to task {i}") -> None:
+        self.queries = [q.strip() for q in queries]
+        self.gold = list(gold)
+        self.answer = answer
+
+    def index_of(self, body: dict[str, Any]) -> int:
+        text = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        found = [i for i, q in enumerate(self.queries) if q in text]
+        if not found:
+            raise LookupError("no task of the suite in this request")
+        return max(found, key=lambda i: len(self.queries[i]))
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        i = self.index_of(body)
+        return program(self.gold[i], self.answer(i))
