@@ -23,6 +23,7 @@ from atc.evaluation.metrics import TaskScore
 from atc.evaluation.scoring import VerdictCache, win_rate
 from atc.evaluation.suite import EvalTask, Suite
 from atc.model import OpenAIModel, make_client
+from tests.apis.library import SECRET, LibraryAPI
 from tests.fakes.gold_model import GoldModel, gold_tools
 from tests.fakes.openai_server import Reply, ScriptedOpenAI
 
@@ -109,6 +110,31 @@ def test_the_public_formats_run_against_the_mock(spec: str, bench_data: Path, mo
     assert all(c["status"] is not None for r in runs for c in r["calls"])
     if not name.startswith("restbench"):
         assert all(r["retriever"] == "candidates" for r in runs)
+
+
+def test_the_real_api_with_base_url_and_credential(api: LibraryAPI, model: ScriptedOpenAI, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "library.json"
+    spec.write_text(json.dumps(api.spec()))
+    tasks = tmp_path / "library.jsonl"
+    tasks.write_text("".join(json.dumps(t) + "\n" for t in [
+        {"id": "a", "query": "Which books did the first author write?", "solution": ["GET /authors/{author_id}/books"]},
+        {"id": "b", "query": "What do readers say about book 10?", "solution": ["get_book", "list_book_reviews"]}]))
+    model.router = oracle_for(str(tasks), tools=[str(spec)])
+    monkeypatch.setenv("LIB_KEY", SECRET)
+    out = tmp_path / "o"
+    code, doc, err = run([str(tasks), "--tools", str(spec), "--base-url", api.url, "--credential",
+                          "api_key=env:LIB_KEY", "--out", str(out)], capsys)
+    assert code == 0, err
+    assert doc["strategies"]["chain"]["path"] == 1.0
+    # the calls went to the real server, with the secret the gateway added
+    seen = [(r.method, r.path) for r in api.requests]
+    assert sorted(seen) == [("GET", "/authors/1/books"), ("GET", "/books/1"), ("GET", "/books/1/reviews")]
+    assert all(r.headers.get("X-API-Key") == SECRET for r in api.requests)
+    # and the secret is nowhere in what the evaluation wrote
+    for path in out.rglob("*"):
+        if path.is_file() and path.suffix != ".png":
+            assert SECRET not in path.read_text(), path
 
 
 # -- bad input ----------------------------------------------------------------------------------

@@ -1,0 +1,139 @@
+"""What ``atc eval`` costs around the solves it runs, and each strategy's row, with scripted models.
+
+All 100 RestBench TMDB tasks (the public data, read from ``../shared/bench-data``), against
+``atc mock`` of the TMDB spec on 127.0.0.1, each task shown its 20 candidates, the local sandbox,
+8 tasks at a time. The model is the scripted OpenAI-compatible server of tests/fakes playing an
+oracle that writes each task's gold chain as a program (answering after ``--latency`` seconds);
+the judge, when there is one, is another scripted server.
+
+Rows, measured in the same run:
+
+1. the baseline: ``solve_many`` over the same 100 queries, tools, candidates and concurrency, no
+   evaluation around it;
+2. ``evaluate()`` (what ``atc eval`` runs): the same solves through the batch runner into a run
+   file, then scoring, ``results.jsonl``, ``summary.json``/``.md`` and the chart; ratio to row 1;
+3. the same directory scored again (nothing runs: resume finds every task done);
+4. judging: the 100 answers labelled by a scripted judge (``--judge-latency``) over the finished
+   directory, and ``--rejudge`` of them;
+5. one row per strategy (``chain``, and the others when ``atc.strategies`` has them and a scripted
+   protocol is known here): model calls, tokens, API calls and wall time per task, Path%, Prec%.
+
+This measures mechanics -- what the harness and each strategy spend around a model that never
+errs -- not quality, which needs a real model (docs/evaluation.md).
+
+    .venv/bin/python benchmarks/bench_eval.py [--tasks N] [--latency S] [--judge-latency S] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from atc.evaluation import JudgeOptions, RunSettings, evaluate, load_suite  # noqa: E402
+from atc.evaluation.mockhub import MockHub  # noqa: E402
+from atc.evaluation.runner import CandidateRetriever, resolve_tools  # noqa: E402
+from atc.model import make_client  # noqa: E402
+from atc.solving import solve_many  # noqa: E402
+from sandbox.api import Limits  # noqa: E402
+from tests.fakes.gold_model import GoldModel, gold_tools  # noqa: E402
+from tests.fakes.openai_server import ScriptedOpenAI  # noqa: E402
+
+DATA = next((p / "shared" / "bench-data" for p in ROOT.parents if (p / "shared" / "bench-data").is_dir()), None)
+CONCURRENCY = 8
+
+
+def timed(fn: Any) -> tuple[float, Any]:
+    started = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - started, value
+
+
+def judge_router(body: dict[str, Any]) -> str:
+    return json.dumps({"label": "solved", "reason": "scripted"})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", type=int, default=100)
+    ap.add_argument("--latency", type=float, default=0.0, help="seconds each model answer takes (0)")
+    ap.add_argument("--judge-latency", type=float, default=0.0, help="seconds each judge answer takes (0)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if DATA is None:
+        sys.exit("bench_eval: the public benchmark data (../shared/bench-data) is not there")
+    os.environ.setdefault("ATC_SEARCH_SERVER", "off")
+    suite = load_suite(f"restbench-tmdb:{DATA}").head(args.tasks)
+    n = len(suite.tasks)
+    oracle = GoldModel([t.query for t in suite.tasks], [gold_tools(t.solution, suite.collections) for t in suite.tasks])
+    limits = Limits(timeout=30)
+    rows: dict[str, Any] = {}
+    with ScriptedOpenAI(router=oracle, delay=args.latency) as model, \
+            ScriptedOpenAI(router=judge_router, delay=args.judge_latency) as judging, \
+            tempfile.TemporaryDirectory() as tmp:
+        client = make_client("oracle", base_url=model.base_url)
+        toolset = suite.toolset()
+        # warm-up: the sandbox backend, the model client, the mock (not timed)
+        evaluate(suite.head(4), RunSettings(client=client, sandbox="local", concurrency=CONCURRENCY, limits=limits),
+                 toolset=toolset, out=Path(tmp) / "warm", chart=False)
+
+        with MockHub(toolset.collections) as hub:
+            import dataclasses
+
+            mocked = dataclasses.replace(toolset, base_urls=hub.base_urls)
+            candidates = CandidateRetriever({t.query: resolve_tools(t.tools, mocked)[0] for t in suite.tasks})
+            base, solutions = timed(lambda: solve_many(
+                [t.query for t in suite.tasks], mocked, concurrency=CONCURRENCY, client=client, sandbox="local",
+                limits=limits, retriever=candidates))
+        assert all(s.ok for s in solutions), [s.error for s in solutions if not s.ok][:3]
+        rows["solve_many (baseline)"] = {"wall_s": base, "per_task_ms": 1000 * base / n, "x_baseline": 1.0}
+
+        out = Path(tmp) / "eval"
+        settings = RunSettings(client=client, sandbox="local", concurrency=CONCURRENCY, limits=limits)
+        wall, result = timed(lambda: evaluate(suite, settings, toolset=toolset, out=out))
+        chain = result.summaries["chain"]
+        rows["atc eval: run + score + outputs"] = {"wall_s": wall, "per_task_ms": 1000 * wall / n, "x_baseline": wall / base}
+        again, _ = timed(lambda: evaluate(suite, settings, toolset=toolset, out=out))
+        rows["atc eval: scored again (nothing runs)"] = {"wall_s": again, "per_task_ms": 1000 * again / n,
+                                                         "x_baseline": again / base}
+        judge = JudgeOptions(client=make_client("judge", base_url=judging.base_url))
+        judged, with_judge = timed(lambda: evaluate(suite, settings, toolset=toolset, out=out, judge=judge))
+        rows["atc eval: judged (100 verdicts)"] = {"wall_s": judged, "per_task_ms": 1000 * judged / n,
+                                                   "x_baseline": judged / base}
+        cached, _ = timed(lambda: evaluate(suite, settings, toolset=toolset, out=out, judge=judge))
+        rows["atc eval: judged again (verdicts kept)"] = {"wall_s": cached, "per_task_ms": 1000 * cached / n,
+                                                          "x_baseline": cached / base}
+        assert with_judge.summaries["chain"].success == 1.0 and len(judging.requests) == n
+        requests = len(model.requests)
+    per = chain.per_task()
+    strategies = {"chain": {"tasks": chain.tasks, "path": chain.path, "precision": chain.precision,
+                            "model_calls": per["model_calls"], "prompt_tokens": per["prompt_tokens"],
+                            "completion_tokens": per["completion_tokens"], "api_calls": per["api_calls"],
+                            "steps": per["steps"], "wall_s": per["wall_s"]}}
+    doc = {"tasks": n, "latency_s": args.latency, "concurrency": CONCURRENCY, "model_requests": requests,
+           "harness": rows, "strategies": strategies}
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return
+    print(f"RestBench TMDB, {n} tasks, model latency {args.latency * 1000:.0f} ms, concurrency {CONCURRENCY}\n")
+    print("| row | wall s | ms per task | x baseline |\n|---|---:|---:|---:|")
+    for name, r in rows.items():
+        print(f"| {name} | {r['wall_s']:.2f} | {r['per_task_ms']:.1f} | {r['x_baseline']:.2f} |")
+    print("\n| strategy | Path% | Prec% | model calls | prompt tokens | completion tokens | API calls | steps | wall s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, s in strategies.items():
+        print(f"| {name} | {100 * s['path']:.1f} | {100 * s['precision']:.1f} | {s['model_calls']:.2f} "
+              f"| {s['prompt_tokens']:.0f} | {s['completion_tokens']:.0f} | {s['api_calls']:.2f} | {s['steps']:.2f} "
+              f"| {s['wall_s']:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
