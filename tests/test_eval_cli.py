@@ -204,6 +204,31 @@ def test_ctrl_c_keeps_what_finished_and_the_same_command_resumes(tmp_path: Path)
     assert len(runs.read_text().splitlines()) == 12
 
 
+def test_tasks_the_model_server_failed_are_not_scored_and_run_again(
+        model: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    gold = oracle_for("examples")
+    down = {"transit": True}
+
+    def flaky(body: dict[str, Any]) -> str | Reply:
+        i = gold.index_of(body)
+        if down["transit"] and i >= 8:  # the four transit tasks
+            return Reply(400, "the model server is not well")
+        return gold(body)
+
+    model.router = flaky
+    code, doc, err = run(["examples", "--out", str(tmp_path / "o")], capsys)
+    chain = doc["strategies"]["chain"]
+    assert code == 1 and "not complete" in err
+    assert (chain["tasks"], chain["errors"], chain["failed"], chain["path"]) == (8, 4, 0, 1.0)
+    assert any("model server failed" in n and "ModelError" in n for n in doc["notes"])
+    down["transit"] = False
+    before = len(model.requests)
+    code, doc, err = run(["examples", "--out", str(tmp_path / "o")], capsys)
+    assert code == 0, err
+    assert len(model.requests) - before == 4  # only the four that the server failed
+    assert (doc["strategies"]["chain"]["tasks"], doc["strategies"]["chain"]["errors"]) == (12, 0)
+
+
 # -- the judge ----------------------------------------------------------------------------------
 
 

@@ -148,7 +148,7 @@ def test_known_error_rate_gives_the_expected_numbers_then_rescoring_replay_and_r
         code, doc = run_eval([f"restbench-tmdb:{tmdb.root}", "--out", str(out), "--judge-model", "judge-1",
                               "--max-reflections", "1", "--record", str(tape)], capsys)
         solver_requests, judge_requests = list(model.requests), list(judging.requests)
-    assert code == 0, doc
+    assert code == 0, doc["notes"]
     chain = doc["strategies"]["chain"]
 
     # expected, from the data and the error rate alone
@@ -189,13 +189,13 @@ def test_known_error_rate_gives_the_expected_numbers_then_rescoring_replay_and_r
     monkeypatch.delenv("OPENAI_BASE_URL")
     monkeypatch.delenv("ATC_JUDGE_BASE_URL")
     code, again = run_eval([f"restbench-tmdb:{tmdb.root}", "--out", str(out), "--judge-model", "judge-1"], capsys)
-    assert code == 0
+    assert code == 0, again["notes"]
     assert again["strategies"] == doc["strategies"]
 
     # replayed from the recording into a new directory: the same numbers, no model at all
     code, replayed = run_eval([f"restbench-tmdb:{tmdb.root}", "--out", str(tmp_path / "replayed"),
-                               "--replay", str(tape)], capsys)
-    assert code == 0, replayed
+                               "--replay", str(tape), "--max-reflections", "1"], capsys)
+    assert code == 0, replayed["notes"]
     same = {k: v for k, v in replayed["strategies"]["chain"].items() if k not in ("wall_s", "per_task")}
     assert same == {k: v for k, v in chain.items() if k not in ("wall_s", "per_task")}
     assert replayed["judge"]["model"] == "judge-1"
@@ -204,7 +204,7 @@ def test_known_error_rate_gives_the_expected_numbers_then_rescoring_replay_and_r
     with ScriptedOpenAI(router=lambda body: Reply(200, json.dumps({"label": "unsolved", "reason": "strict"}))) as strict:
         monkeypatch.setenv("ATC_JUDGE_BASE_URL", strict.base_url)
         code, rejudged = run_eval([f"restbench-tmdb:{tmdb.root}", "--out", str(tmp_path / "replayed"),
-                                   "--replay", str(tape), "--judge-model", "judge-2"], capsys)
+                                   "--replay", str(tape), "--max-reflections", "1", "--judge-model", "judge-2"], capsys)
         assert len(strict.requests) == 100 - kinds.count(5)
     assert code == 0
     assert rejudged["strategies"]["chain"]["success"] == 0.0

@@ -117,14 +117,17 @@ def _handle(args: argparse.Namespace) -> int:
         print_json(result.to_dict())
     else:
         sys.stdout.write(markdown(result))
-        if args.out:
-            sys.stderr.write(f"atc: results in {args.out}: results.jsonl, summary.json, summary.md"
-                             f"{'' if args.no_chart or any(n.startswith('no chart') for n in result.notes) else ', chart.png'}"
-                             f", runs/\n")
+    chartless = next((n for n in result.notes if n.startswith("no chart")), None)
+    if chartless and not args.json:
+        sys.stderr.write(f"atc: {chartless}\n")
+    if args.out and not args.json:
+        sys.stderr.write(f"atc: results in {args.out}: results.jsonl, summary.json, summary.md"
+                         f"{'' if args.no_chart or chartless else ', chart.png'}, runs/\n")
+    again = "run the same command again to " if args.out else "give --out DIR to keep results and "
     if result.interrupted:
-        sys.stderr.write("atc: interrupted: the finished tasks are kept; run the same command again to resume\n")
+        sys.stderr.write(f"atc: interrupted: {'the finished tasks are kept; ' if args.out else ''}{again}resume\n")
         return 130
     if not result.complete:
-        sys.stderr.write("atc: the evaluation is not complete (see its notes); run the same command again to finish\n")
+        sys.stderr.write(f"atc: the evaluation is not complete (see its notes); {again}finish it\n")
         return 1
     return 0

@@ -31,7 +31,7 @@ from typing import Any
 from atc.evaluation.gold import match
 from atc.evaluation.suite import EvalTask
 
-__all__ = ["TaskScore", "StrategySummary", "score_line", "summarize", "DEFINITIONS", "LABELS"]
+__all__ = ["TaskScore", "StrategySummary", "score_line", "summarize", "unmeasured", "DEFINITIONS", "LABELS"]
 
 #: The judge's labels, ToolEval's pass-rate protocol (StableToolBench's names).
 LABELS = ("solved", "unsolved", "unsure")
@@ -48,7 +48,22 @@ DEFINITIONS = {
     "steps": "attempts (chain), turns (react, codeact) or nodes (dfsdt)",
     "wall_s": "sum of the tasks' own durations, model time included (independent of --concurrency)",
     "failed": "tasks whose solve did not end with an answer (ok false)",
+    "errors": "tasks not scored because the model server failed or nothing could be attempted; they run again "
+              "on the next run",
 }
+
+
+def unmeasured(line: Mapping[str, Any]) -> bool:
+    """Did the task fail for a reason that is not the strategy's: the model server failed
+    (``ModelError``: unreachable, refusing, a replay without the answer), or nothing was attempted
+    at all (the configuration, our own bug)? Such a task is not scored, and runs again on the next
+    run of the evaluation."""
+    if line.get("ok"):
+        return False
+    error: Mapping[str, Any] = line["error"] if isinstance(line.get("error"), dict) else {}
+    if error.get("type") == "ModelError":
+        return True
+    return not line.get("attempts") and not line.get("steps")
 
 
 def _int(value: Any) -> int:
@@ -157,6 +172,7 @@ class StrategySummary:
     labels: dict[str, int]
     failures: dict[str, int]
     not_run: int = 0
+    errors: int = 0
 
     def per_task(self) -> dict[str, float]:
         n = max(1, self.tasks)
@@ -171,11 +187,11 @@ class StrategySummary:
         return {"tasks": self.tasks, "success": frac(self.success), "path": frac(self.path),
                 "precision": frac(self.precision), "model_calls": self.model_calls, "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "api_calls": self.api_calls, "steps": self.steps,
-                "wall_s": round(self.wall_s, 3), "failed": self.failed, "not_run": self.not_run,
+                "wall_s": round(self.wall_s, 3), "failed": self.failed, "not_run": self.not_run, "errors": self.errors,
                 "labels": self.labels, "failures": self.failures, "per_task": self.per_task()}
 
 
-def summarize(strategy: str, scores: Sequence[TaskScore], *, not_run: int = 0) -> StrategySummary:
+def summarize(strategy: str, scores: Sequence[TaskScore], *, not_run: int = 0, errors: int = 0) -> StrategySummary:
     """The strategy's numbers over its scored tasks (see the module docstring)."""
     labels = {label: sum(1 for s in scores if s.success == label) for label in LABELS}
     judged = sum(labels.values())
@@ -191,4 +207,4 @@ def summarize(strategy: str, scores: Sequence[TaskScore], *, not_run: int = 0) -
         prompt_tokens=sum(s.prompt_tokens for s in scores), completion_tokens=sum(s.completion_tokens for s in scores),
         api_calls=sum(s.api_calls for s in scores), steps=sum(s.steps for s in scores),
         wall_s=sum(s.wall_s for s in scores), failed=sum(1 for s in scores if not s.ok), labels=labels,
-        failures=dict(sorted(failures.items())), not_run=not_run)
+        failures=dict(sorted(failures.items())), not_run=not_run, errors=errors)

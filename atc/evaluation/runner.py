@@ -133,6 +133,35 @@ class CandidateRetriever:
         return SearchResult(hits, self.name)
 
 
+def _drop_unmeasured(path: Path) -> int:
+    """Take the lines of tasks that could not be measured (``metrics.unmeasured``) out of a run
+    file, so that they run again; the file is rewritten whole and renamed. Returns how many."""
+    import json
+
+    from atc.evaluation.metrics import unmeasured
+    from atc.evaluation.report import write_atomic
+
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return 0
+    kept: list[bytes] = []
+    dropped = 0
+    for raw in data.split(b"\n"):
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            kept.append(raw)  # a torn or foreign line: the result log says what to do with it
+            continue
+        if isinstance(obj, dict) and unmeasured(obj):
+            dropped += 1
+        else:
+            kept.append(raw)
+    if dropped:
+        write_atomic(path, b"\n".join(kept))
+    return dropped
+
+
 def runs_file(out: Path, strategy: str) -> Path:
     return out / "runs" / (re.sub(r"[^\w.-]", "_", strategy) + ".jsonl")
 
@@ -199,14 +228,20 @@ def run_strategies(suite: Suite, toolset: Toolset, settings: RunSettings, *, out
             job = Job(toolset, settings.limits or Limits(), sandbox=settings.sandbox, model=settings.model,
                       max_reflections=settings.max_reflections, top_k=settings.top_k, record=settings.record,
                       replay=settings.replay, client=settings.client, solve_options=options)
+            if out is not None:
+                retried = _drop_unmeasured(runs_file(out, strategy))
+                if retried:
+                    runs.notes.append(f"{strategy}: {retried} task(s) that the model server failed run again")
             log = ResultLog(runs_file(out, strategy)) if out is not None else None
             if log is not None and log.repaired:
                 runs.notes.append(log.repaired)
             found: dict[str, dict[str, Any]] = {}
+            missed = [0]
 
             def finished(index: int, outcome: Outcome, strategy: str = strategy,
-                         found: dict[str, dict[str, Any]] = found) -> None:
+                         found: dict[str, dict[str, Any]] = found, missed: list[int] = missed) -> None:
                 found[str(outcome.task.id)] = outcome.line()
+                missed[0] += outcome.unrecorded
                 if on_outcome is not None:
                     on_outcome(strategy, index, outcome)
 
@@ -219,6 +254,8 @@ def run_strategies(suite: Suite, toolset: Toolset, settings: RunSettings, *, out
             lines = dict(log.done) if log is not None else {}
             lines.update(found)
             runs.lines[strategy] = {k: v for k, v in lines.items() if k in {t.key for t in tasks}}
+            if missed[0]:
+                runs.notes.append(f"{strategy}: {missed[0]} request(s) had no recorded answer in {settings.replay}")
             runs.not_run[strategy] = summary.not_run
             runs.wall_s[strategy] = summary.wall_ms / 1000
             runs.interrupted = runs.interrupted or summary.interrupted

@@ -18,7 +18,7 @@ from typing import Any
 
 from atc.errors import AtcError
 from atc.evaluation.judge import Judge, Preference, Verdict
-from atc.evaluation.metrics import DEFINITIONS, StrategySummary, TaskScore, score_line, summarize
+from atc.evaluation.metrics import DEFINITIONS, StrategySummary, TaskScore, score_line, summarize, unmeasured
 from atc.evaluation.suite import EvalTask, Suite
 
 __all__ = ["VerdictCache", "EvalResult", "score_runs", "win_rate"]
@@ -81,8 +81,9 @@ class EvalResult:
 
     @property
     def complete(self) -> bool:
-        """Every task of every strategy ran, and was judged when there is a judge."""
-        return not self.interrupted and self.unjudged == 0 and all(s.not_run == 0 for s in self.summaries.values())
+        """Every task of every strategy ran and was scored, and judged when there is a judge."""
+        return not self.interrupted and self.unjudged == 0 and \
+            all(s.not_run == 0 and s.errors == 0 for s in self.summaries.values())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -210,16 +211,25 @@ def score_runs(suite: Suite, strategies: list[str], lines: dict[str, dict[str, d
     cache = cache or VerdictCache(None)
     tasks: dict[str, EvalTask] = {t.id: t for t in suite.tasks}
     scores: dict[str, list[TaskScore]] = {}
+    errors: dict[str, list[str]] = {}
     for strategy in strategies:
         found = lines.get(strategy, {})
-        scores[strategy] = [score_line(found[t.id], t, strategy) for t in suite.tasks if t.id in found]
+        errors[strategy] = [t.id for t in suite.tasks if t.id in found and unmeasured(found[t.id])]
+        scores[strategy] = [score_line(found[t.id], t, strategy) for t in suite.tasks
+                            if t.id in found and t.id not in errors[strategy]]
     notes: list[str] = []
+    for strategy, ids in errors.items():
+        if ids:
+            first = lines[strategy][ids[0]].get("error") or {}
+            notes.append(f"{strategy}: {len(ids)} task(s) not scored, the model server failed or nothing could be "
+                         f"attempted (they run again on the next run); first: {first.get('type')}: "
+                         f"{' '.join(str(first.get('message') or '').split())[:200]}")
     if judge is not None:
-        errors = _judge_all(judge, cache, suite, scores, lines, concurrency, stop)
-        if errors:
-            notes.append(f"{len(errors)} answer(s) not judged (run again to judge them): " + "; ".join(errors[:3]))
+        unjudged = _judge_all(judge, cache, suite, scores, lines, concurrency, stop)
+        if unjudged:
+            notes.append(f"{len(unjudged)} answer(s) not judged (run again to judge them): " + "; ".join(unjudged[:3]))
     missing = {s: sum(1 for t in tasks if t not in lines.get(s, {})) for s in strategies}
-    summaries = {s: summarize(s, scores[s], not_run=missing[s]) for s in strategies}
+    summaries = {s: summarize(s, scores[s], not_run=missing[s], errors=len(errors[s])) for s in strategies}
     win_rates: list[dict[str, Any]] = []
     if judge is not None and len(strategies) > 1:
         win_rates = [win_rate(judge, cache, suite, strategies[0], other, scores, concurrency, stop)
