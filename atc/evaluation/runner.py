@@ -49,12 +49,14 @@ def known_strategies() -> list[str]:
 
 
 def _strategy_options(name: str) -> dict[str, Any]:
-    """What the batch job passes ``solve`` to run strategy ``name``."""
-    import inspect
-
-    from atc.solving import solve
-
-    if "strategy" in inspect.signature(solve).parameters:
+    """What the batch job passes ``solve`` to run strategy ``name``; an unknown name is a
+    ``UsageError`` now, before anything runs."""
+    try:
+        from atc.strategies import registry  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        registry = None
+    if registry is not None:
+        registry.factory(name)
         return {"strategy": name}
     if name != DEFAULT_STRATEGY:
         raise UsageError(f"unknown strategy {name!r}", hint=f"strategies: {', '.join(known_strategies())}")

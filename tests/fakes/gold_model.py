@@ -5,19 +5,22 @@ in the first user message), and answers with a program that calls the task's gol
 order, each once, every required argument filled (a path parameter with the first id found in
 the previous response, so that ``atc mock`` resolves it; an enum with its first value; numbers
 with 1; text with a name), every call guarded so that one refusal does not stop the chain, then
-prints the answer. The gold is read here, on its own terms (``gold_tools``), not with
+prints the answer. ``router_for`` plays the same oracle in the protocol of each built-in strategy
+(function calls for ``react`` and ``dfsdt``, snippets for ``codeact``). The gold is read here, on its own terms (``gold_tools``), not with
 ``atc.evaluation``'s matching: the tests compare the two.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from protocols.model import Collection, Tool
+from tests.fakes.openai_server import Reply, call
 
-__all__ = ["GoldModel", "gold_tools", "program", "template"]
+__all__ = ["GoldModel", "gold_tools", "program", "template", "agent", "snippets", "router_for"]
 
 
 def template(path: str) -> str:
@@ -113,3 +116,84 @@ class GoldModel:
     def __call__(self, body: dict[str, Any]) -> str:
         i = self.index_of(body)
         return program(self.gold[i], self.answer(i))
+
+
+# -- the same oracle for the step-by-step strategies' protocols --------------------------------
+
+_ID = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
+
+
+def _json_value(name: str, schema: dict[str, Any]) -> Any:
+    kind = schema.get("type")
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if kind == "array":
+        return [_json_value(name, schema.get("items") or {})]
+    if kind in ("integer", "number"):
+        return 1
+    if kind == "boolean":
+        return True
+    if kind == "object":
+        return {}
+    return "reader@example.org" if "mail" in name else "Sofia Coppola"
+
+
+def _observations(body: dict[str, Any]) -> list[str]:
+    return [str(m.get("content") or "") for m in body["messages"] if m["role"] == "tool"]
+
+
+def _arguments(tool: Tool, last: str | None) -> dict[str, Any]:
+    """A function call's arguments: path ids from the last observation, the rest as ``_value``."""
+    found = _ID.search(last or "")
+    seen: Any = 1
+    if found:
+        seen = json.loads(found.group(1))
+    args: dict[str, Any] = {}
+    for name in tool.required:
+        schema = tool.parameters["properties"][name]
+        binding = tool.bindings.get(name)
+        if binding is not None and binding.location == "path":
+            args[name] = str(seen) if schema.get("type") == "string" else seen
+        else:
+            args[name] = _json_value(name, schema)
+    return args
+
+
+def agent(gold: GoldModel, finish: Callable[[str], dict[str, Any]]) -> Callable[[dict[str, Any]], Reply]:
+    """``react`` / ``dfsdt``: one gold function call per turn (ids read from the last observation),
+    then ``finish`` with ``finish(answer)`` as its arguments."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        i = gold.index_of(body)
+        seen = _observations(body)
+        if len(seen) < len(gold.gold[i]):
+            tool = gold.gold[i][len(seen)]
+            return Reply(tool_calls=(call(tool.name, _arguments(tool, seen[-1] if seen else None)),))
+        return Reply(tool_calls=(call("finish", finish(gold.answer(i))),))
+
+    return reply
+
+
+def snippets(gold: GoldModel) -> Callable[[dict[str, Any]], str]:
+    """``codeact``: the gold chain as one snippet, then the final answer."""
+
+    def reply(body: dict[str, Any]) -> str:
+        i = gold.index_of(body)
+        if not any(m["role"] == "assistant" for m in body["messages"]):
+            return program(gold.gold[i], gold.answer(i))
+        return f"Final answer: {gold.answer(i)}"
+
+    return reply
+
+
+def router_for(strategy: str, gold: GoldModel) -> Callable[[dict[str, Any]], Any]:
+    """The oracle of ``gold`` in the protocol of a built-in strategy."""
+    if strategy in ("chain", "chain-plain"):
+        return gold
+    if strategy == "react":
+        return agent(gold, lambda answer: {"answer": answer})
+    if strategy == "dfsdt":
+        return agent(gold, lambda answer: {"return_type": "give_answer", "final_answer": answer})
+    if strategy == "codeact":
+        return snippets(gold)
+    raise ValueError(f"no scripted protocol for strategy {strategy!r}")
