@@ -207,11 +207,12 @@ def evaluate(suite: Suite, settings: RunSettings | None = None, *, toolset: Tool
     if pending(suite, settings.strategies, folder):
         check_judge(the_judge)  # said before the tasks run, not after
     runs = run_strategies(suite, toolset, settings, out=folder, stop=stop, on_outcome=on_outcome)
-    cache = VerdictCache(folder / "judge.jsonl" if folder is not None else None,
+    # after Ctrl-C the judge gives the verdicts it has kept and is asked nothing new (``stop``)
+    cache = VerdictCache(folder / "judge.jsonl" if folder is not None and the_judge is not None else None,
                          rejudge=isinstance(judge, JudgeOptions) and judge.rejudge)
     try:
-        result = score_runs(suite, settings.strategies, runs.lines, judge=the_judge if not stop.is_set() else None,
-                            cache=cache, concurrency=settings.concurrency, stop=stop)
+        result = score_runs(suite, settings.strategies, runs.lines, judge=the_judge, cache=cache,
+                            concurrency=settings.concurrency, stop=stop)
         if not win_rates:
             result.win_rates = []
     finally:
