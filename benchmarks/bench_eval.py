@@ -45,7 +45,7 @@ from atc.evaluation.mockhub import MockHub  # noqa: E402
 from atc.evaluation.report import chart  # noqa: E402
 from atc.evaluation.runner import CandidateRetriever, resolve_tools  # noqa: E402
 from atc.model import make_client  # noqa: E402
-from atc.solving import solve_many  # noqa: E402
+from atc.workflows.many import solve_many  # noqa: E402
 from sandbox.api import Limits  # noqa: E402
 from tests.fakes.gold_model import GoldModel, gold_tools  # noqa: E402
 from tests.fakes.openai_server import ScriptedOpenAI  # noqa: E402

@@ -18,7 +18,15 @@ import sys
 import threading
 from typing import Any, TextIO
 
-from atc.cli.common import add_run_options, limits_from_args, print_json, stop_on_signals, toolset_from_args
+from atc.cli.common import (
+    add_budget_options,
+    add_run_options,
+    budget_from_args,
+    limits_from_args,
+    print_json,
+    stop_on_signals,
+    toolset_from_args,
+)
 from atc.errors import UsageError
 
 __all__ = ["register"]
@@ -37,7 +45,9 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="the collections (replace the suite's): a spec, an imported collection, an MCP server (repeatable)")
     add_run_options(p, tools_flag=False)
     p.add_argument("--strategy", "-s", default="chain", metavar="S1,S2,...",
-                   help="strategies to compare, comma-separated (default: chain)")
+                   help="strategies to compare, comma-separated: chain (default), chain-plain, react, codeact, dfsdt, "
+                        "or an installed plug-in")
+    add_budget_options(p)
     p.add_argument("--model", "-m", help="model name (default: $ATC_MODEL)")
     p.add_argument("--judge-model", metavar="J", default=None,
                    help="the judge of Success%% (default: $ATC_JUDGE_MODEL; none: Success%% is n/a)")
@@ -93,7 +103,8 @@ def _settings(args: argparse.Namespace) -> Any:
     return RunSettings(strategies=strategies, model=args.model, limits=limits_from_args(args), sandbox=args.sandbox,
                        concurrency=args.concurrency, executor=args.executor, max_reflections=args.max_reflections,
                        top_k=args.top_k, retriever=args.retriever, record=args.record, replay=args.replay, api=api,
-                       ray_address=ray_address())
+                       ray_address=ray_address(),
+                       solve_options={k: v for k, v in budget_from_args(args).items() if v is not None})
 
 
 def _handle(args: argparse.Namespace) -> int:

@@ -39,28 +39,19 @@ DEFAULT_STRATEGY = "chain"
 
 
 def known_strategies() -> list[str]:
-    """The strategy names ``solve`` takes (the registry of ``atc.strategies`` when there is one)."""
-    try:
-        from atc.strategies import registry  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        return [DEFAULT_STRATEGY]
-    names = getattr(registry, "names", None) or getattr(registry, "registered", None)
-    return sorted(names()) if callable(names) else [DEFAULT_STRATEGY]
+    """The strategy names ``solve`` takes: built-ins, registrations and installed plug-ins."""
+    from atc.strategies.registry import registered
+
+    return registered()
 
 
 def _strategy_options(name: str) -> dict[str, Any]:
     """What the batch job passes ``solve`` to run strategy ``name``; an unknown name is a
     ``UsageError`` now, before anything runs."""
-    try:
-        from atc.strategies import registry  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        registry = None
-    if registry is not None:
-        registry.factory(name)
-        return {"strategy": name}
-    if name != DEFAULT_STRATEGY:
-        raise UsageError(f"unknown strategy {name!r}", hint=f"strategies: {', '.join(known_strategies())}")
-    return {}
+    from atc.strategies.registry import factory
+
+    factory(name)
+    return {"strategy": name}
 
 
 @dataclass
