@@ -24,7 +24,7 @@ from atc.evaluation.scoring import VerdictCache, win_rate
 from atc.evaluation.suite import EvalTask, Suite
 from atc.model import OpenAIModel, make_client
 from tests.apis.library import SECRET, LibraryAPI
-from tests.fakes.gold_model import GoldModel, gold_tools
+from tests.fakes.gold_model import GoldModel, every_protocol, gold_tools
 from tests.fakes.openai_server import Reply, ScriptedOpenAI
 
 ATC = Path(sys.executable).parent / "atc"
@@ -135,6 +135,62 @@ def test_the_real_api_with_base_url_and_credential(api: LibraryAPI, model: Scrip
     for path in out.rglob("*"):
         if path.is_file() and path.suffix != ".png":
             assert SECRET not in path.read_text(), path
+
+
+STRATEGIES = ["chain", "chain-plain", "react", "codeact", "dfsdt"]
+
+
+def test_every_strategy_side_by_side_with_a_judge_and_win_rates(
+        model: ScriptedOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The oracle in each strategy's protocol (programs, function calls, snippets): every strategy
+    finds every gold tool, at the cost its protocol implies; a judge that calls every pair a tie."""
+    gold = oracle_for("examples")
+    model.router = every_protocol(gold)
+    sizes = [len(g) for g in gold.gold]
+
+    def judging(body: dict[str, Any]) -> str:
+        if "Two assistants" in body["messages"][-1]["content"]:
+            return json.dumps({"preference": "tie", "reason": "both complete"})
+        return json.dumps({"label": "solved", "reason": "complete"})
+
+    with ScriptedOpenAI(router=judging) as judge:
+        monkeypatch.setenv("ATC_JUDGE_BASE_URL", judge.base_url)
+        code, doc, err = run(["examples", "--strategy", ",".join(STRATEGIES), "--judge-model", "j",
+                              "--out", str(tmp_path / "o")], capsys)
+        judged = len(judge.requests)
+    assert code == 0, err
+    assert list(doc["strategies"]) == STRATEGIES
+    calls_per_task = {"chain": [1] * 12, "chain-plain": [1] * 12, "codeact": [2] * 12,
+                      "react": [n + 1 for n in sizes], "dfsdt": [n + 1 for n in sizes]}  # a call per tool, then finish
+    for name, s in doc["strategies"].items():
+        assert (s["tasks"], s["path"], s["precision"], s["success"], s["failed"]) == (12, 1.0, 1.0, 1.0, 0), name
+        assert s["api_calls"] == sum(sizes), name
+        assert s["model_calls"] == sum(calls_per_task[name]) == s["steps"], name
+    # ToolEval's win rate of each strategy against the first: all solved, so every task is compared
+    assert [(w["strategy"], w["baseline"], w["tie"], w["win_rate"]) for w in doc["win_rates"]] == \
+        [(name, "chain", 12, 0.5) for name in STRATEGIES[1:]]
+    assert judged == 5 * 12 + 4 * 12  # a label per answer, a comparison per task and pair
+    rows = [json.loads(x) for x in (tmp_path / "o/results.jsonl").read_text().splitlines()]
+    assert [r["strategy"] for r in rows] == [name for name in STRATEGIES for _ in range(12)]
+    for name in STRATEGIES:
+        runs = [json.loads(x) for x in (tmp_path / f"o/runs/{name}.jsonl").read_text().splitlines()]
+        assert {r["strategy"] for r in runs} == {name} and len(runs) == 12
+
+
+def test_strategies_under_one_budget(model: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--max-model-calls 2``: a program needs one call, react a call per tool and one to finish,
+    so react runs out on every task with more than one gold tool; that is measured, not an error."""
+    gold = oracle_for("examples")
+    model.router = every_protocol(gold)
+    code, doc, err = run(["examples", "--strategy", "chain,react", "--max-model-calls", "2",
+                          "--out", str(tmp_path / "o")], capsys)
+    assert code == 0, err
+    chain, react = doc["strategies"]["chain"], doc["strategies"]["react"]
+    assert chain["failed"] == 0 and chain["model_calls"] == 12
+    over = sum(1 for g in gold.gold if len(g) + 1 > 2)
+    assert react["failed"] == over and react["errors"] == 0
+    assert react["failures"].get("model_budget") == over
+    assert react["model_calls"] <= 2 * 12
 
 
 # -- bad input ----------------------------------------------------------------------------------

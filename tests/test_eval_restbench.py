@@ -23,7 +23,7 @@ import pytest
 from atc.cli import main
 from protocols.loaders import load_spec
 from protocols.model import Collection, Tool
-from tests.fakes.gold_model import GoldModel, gold_tools, program
+from tests.fakes.gold_model import GoldModel, gold_tools, program, router_for
 from tests.fakes.openai_server import Reply, ScriptedOpenAI
 
 # -- the scripted models ------------------------------------------------------------------------
@@ -209,3 +209,36 @@ def test_known_error_rate_gives_the_expected_numbers_then_rescoring_replay_and_r
     assert code == 0
     assert rejudged["strategies"]["chain"]["success"] == 0.0
     assert rejudged["strategies"]["chain"]["path"] == chain["path"]
+
+
+def test_react_with_a_known_error_rate_on_the_same_tasks(tmdb: Tmdb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The same measurement for a step-by-step strategy: react's function calls are scored from the
+    same call log. Kind 1 (i % 10) calls a wrong tool before finishing, kind 2 finishes before
+    its last gold tool (or, with one gold tool, calls a wrong one instead), the rest follow the gold."""
+    def plan(i: int) -> list[Tool]:
+        gold, kind = tmdb.gold[i], i % 10
+        if kind == 1:
+            return [*gold, tmdb.outsider(i)]
+        if kind == 2:
+            return gold[:-1] if len(gold) > 1 else [tmdb.outsider(i)]
+        return gold
+
+    erring = GoldModel(tmdb.oracle.queries, [plan(i) for i in range(100)])
+    with ScriptedOpenAI(router=router_for("react", erring)) as model:
+        monkeypatch.setenv("OPENAI_BASE_URL", model.base_url)
+        monkeypatch.setenv("ATC_MODEL", "erring")
+        code, doc = run_eval([f"restbench-tmdb:{tmdb.root}", "--strategy", "react", "--out", str(tmp_path / "o")],
+                                  capsys)
+        requests = len(model.requests)
+    assert code == 0, doc["notes"]
+    react = doc["strategies"]["react"]
+    g = [len(gold) for gold in tmdb.gold]
+    path = [((g[i] - 1) / g[i] if g[i] > 1 else 0.0) if i % 10 == 2 else 1.0 for i in range(100)]
+    precision = [g[i] / (g[i] + 1) if i % 10 == 1 else (0.0 if g[i] == 1 else 1.0) if i % 10 == 2 else 1.0
+                 for i in range(100)]
+    assert react["path"] == pytest.approx(sum(path) / 100, abs=1e-4)
+    assert react["precision"] == pytest.approx(sum(precision) / 100, abs=1e-4)
+    assert react["api_calls"] == sum(len(plan(i)) for i in range(100))
+    assert react["model_calls"] == react["steps"] == requests == sum(len(plan(i)) + 1 for i in range(100))
+    assert react["failed"] == 0 and react["success"] is None

@@ -20,7 +20,8 @@ from typing import Any
 from protocols.model import Collection, Tool
 from tests.fakes.openai_server import Reply, call
 
-__all__ = ["GoldModel", "gold_tools", "program", "template", "agent", "snippets", "router_for"]
+__all__ = ["GoldModel", "gold_tools", "program", "template", "agent", "snippets", "router_for", "protocol_of",
+           "every_protocol"]
 
 
 def template(path: str) -> str:
@@ -197,3 +198,21 @@ def router_for(strategy: str, gold: GoldModel) -> Callable[[dict[str, Any]], Any
     if strategy == "codeact":
         return snippets(gold)
     raise ValueError(f"no scripted protocol for strategy {strategy!r}")
+
+
+def protocol_of(body: dict[str, Any]) -> str:
+    """Which built-in strategy sent a request (chain and chain-plain speak alike): function calling
+    with a ``finish`` that takes a ``return_type`` is dfsdt's, other function calling react's, a
+    prompt about snippets codeact's, anything else a program's."""
+    functions = {t["function"]["name"]: t["function"] for t in body.get("tools") or []}
+    if functions:
+        finish = functions.get("finish") or {}
+        return "dfsdt" if "return_type" in (finish.get("parameters") or {}).get("properties", {}) else "react"
+    system = next((str(m.get("content") or "") for m in body["messages"] if m["role"] == "system"), "")
+    return "codeact" if "step by step by writing Python" in system else "chain"
+
+
+def every_protocol(gold: GoldModel) -> Callable[[dict[str, Any]], Any]:
+    """One router for every built-in strategy at once (``atc eval --strategy chain,react,...``)."""
+    routers = {name: router_for(name, gold) for name in ("chain", "react", "dfsdt", "codeact")}
+    return lambda body: routers[protocol_of(body)](body)
