@@ -16,8 +16,10 @@ Rows, measured in the same run:
 3. the same directory scored again, chart included (nothing runs: resume finds every task done);
 4. judging: the 100 answers labelled by a scripted judge (``--judge-latency``) over the finished
    directory, and ``--rejudge`` of them;
-5. one row per strategy (``chain``, and the others when ``atc.strategies`` has them and a scripted
-   protocol is known here): model calls, tokens, API calls and wall time per task, Path%, Prec%.
+5. one row per strategy (``chain``, ``chain-plain``, ``react``, ``codeact``, ``dfsdt``; the oracle
+   speaks each one's protocol: a program, function calls, snippets), all in one ``evaluate``:
+   model calls, tokens, API calls, steps and wall time per task, Path%, Prec%, tokens against
+   ``chain``'s, and each strategy's batch wall clock.
 
 This measures mechanics -- what the harness and each strategy spend around a model that never
 errs -- not quality, which needs a real model (docs/evaluation.md).
@@ -43,15 +45,16 @@ sys.path.insert(0, str(ROOT))
 from atc.evaluation import JudgeOptions, RunSettings, evaluate, load_suite  # noqa: E402
 from atc.evaluation.mockhub import MockHub  # noqa: E402
 from atc.evaluation.report import chart  # noqa: E402
-from atc.evaluation.runner import CandidateRetriever, resolve_tools  # noqa: E402
+from atc.evaluation.runner import CandidateRetriever, known_strategies, resolve_tools  # noqa: E402
 from atc.model import make_client  # noqa: E402
 from atc.workflows.many import solve_many  # noqa: E402
 from sandbox.api import Limits  # noqa: E402
-from tests.fakes.gold_model import GoldModel, gold_tools  # noqa: E402
+from tests.fakes.gold_model import GoldModel, every_protocol, gold_tools, protocol_of  # noqa: E402
 from tests.fakes.openai_server import ScriptedOpenAI  # noqa: E402
 
 DATA = next((p / "shared" / "bench-data" for p in ROOT.parents if (p / "shared" / "bench-data").is_dir()), None)
 CONCURRENCY = 8
+STRATEGIES = ["chain", "chain-plain", "react", "codeact", "dfsdt"]
 
 
 def timed(fn: Any) -> tuple[float, Any]:
@@ -128,11 +131,33 @@ def main() -> None:
                                                           "x_baseline": cached / base}
         assert with_judge.summaries["chain"].success == 1.0 and len(judging.requests) == n, len(judging.requests)
         requests = len(model.requests)
-    per = chain.per_task()
-    strategies = {"chain": {"tasks": chain.tasks, "path": chain.path, "precision": chain.precision,
+        # every strategy, side by side, the oracle speaking each one's protocol
+        model.router = every_protocol(oracle)
+        names = [name for name in STRATEGIES if name in known_strategies()]
+        first = len(model.requests)
+        side = evaluate(suite, RunSettings(strategies=names, client=client, sandbox="local", concurrency=CONCURRENCY,
+                                           limits=limits), toolset=toolset, out=Path(tmp) / "side", chart=False)
+        # the scripted server counts message text only; a real server also counts the function
+        # schemas sent with every function-calling turn (react, dfsdt): estimated the same way
+        schemas: dict[str, int] = {}
+        for body in model.requests[first:]:
+            kind = protocol_of(body)
+            schemas[kind] = schemas.get(kind, 0) + len(json.dumps(body.get("tools") or [])) // 4 if body.get("tools") \
+                else schemas.get(kind, 0)
+    strategies = {}
+    for name in names:
+        summary = side.summaries[name]
+        per = summary.per_task()
+        assert summary.failed == 0 and summary.path == 1.0, (name, summary.to_dict())
+        with_schemas = per["prompt_tokens"] + schemas.get(name, 0) / n
+        strategies[name] = {"tasks": summary.tasks, "path": summary.path, "precision": summary.precision,
                             "model_calls": per["model_calls"], "prompt_tokens": per["prompt_tokens"],
+                            "prompt_tokens_with_schemas": with_schemas,
                             "completion_tokens": per["completion_tokens"], "api_calls": per["api_calls"],
-                            "steps": per["steps"], "wall_s": per["wall_s"]}}
+                            "steps": per["steps"], "wall_s": per["wall_s"],
+                            "tokens_x_chain": (with_schemas + per["completion_tokens"])
+                            / max(1.0, chain.per_task()["prompt_tokens"] + chain.per_task()["completion_tokens"]),
+                            "batch_wall_s": side.wall_s.get(name, 0.0)}
     doc = {"tasks": n, "latency_s": args.latency, "concurrency": CONCURRENCY, "model_requests": requests,
            "harness": rows, "strategies": strategies}
     if args.json:
@@ -142,12 +167,14 @@ def main() -> None:
     print("| row | wall s | ms per task | x baseline |\n|---|---:|---:|---:|")
     for name, r in rows.items():
         print(f"| {name} | {r['wall_s']:.2f} | {r['per_task_ms']:.1f} | {r['x_baseline']:.2f} |")
-    print("\n| strategy | Path% | Prec% | model calls | prompt tokens | completion tokens | API calls | steps | wall s |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| strategy | Path% | Prec% | model calls | prompt tokens | + function schemas | completion tokens "
+          "| API calls | steps | wall s | tokens x chain | batch wall s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, s in strategies.items():
         print(f"| {name} | {100 * s['path']:.1f} | {100 * s['precision']:.1f} | {s['model_calls']:.2f} "
-              f"| {s['prompt_tokens']:.0f} | {s['completion_tokens']:.0f} | {s['api_calls']:.2f} | {s['steps']:.2f} "
-              f"| {s['wall_s']:.3f} |")
+              f"| {s['prompt_tokens']:.0f} | {s['prompt_tokens_with_schemas']:.0f} | {s['completion_tokens']:.0f} "
+              f"| {s['api_calls']:.2f} | {s['steps']:.2f} "
+              f"| {s['wall_s']:.3f} | {s['tokens_x_chain']:.2f} | {s['batch_wall_s']:.2f} |")
 
 
 if __name__ == "__main__":
