@@ -81,6 +81,17 @@ def test_route_gold_matches_method_and_path_template() -> None:
     assert match([" GET /search/person/ "], [SEARCH]).path == 1.0
 
 
+def test_url_gold_matches_below_the_servers_base_path() -> None:
+    # ToolFlow writes gold as METHOD and full URL: TMDB's server path (/3) comes before the operation's
+    assert match(["GET https://api.themoviedb.org/3/search/person"], [SEARCH]).path == 1.0
+    assert match(["GET https://api.themoviedb.org/3/person/{person_id}/movie_credits"], [CREDITS]).path == 1.0
+    assert match(["GET https://api.example.org/search/person"], [SEARCH]).path == 1.0
+    # whole segments only, and the method still counts
+    assert match(["GET https://x.org/3/research/person"], [SEARCH]).path == 0.0
+    assert match(["POST https://x.org/3/search/person"], [SEARCH]).path == 0.0
+    assert parse_step("GET https://x.org/3/a/{id}").key == "GET /3/a/{}"
+
+
 def test_tool_name_gold_and_route_gold_together() -> None:
     m = match(["search_person", "GET /person/{person_id}"], [SEARCH, DETAIL, POPULAR])
     assert m.path == 1.0

@@ -1,7 +1,9 @@
 """Gold solutions and the calls that match them: pure functions, no I/O.
 
 A gold step is either a tool name (``search_books``) or an HTTP route, ``METHOD /path`` with the
-path as a template (``GET /person/{person_id}/movie_credits``). A call (a ``ToolCall`` dict of a
+path as a template (``GET /person/{person_id}/movie_credits``), or ``METHOD URL`` with the server
+in front (``GET https://api.themoviedb.org/3/search/movie``: the call's path may then be the end
+of the URL's, below the server's base path). A call (a ``ToolCall`` dict of a
 result line: ``tool``, ``method``, ``path``...) matches a tool step when it is that tool, and a
 route step when its method and path template are the step's. Templates are compared with their
 parameter names blanked out (``/person/{movie_id}/x`` is ``/person/{}/x``), since a route is the
@@ -22,6 +24,7 @@ from typing import Any
 __all__ = ["GoldStep", "parse_step", "route_key", "Match", "match", "called_tools"]
 
 _ROUTE = re.compile(r"^\s*([A-Za-z]+)\s+(/\S*)\s*$")
+_URL_ROUTE = re.compile(r"^\s*([A-Za-z]+)\s+[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s]+(/\S*)?\s*$")
 _PARAM = re.compile(r"\{[^{}]*\}")
 
 
@@ -40,7 +43,7 @@ class GoldStep:
     """One step of a gold solution, as written (``text``) and as compared (``key``)."""
 
     text: str
-    #: ``tool`` (a tool name) or ``route`` (``METHOD /path``)
+    #: ``tool`` (a tool name), ``route`` (``METHOD /path``) or ``url`` (``METHOD https://host/path``)
     kind: str
     key: str
 
@@ -50,7 +53,14 @@ class GoldStep:
         method, path = call.get("method"), call.get("path")
         if not isinstance(method, str) or not isinstance(path, str):
             return False
-        return route_key(method, path) == self.key
+        key = route_key(method, path)
+        if key == self.key:
+            return True
+        # a full URL holds the server's base path (``/3`` of TMDB's) before the operation's path
+        called_method, _, called_path = key.partition(" ")
+        gold_method, _, gold_path = self.key.partition(" ")
+        return self.kind == "url" and called_method == gold_method and called_path != "/" and \
+            gold_path.endswith(called_path) and gold_path[: len(gold_path) - len(called_path)].startswith("/")
 
 
 def parse_step(text: str) -> GoldStep:
@@ -60,6 +70,9 @@ def parse_step(text: str) -> GoldStep:
     m = _ROUTE.match(text)
     if m:
         return GoldStep(text.strip(), "route", route_key(m.group(1), m.group(2)))
+    m = _URL_ROUTE.match(text)
+    if m:
+        return GoldStep(text.strip(), "url", route_key(m.group(1), m.group(2) or "/"))
     return GoldStep(text.strip(), "tool", text.strip())
 
 

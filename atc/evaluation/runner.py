@@ -106,6 +106,8 @@ def resolve_tools(steps: tuple[str, ...], toolset: Toolset) -> tuple[list[tuple[
         step = parse_step(text)
         if step.kind == "route":
             names = by_route.get(step.key, [])
+        elif step.kind == "url":
+            names = [n for n, t in toolset.tools.items() if step.matches({"tool": n, "method": t.method, "path": t.path})]
         else:
             names = [step.key] if step.key in toolset.tools else collections.get(step.key, [])
         if not names:
