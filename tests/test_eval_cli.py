@@ -193,6 +193,19 @@ def test_strategies_under_one_budget(model: ScriptedOpenAI, tmp_path: Path, caps
     assert react["model_calls"] <= 2 * 12
 
 
+def test_a_plain_json_list_of_tasks_with_tools_given(bench_data: Path, model: ScriptedOpenAI, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """RestBench's own file, as it is (no ids, a list in one JSON document), with its spec as --tools."""
+    tasks = str(bench_data / "restbench/datasets/tmdb.json")
+    spec = str(bench_data / "restbench/specs/tmdb_oas.json")
+    model.router = oracle_for(tasks, tools=[spec], limit=3)
+    code, doc, err = run([tasks, "--tools", spec, "--limit", "3", "--top-k", "60", "--out", str(tmp_path / "o")], capsys)
+    assert code == 0, err
+    assert doc["suite"] == "tmdb" and doc["strategies"]["chain"]["path"] == 1.0
+    rows = [json.loads(x) for x in (tmp_path / "o/results.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["1", "2", "3"]
+
+
 # -- bad input ----------------------------------------------------------------------------------
 
 

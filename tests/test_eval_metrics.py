@@ -209,7 +209,7 @@ def test_judge_labels_are_read_or_refused() -> None:
 
 def test_every_bad_suite_line_is_named_and_nothing_runs() -> None:
     good = {"id": 1, "query": "q", "solution": ["a", "GET /b"]}
-    lines = [json.dumps(good), "not json", json.dumps({"id": 2, "query": "q"}),
+    lines = [json.dumps(good), "not json", json.dumps({"id": True, "query": "q", "solution": ["a"]}),
              json.dumps({"id": 3, "query": "", "solution": ["a"]}), json.dumps({"id": 1, "query": "q", "solution": []}),
              json.dumps({"id": 4, "query": "q", "solution": ["a"], "tools": [1]}), "",
              json.dumps({"id": 5, "query": "q", "solution": ["a"], "solvable": "yes"})]
@@ -220,8 +220,10 @@ def test_every_bad_suite_line_is_named_and_nothing_runs() -> None:
         assert f"line {number}:" in text
     assert "duplicate id '1'" in text and "line 1:" not in text
     tasks = parse_suite_lines([json.dumps(good), json.dumps({"id": "x", "query": " q2 ", "solution": ["a"],
-                                                             "answer": 7, "solvable": False})])
-    assert [t.id for t in tasks] == ["1", "x"]
+                                                             "answer": 7, "solvable": False}),
+                               json.dumps({"query": "no id", "solution": [["get_a", 3], "GET /b"]})])
+    assert [t.id for t in tasks] == ["1", "x", "3"]  # a task without an id gets its line number
     assert tasks[1].query == "q2" and tasks[1].answer == "7" and not tasks[1].solvable
+    assert tasks[2].solution == ("get_a", "GET /b")  # ToolFlow's [name, calls] pairs
     with pytest.raises(UsageError, match="no tasks"):
         parse_suite_lines(["", " "])

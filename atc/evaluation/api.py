@@ -71,6 +71,8 @@ def load_suite(spec: str, *, tools: list[str] | None = None) -> Suite:
                 suite = read_manifest(manifest, load_tools=not replace)
             else:
                 suite = Suite(path.stem, read_tasks_file(path), source=str(path))
+        elif path.is_file() and _is_task_list(path):
+            suite = Suite(path.stem, read_tasks_file(path), source=str(path))
         elif path.is_file():
             suite = read_manifest(path, load_tools=not replace)
         else:
@@ -79,6 +81,16 @@ def load_suite(spec: str, *, tools: list[str] | None = None) -> Suite:
     if replace:
         suite.collections = load_tool_sources(tools or [])
     return suite
+
+
+def _is_task_list(path: Path) -> bool:
+    """A JSON file holding a list (of tasks), rather than a manifest object."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(4096).lstrip()
+    except OSError:
+        return False
+    return head[:1] == b"["
 
 
 @dataclass

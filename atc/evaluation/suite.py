@@ -10,7 +10,9 @@ A suite on disk is a JSON Lines file of tasks, one object a line::
 ``tools``, when given, are the candidates the model is shown for that task (tool names, routes,
 or collection names for all their tools: the paper gives each task 20 candidates that include
 the gold ones); ``solvable`` (default true)
-is ToolEval's flag for a task that no tool can solve. Every bad line is reported with its number
+is ToolEval's flag for a task that no tool can solve. A task without ``id`` gets its line number; a
+gold step may also be a ``[name, calls]`` pair (ToolFlow's). A JSON file holding a list of such
+objects (RestBench's shape) is read the same way. Every bad line is reported with its number
 before anything runs, as ``atc batch`` does.
 
 The collections come from ``--tools``, or from a manifest, ``suite.json`` next to the tasks (or
@@ -99,18 +101,26 @@ class Suite:
 
 
 def _strings(value: Any) -> list[str] | None:
-    if isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value):
-        return [v.strip() for v in value]
-    return None
+    """Steps as strings; a ``[name, calls]`` pair (ToolFlow's gold) counts as its name."""
+    if not isinstance(value, list):
+        return None
+    out = []
+    for v in value:
+        if isinstance(v, list) and len(v) == 2 and isinstance(v[1], int) and not isinstance(v[1], bool):
+            v = v[0]
+        if not isinstance(v, str) or not v.strip():
+            return None
+        out.append(v.strip())
+    return out
 
 
-def _task(obj: Any) -> EvalTask | str:
-    """A task from one parsed line, or the reason it is not one."""
+def _task(obj: Any, number: int) -> EvalTask | str:
+    """A task from one parsed line (its number is its id when it has none), or why it is not one."""
     if not isinstance(obj, dict):
         return f"not a JSON object but {type(obj).__name__}"
-    task_id = obj.get("id")
+    task_id = obj.get("id", number)
     if isinstance(task_id, bool) or not isinstance(task_id, (str, int)) or task_id == "":
-        return 'no "id" (a non-empty string or an integer)'
+        return '"id" must be a non-empty string or an integer'
     query = obj.get("query")
     if not isinstance(query, str) or not query.strip():
         return '"query" must be a non-empty string'
@@ -143,7 +153,7 @@ def parse_suite_lines(lines: Sequence[str], source: str = "<suite>") -> list[Eva
         except json.JSONDecodeError as exc:
             bad.append(f"line {number}: not JSON ({exc.msg} at column {exc.colno})")
             continue
-        task = _task(obj)
+        task = _task(obj, number)
         if isinstance(task, str):
             bad.append(f"line {number}: {task}")
             continue
@@ -170,7 +180,17 @@ def _read_text(path: Path) -> str:
 
 
 def read_tasks_file(path: Path) -> list[EvalTask]:
-    return parse_suite_lines(_read_text(path).splitlines(), str(path))
+    """The tasks of a JSONL file, or of a JSON file holding a list of task objects (RestBench's
+    shape: the position is the id of a task without one)."""
+    text = _read_text(path)
+    if path.suffix == ".json":
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+        if isinstance(doc, list):
+            return parse_suite_lines([json.dumps(item) for item in doc], str(path))
+    return parse_suite_lines(text.splitlines(), str(path))
 
 
 def _tool_source(item: str, base: Path) -> str:
