@@ -206,6 +206,42 @@ def test_a_plain_json_list_of_tasks_with_tools_given(bench_data: Path, model: Sc
     assert [r["id"] for r in rows] == ["1", "2", "3"]
 
 
+class OneCall:
+    """A strategy of a user's own (registered as a plug-in is): the model names one tool, which is
+    called once with no arguments, and its status is the answer."""
+
+    name = "one-call"
+
+    def __init__(self, **options: Any) -> None:
+        pass
+
+    def run(self, episode: Any) -> Any:
+        from atc.strategies import Outcome
+
+        reply = episode.ask([{"role": "user", "content": "Which tool first? " + episode.query}])
+        outcome, called = episode.call_tool(reply.text.strip(), {})
+        return Outcome(ok=True, answer=f"called {called.tool}: {'ok' if outcome.ok else 'refused'}", calls=[called],
+                       steps=1)
+
+
+def test_a_plugin_strategy_is_evaluated_like_the_builtins(model: ScriptedOpenAI, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from atc.strategies import registry
+
+    monkeypatch.setitem(registry._FACTORIES, "one-call", OneCall)
+    gold = oracle_for("examples")
+    model.router = lambda body: gold.gold[gold.index_of(body)][0].name  # the task's first gold tool
+    code, doc, err = run(["examples", "--strategy", "one-call", "--out", str(tmp_path / "o")], capsys)
+    assert code == 0, err
+    mine = doc["strategies"]["one-call"]
+    sizes = [len(g) for g in gold.gold]
+    assert mine["path"] == pytest.approx(sum(1 / n for n in sizes) / 12, abs=1e-4)  # one gold tool of n
+    assert (mine["precision"], mine["model_calls"], mine["api_calls"], mine["steps"]) == (1.0, 12, 12, 12)
+    # a call without its required arguments was refused by the gateway, and still chosen
+    assert mine["failures"].get("bad_arguments", 0) == sum(1 for g in gold.gold if g[0].required)
+
+
 # -- bad input ----------------------------------------------------------------------------------
 
 
