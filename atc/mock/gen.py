@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from atc.mock.checks import is_valid
 from atc.mock.data import (
     ANY_ENTITY,
     GENERIC_CONTAINERS,
@@ -28,7 +29,7 @@ from atc.mock.data import (
 )
 from atc.mock.values import integer_value, number_value, string_value
 
-__all__ = ["RequestContext", "SchemaFaker", "DEFAULT_ITEMS", "MAX_ITEMS", "MAX_DEPTH"]
+__all__ = ["RequestContext", "SchemaFaker", "DEFAULT_ITEMS", "MAX_ITEMS", "MAX_DEPTH", "is_cut", "merge_all_of"]
 
 DEFAULT_ITEMS = 3
 MAX_ITEMS = 50
@@ -57,6 +58,11 @@ class RequestContext:
     root_entity: str | None = None
     root_id: Any = None
     item_entity: str | None = None
+    #: what clients wrote (:class:`atc.mock.state.MockState`): an instance it holds shows its
+    #: fields wherever it is generated, and a deleted one is left out of lists
+    state: Any = None
+    #: ids that the endpoint's main list shows first (objects created under the request's parents)
+    first: list[Any] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -71,25 +77,27 @@ class _Scope:
 
 def _compatible(value: Any, schema: dict[str, Any]) -> bool:
     """Whether an argument value can stand in for a generated one without breaking the schema."""
-    enum = schema.get("enum")
-    if isinstance(enum, list) and enum and value not in enum:
-        return False
     t = schema_type(schema)
-    if t is None:
-        return True
-    if t == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if t == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if t == "string":
-        return isinstance(value, str)
-    if t == "boolean":
-        return isinstance(value, bool)
-    if t == "array":
-        return isinstance(value, list)
-    if t == "object":
-        return isinstance(value, dict)
-    return False
+    cheap = {"integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+             "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+             "string": lambda v: isinstance(v, str), "boolean": lambda v: isinstance(v, bool),
+             "array": lambda v: isinstance(v, list), "object": lambda v: isinstance(v, dict)}.get(t or "")
+    if t is not None and (cheap is None or not cheap(value)):
+        return False
+    return is_valid(schema, value)
+
+
+#: Keys of generated free-form objects (``additionalProperties``, ``minProperties``).
+_EXTRA_KEYS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
+
+
+def is_cut(schema: Any) -> bool:
+    """Whether the import cut this schema (a recursion, or a schema too deep or too large): it
+    stands for a value the mock cannot describe, so it is better left out than made up."""
+    if not isinstance(schema, dict) or "properties" in schema:
+        return False
+    d = schema.get("description")
+    return isinstance(d, str) and d.startswith(("(recursive: ", "(nesting too deep", "(schema too large"))
 
 
 _TOTALS = ("total", "total_results", "total_count", "count", "num_results", "total_items")
@@ -127,7 +135,6 @@ class SchemaFaker:
     def __init__(self, spaces: IdSpaces, known: frozenset[str]) -> None:
         self.spaces = spaces
         self.known = known
-        self._validators: dict[int, Any] = {}
 
     def response(self, schema: dict[str, Any], ctx: RequestContext) -> Any:
         scope = _Scope(ctx.root_key)
@@ -206,13 +213,7 @@ class SchemaFaker:
         return first
 
     def _valid(self, schema: dict[str, Any], value: Any) -> bool:
-        validator = self._validators.get(id(schema))
-        if validator is None:
-            import jsonschema
-
-            validator = jsonschema.Draft7Validator(schema)
-            self._validators[id(schema)] = validator
-        return bool(validator.is_valid(value))
+        return is_valid(schema, value)
 
     # -- containers ----------------------------------------------------------------------------
 
@@ -234,6 +235,12 @@ class SchemaFaker:
         elif entity is not None:
             scope = _Scope(scope.key, entity)
         values: dict[str, Any] = {}
+        required = set(schema.get("required") or []) if isinstance(schema.get("required"), list) else set()
+        # A response never carries what only a client writes (writeOnly), and a recursion the
+        # import cut is left out where the schema allows (an optional field, an empty list).
+        props = {k: v for k, v in props.items()
+                 if not (isinstance(v, dict) and v.get("writeOnly") is True)
+                 and not (is_cut(v) and k not in required)}
         # Ids first, so that ``author_name`` can be the name of the ``author_id`` next to it.
         order = sorted(props, key=lambda k: 0 if k == "id" or id_entity(k) else 1)
         for k in order:
@@ -258,19 +265,37 @@ class SchemaFaker:
                 k in GENERIC_CONTAINERS or (hint is not None and hint == ctx.item_entity))
             if k in GENERIC_CONTAINERS and depth <= 1:
                 hint = ctx.item_entity
+            elif k in GENERIC_CONTAINERS and entity is not None and own_id is None:
+                # The ``items`` of a wrapper named after an entity (Spotify's ``artists: {items}``)
+                # are that entity's instances, the same as on its detail endpoint.
+                hint = entity
             if hint is None and root and schema_type(sub) == "array" and ctx.item_entity != ctx.root_entity:
                 # A top-level list the name does not explain (``cast`` of /person/{id}/movie_credits)
                 # most likely holds what the endpoint is about.
                 hint = ctx.item_entity
             values[k] = self._value(sub, k, scope, f"{path}/{k}", depth + 1, ctx, entity=hint, primary=primary)
         out = {k: values[k] for k in props if k in values}
+        stored = ctx.state.fields(entity, own_id) if ctx.state is not None and own_id is not None else None
+        if stored:
+            for k, v in stored.items():
+                if k in props and k != "id" and _compatible(v, self._flatten(props[k])):
+                    out[k] = v
         if root:
             _fix_totals(out)
         extra = schema.get("additionalProperties")
-        if not props and isinstance(extra, dict) and depth < MAX_DEPTH:
+        low = schema.get("minProperties")
+        low = low if isinstance(low, int) and not isinstance(low, bool) else 0
+        if isinstance(extra, dict) and depth < MAX_DEPTH and (not props or len(out) < low):
             r = rng(scope.key, path, "keys")
-            for key in sorted({r.choice(("alpha", "beta", "gamma", "delta")) for _ in range(2)}):
-                out[key] = self._value(extra, key, scope, f"{path}/{key}", depth + 1, ctx)
+            keys = sorted({r.choice(_EXTRA_KEYS) for _ in range(2)})
+            keys += [k for k in _EXTRA_KEYS if k not in keys][:max(0, low - len(out) - len(keys))]
+            for key in keys:
+                if key not in out and not is_cut(extra):
+                    out[key] = self._value(extra, key, scope, f"{path}/{key}", depth + 1, ctx)
+        elif len(out) < low and extra is not False:
+            for i in range(low - len(out)):
+                out.setdefault(_EXTRA_KEYS[i % len(_EXTRA_KEYS)] + (str(i) if i >= len(_EXTRA_KEYS) else ""),
+                               string_value("note", {"type": "string"}, None, rng(scope.key, path, "extra", i)))
         return out
 
     def _own_id(self, id_schema: Any, entity: str, scope: _Scope, path: str, ctx: RequestContext,
@@ -305,9 +330,12 @@ class SchemaFaker:
 
     def _array(self, schema: dict[str, Any], name: str, scope: _Scope, path: str, depth: int,
                ctx: RequestContext, *, entity: str | None, primary: bool) -> list[Any]:
+        prefix = schema.get("prefixItems")
+        if isinstance(prefix, list) and prefix:
+            return self._tuple(schema, prefix, name, scope, path, depth, ctx)
         items = self._flatten(schema.get("items"))
         n = ctx.items if primary else DEFAULT_ITEMS
-        if depth >= MAX_DEPTH:
+        if depth >= MAX_DEPTH or is_cut(items):
             n = 0
         lo, hi = schema.get("minItems"), schema.get("maxItems")
         if isinstance(hi, int):
@@ -331,9 +359,13 @@ class SchemaFaker:
                 pool = r.sample(pool, len(pool))
             elif primary and ctx.filters:
                 pool = self.spaces.sample(entity, kind, FILTER_SCAN, *seed)
+            gone = ctx.state.gone if primary and ctx.state is not None else (lambda e, v: False)
             if pool is not None:
+                pool = [v for v in [*ctx.first, *pool] if not gone(entity, v)]
                 return self._filtered(items, props, pool, n, entity, name, scope, path, depth, ctx)
             forced = list(self.spaces.sample(entity, kind, n, *seed))
+            if primary and (ctx.first or ctx.state is not None):
+                forced = [v for v in [*ctx.first, *forced] if not gone(entity, v)][:n]
             forced += [None] * (n - len(forced))
         out: list[Any] = []
         for i in range(n):
@@ -343,6 +375,18 @@ class SchemaFaker:
                 continue
             out.append(value)
         return out
+
+    def _tuple(self, schema: dict[str, Any], prefix: list[Any], name: str, scope: _Scope, path: str,
+               depth: int, ctx: RequestContext) -> list[Any]:
+        """OAS 3.1 ``prefixItems``: one value per position, then ``items`` up to ``minItems``."""
+        out = [self._value(sub, name, scope, f"{path}/{i}", depth + 1, ctx) for i, sub in enumerate(prefix)]
+        rest = schema.get("items")
+        lo = schema.get("minItems")
+        if isinstance(rest, dict) and isinstance(lo, int):
+            for i in range(len(out), lo):
+                out.append(self._value(rest, name, scope, f"{path}/{i}", depth + 1, ctx))
+        hi = schema.get("maxItems")
+        return out[:hi] if isinstance(hi, int) else out
 
     def _referring(self, entity: str, kind: str, props: dict[str, Any], ctx: RequestContext) -> list[Any] | None:
         """For ``/authors/{author_id}/books``: the books whose ``author_id`` is the requested one
