@@ -91,6 +91,17 @@ def _compatible(value: Any, schema: dict[str, Any]) -> bool:
 _EXTRA_KEYS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
 
 
+def own_id_key(props: dict[str, Any], entity: str | None) -> str | None:
+    """The property that is an entity instance's own id: ``id``, else ``<entity>_id`` /
+    ``<entity>Id`` (a Stop with ``stop_id``), None when the object has neither."""
+    if "id" in props:
+        return "id"
+    if entity is None:
+        return None
+    camel = "".join(w.title() if i else w for i, w in enumerate(entity.split("_")))
+    return next((k for k in (f"{entity}_id", f"{camel}Id", f"{camel}ID") if k in props), None)
+
+
 def is_cut(schema: Any) -> bool:
     """Whether the import cut this schema (a recursion, or a schema too deep or too large): it
     stands for a value the mock cannot describe, so it is better left out than made up."""
@@ -226,11 +237,12 @@ class SchemaFaker:
             required = set(schema.get("required") or [])
             props = {k: v for k, v in props.items() if k in required}
         own_id: Any = None
-        if "id" in props and entity in self.known and entity is not None:
-            own_id = self._own_id(props["id"], entity, scope, path, ctx, forced_id, root)
+        id_key = own_id_key(props, entity) if entity in self.known else None
+        if id_key is not None and entity is not None:
+            own_id = self._own_id(props[id_key], entity, scope, path, ctx, forced_id, root)
             if own_id is not None:
-                kind = "str" if isinstance(own_id, str) and id_kind(self._flatten(props["id"])) == "int" \
-                    else id_kind(self._flatten(props["id"]))
+                kind = "str" if isinstance(own_id, str) and id_kind(self._flatten(props[id_key])) == "int" \
+                    else id_kind(self._flatten(props[id_key]))
                 scope, path = _Scope(f"{entity}#{own_id}", entity, own_id, kind), ""
         elif entity is not None:
             scope = _Scope(scope.key, entity)
@@ -245,7 +257,7 @@ class SchemaFaker:
         order = sorted(props, key=lambda k: 0 if k == "id" or id_entity(k) else 1)
         for k in order:
             sub = self._flatten(props[k])
-            if k == "id" and own_id is not None:
+            if k == id_key and own_id is not None:
                 values[k] = own_id
                 continue
             if root and k in ctx.echo and _compatible(ctx.echo[k], sub):
@@ -263,22 +275,23 @@ class SchemaFaker:
             # (``books`` of /authors/{id}/books); ``limit`` and the filters apply to it.
             primary = depth <= 1 and schema_type(sub) == "array" and (
                 k in GENERIC_CONTAINERS or (hint is not None and hint == ctx.item_entity))
-            if k in GENERIC_CONTAINERS and depth <= 1:
-                hint = ctx.item_entity
-            elif k in GENERIC_CONTAINERS and entity is not None and own_id is None:
+            if k in GENERIC_CONTAINERS and not root and entity is not None and own_id is None:
                 # The ``items`` of a wrapper named after an entity (Spotify's ``artists: {items}``)
                 # are that entity's instances, the same as on its detail endpoint.
                 hint = entity
+            elif k in GENERIC_CONTAINERS and depth <= 1:
+                hint = ctx.item_entity
             if hint is None and root and schema_type(sub) == "array" and ctx.item_entity != ctx.root_entity:
                 # A top-level list the name does not explain (``cast`` of /person/{id}/movie_credits)
                 # most likely holds what the endpoint is about.
                 hint = ctx.item_entity
             values[k] = self._value(sub, k, scope, f"{path}/{k}", depth + 1, ctx, entity=hint, primary=primary)
         out = {k: values[k] for k in props if k in values}
-        stored = ctx.state.fields(entity, own_id) if ctx.state is not None and own_id is not None else None
+        instance = own_id if own_id is not None else (ctx.root_id if root and entity == ctx.root_entity else None)
+        stored = ctx.state.fields(entity, instance) if ctx.state is not None and instance is not None else None
         if stored:
             for k, v in stored.items():
-                if k in props and k != "id" and _compatible(v, self._flatten(props[k])):
+                if k in props and k != id_key and _compatible(v, self._flatten(props[k])):
                     out[k] = v
         if root:
             _fix_totals(out)
@@ -350,8 +363,9 @@ class SchemaFaker:
             return self.spaces.sample(ref, kind, n, *seed)
         forced: list[Any] = [None] * n
         props = items.get("properties") if isinstance(items.get("properties"), dict) else None
-        if entity in self.known and entity is not None and props and "id" in props:
-            id_schema = self._flatten(props["id"])
+        key = own_id_key(props, entity) if props and entity in self.known else None
+        if entity is not None and props and key is not None:
+            id_schema = self._flatten(props[key])
             kind = "str" if schema_type(id_schema) == "string" and id_kind(id_schema) == "int" else id_kind(id_schema)
             pool = self._referring(entity, kind, props, ctx) if primary else None
             if pool is not None:
@@ -426,6 +440,7 @@ class SchemaFaker:
         needed = set(hard) | set(soft)
         probe = {**items, "required": [],
                  "properties": {k: v for k, v in props.items() if k == "id" or k in needed or id_entity(k)}}
+        # (an own ``<entity>_id`` is an id_entity name too, so it is in the probe as well)
         matches: list[Any] = []
         fallback: list[Any] = []
         for cid in pool[:FILTER_SCAN]:

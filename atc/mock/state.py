@@ -118,5 +118,6 @@ class MockState:
         one, but lists do not put it first (it was not created by a client)."""
         key = _key(entity, value)
         with self.lock:
-            if key not in self._fields:
-                self._fields[key] = dict(fields)
+            kept = self._fields.setdefault(key, {})
+            for k, v in fields.items():
+                kept.setdefault(k, v)
