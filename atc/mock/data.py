@@ -269,7 +269,10 @@ class IdSpaces:
                 hi = max(lo, 100) + 1_000_000
             assert lo is not None and hi is not None
             span = range(lo, hi + 1)
-            return r.sample(span, min(self.size, len(span))) if len(span) else [lo]
+            # A small range keeps room for ids the mock never hands out: for creates to take, and
+            # for "not found" to mean something.
+            count = min(self.size, max(1, len(span) // 2))
+            return r.sample(span, count) if len(span) else [lo]
         if kind == "uuid":
             return [str(uuid.UUID(int=r.getrandbits(128), version=4)) for _ in range(self.size)]
         return self._strings(r, profile)

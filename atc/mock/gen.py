@@ -281,9 +281,10 @@ class SchemaFaker:
                 hint = entity
             elif k in GENERIC_CONTAINERS and depth <= 1:
                 hint = ctx.item_entity
-            if hint is None and root and schema_type(sub) == "array" and ctx.item_entity != ctx.root_entity:
+            if hint is None and root and schema_type(sub) == "array" and ctx.item_entity != ctx.root_entity \
+                    and singular(k) == k.lower():
                 # A top-level list the name does not explain (``cast`` of /person/{id}/movie_credits)
-                # most likely holds what the endpoint is about.
+                # most likely holds what the endpoint is about; a plural (``genres``) names its own.
                 hint = ctx.item_entity
             values[k] = self._value(sub, k, scope, f"{path}/{k}", depth + 1, ctx, entity=hint, primary=primary)
         out = {k: values[k] for k in props if k in values}
