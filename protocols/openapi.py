@@ -272,19 +272,22 @@ class _Build:
             if code.startswith("x-"):
                 continue
             rp = f"{pointer}/{escape(code)}"
-            resp = self.obj(raw, rp, "a response")
+            try:
+                resp = self.obj(raw, rp, "a response")
+            except ProtocolError as exc:
+                self._skipped(exc)
+                continue
             content: dict[str, Any] = {}
             if self.swagger:
                 if "schema" in resp:
-                    schema = self.refs.schema(resp["schema"], f"{rp}/schema")
+                    schema = self._optional_schema(resp["schema"], f"{rp}/schema")
                     for media in produces:
-                        content[media] = schema if isinstance(schema, dict) else None
+                        content[media] = schema
             elif isinstance(resp.get("content"), dict):
                 for media, entry in resp["content"].items():
                     entry = entry if isinstance(entry, dict) else {}
-                    schema = self.refs.schema(entry["schema"], f"{rp}/content/{escape(str(media))}/schema") \
-                        if "schema" in entry else None
-                    content[str(media)] = schema if isinstance(schema, dict) else None
+                    content[str(media)] = self._optional_schema(
+                        entry["schema"], f"{rp}/content/{escape(str(media))}/schema") if "schema" in entry else None
             if primary is not None:
                 # One shared object for the chosen schema (an equal copy would be stored twice).
                 content = {m: primary if s == primary else s for m, s in content.items()}
@@ -294,6 +297,19 @@ class _Build:
                 entry_out["headers"] = headers
             out[code] = entry_out
         return out
+
+    def _optional_schema(self, node: Any, pointer: str) -> dict[str, Any] | None:
+        """A schema of a response no program reads (an error, another media type): a broken one
+        is noted and left out rather than failing the whole import."""
+        try:
+            schema = self.refs.schema(node, pointer)
+        except ProtocolError as exc:
+            self._skipped(exc)
+            return None
+        return schema if isinstance(schema, dict) else None
+
+    def _skipped(self, exc: ProtocolError) -> None:
+        self.notes.append(SpecWarning(f"{exc.reason}: left out of the documented responses", exc.pointer or ""))
 
     def _produces(self, op: dict[str, Any]) -> list[str]:
         produces = op.get("produces", self.doc.get("produces"))
@@ -307,7 +323,11 @@ class _Build:
         out: dict[str, dict[str, Any]] = {}
         for name, raw in node.items():
             hp = f"{pointer}/{escape(str(name))}"
-            header, _ = self.refs.follow(raw, hp)
+            try:
+                header, _ = self.refs.follow(raw, hp)
+            except ProtocolError as exc:
+                self._skipped(exc)
+                continue
             if not isinstance(header, dict):
                 continue
             if self.swagger:

@@ -224,6 +224,7 @@ class MockApp:
         entity = ep.root_entity
         if entity is None or root_id is None or method not in _WRITES or ep.mode not in ("create", "detail"):
             return
+        self.faker.forget()
         if method == "DELETE":
             self.state.delete(entity, root_id)
             return

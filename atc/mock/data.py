@@ -21,6 +21,7 @@ Entity model (what makes ids consistent across endpoints):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import re
@@ -74,11 +75,52 @@ def stable_int(*parts: object) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
 
 
+_MASK = (1 << 64) - 1
+
+
+class SeededRandom(random.Random):
+    """``random.Random`` with a SplitMix64 core: seeding it costs a few operations where the
+    Mersenne Twister fills 624 words, and the mock seeds one per generated value. Every method
+    of ``random.Random`` works (they draw from ``random`` and ``getrandbits``); the sequence is
+    fixed by the seed in every process and Python version."""
+
+    _state: int = 0
+
+    def seed(self, a: Any = None, version: int = 2) -> None:  # noqa: ARG002 - the stdlib's signature
+        self._state = (a if isinstance(a, int) else stable_int(a)) & _MASK
+
+    def _next(self) -> int:
+        self._state = (self._state + 0x9E3779B97F4A7C15) & _MASK
+        z = self._state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+        return z ^ (z >> 31)
+
+    def random(self) -> float:
+        return (self._next() >> 11) * (1.0 / (1 << 53))
+
+    def getrandbits(self, k: int) -> int:
+        if k <= 0:
+            return 0
+        value, bits = 0, 0
+        while bits < k:
+            value = (value << 64) | self._next()
+            bits += 64
+        return value >> (bits - k)
+
+    def getstate(self) -> Any:
+        return self._state
+
+    def setstate(self, state: Any) -> None:
+        self._state = int(state) & _MASK
+
+
 def rng(*parts: object) -> random.Random:
     """A random generator seeded by ``parts``; the values it yields are reproducible."""
-    return random.Random(stable_int(*parts))
+    return SeededRandom(stable_int(*parts))
 
 
+@functools.lru_cache(maxsize=8192)
 def singular(word: str) -> str:
     """A crude singular for path and property nouns: ``companies`` -> ``company``, ``books`` -> ``book``."""
     w = word.lower()
@@ -95,10 +137,16 @@ def singular(word: str) -> str:
 
 def name_words(name: str) -> list[str]:
     """``production_companies`` / ``relatedArtists`` / ``top-tracks`` -> lower-case words."""
+    return list(_name_words(name))
+
+
+@functools.lru_cache(maxsize=8192)
+def _name_words(name: str) -> tuple[str, ...]:
     name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
-    return [w for w in re.split(r"[^A-Za-z0-9]+", name.lower()) if w]
+    return tuple(w for w in re.split(r"[^A-Za-z0-9]+", name.lower()) if w)
 
 
+@functools.lru_cache(maxsize=8192)
 def id_entity(name: str) -> str | None:
     """The entity an id-like name points to: ``book_id`` / ``bookId`` -> ``book``; else None.
 
@@ -115,7 +163,11 @@ def entity_from_name(name: str, known: Iterable[str]) -> str | None:
 
     The whole name is tried first (``companies`` -> ``company``), then its words from the left
     (``movie_credits`` -> ``movie``, ``related-artists`` -> ``artist``), skipping view words."""
-    known = set(known)
+    return _entity_from_name(name, known if isinstance(known, frozenset) else frozenset(known))
+
+
+@functools.lru_cache(maxsize=8192)
+def _entity_from_name(name: str, known: frozenset[str]) -> str | None:
     words = name_words(name)
     if not words:
         return None

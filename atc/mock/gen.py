@@ -38,6 +38,8 @@ MAX_DEPTH = 7
 #: How many instances a filtered list looks at to find ``limit`` that satisfy the filters.
 FILTER_SCAN = 200
 _HARD_DEPTH = MAX_DEPTH + 4
+#: Filtered fields of instances kept for later searches (see ``SchemaFaker._filtered``).
+_MAX_HEADS = 200_000
 
 
 @dataclass
@@ -146,6 +148,9 @@ class SchemaFaker:
     def __init__(self, spaces: IdSpaces, known: frozenset[str]) -> None:
         self.spaces = spaces
         self.known = known
+        self._heads: dict[tuple[Any, ...], Any] = {}
+        self._flat: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+        self._instances: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, Any]]] = {}
 
     def response(self, schema: dict[str, Any], ctx: RequestContext) -> Any:
         scope = _Scope(ctx.root_key)
@@ -159,7 +164,20 @@ class SchemaFaker:
     def _flatten(self, schema: Any) -> dict[str, Any]:
         if not isinstance(schema, dict):
             return {}
-        return merge_all_of(schema) if "allOf" in schema else schema
+        if "allOf" not in schema:
+            return schema
+        # One merged dict per schema object, so that it has a stable identity (caches key on it).
+        hit = self._flat.get(id(schema))
+        if hit is not None and hit[0] is schema:
+            return hit[1]
+        merged = merge_all_of(schema)
+        self._flat[id(schema)] = (schema, merged)
+        return merged
+
+    def forget(self) -> None:
+        """Drop what was kept of generated instances (a client wrote: instances may look new)."""
+        self._instances.clear()
+        self._heads.clear()
 
     def _value(self, schema: Any, name: str, scope: _Scope, path: str, depth: int, ctx: RequestContext, *,
                entity: str | None = None, forced_id: Any = None, root: bool = False, primary: bool = False) -> Any:
@@ -246,6 +264,14 @@ class SchemaFaker:
                 scope, path = _Scope(f"{entity}#{own_id}", entity, own_id, kind), ""
         elif entity is not None:
             scope = _Scope(scope.key, entity)
+        # An entity instance below the root depends only on itself, its depth and the path's
+        # ids (and on what clients wrote, which empties the cache): generated once, shared after.
+        cache_key = (id(schema), entity, own_id, depth, tuple(sorted((k, str(v)) for k, v in ctx.path_ids.items()))) \
+            if own_id is not None and not root else None
+        if cache_key is not None:
+            hit = self._instances.get(cache_key)
+            if hit is not None and hit[0] is schema:
+                return dict(hit[1])
         values: dict[str, Any] = {}
         required = set(schema.get("required") or []) if isinstance(schema.get("required"), list) else set()
         # A response never carries what only a client writes (writeOnly), and a recursion the
@@ -310,6 +336,11 @@ class SchemaFaker:
             for i in range(low - len(out)):
                 out.setdefault(_EXTRA_KEYS[i % len(_EXTRA_KEYS)] + (str(i) if i >= len(_EXTRA_KEYS) else ""),
                                string_value("note", {"type": "string"}, None, rng(scope.key, path, "extra", i)))
+        if cache_key is not None:
+            if len(self._instances) > _MAX_HEADS:
+                self._instances.clear()
+            self._instances[cache_key] = (schema, out)
+            return dict(out)
         return out
 
     def _own_id(self, id_schema: Any, entity: str, scope: _Scope, path: str, ctx: RequestContext,
@@ -444,10 +475,22 @@ class SchemaFaker:
         # (an own ``<entity>_id`` is an id_entity name too, so it is in the probe as well)
         matches: list[Any] = []
         fallback: list[Any] = []
+        fields = tuple(sorted(needed))
+        context = tuple(sorted((k, str(v)) for k, v in ctx.path_ids.items()))
         for cid in pool[:FILTER_SCAN]:
             if needed:
-                head = self._value(probe, singular(name), scope, f"{path}/{cid}", depth + 1, ctx,
-                                   entity=entity, forced_id=cid)
+                # The filtered fields of an instance depend only on it (and on the path's ids):
+                # kept, a search after the first looks at a few hundred dict entries, not objects.
+                key = (id(items), fields, entity, cid, context)
+                head = self._heads.get(key)
+                written = ctx.state is not None and ctx.state.fields(entity, cid) is not None
+                if head is None or written:
+                    head = self._value(probe, singular(name), scope, f"{path}/{cid}", depth + 1, ctx,
+                                       entity=entity, forced_id=cid)
+                    if not written:
+                        if len(self._heads) > _MAX_HEADS:
+                            self._heads.clear()
+                        self._heads[key] = head
                 if not isinstance(head, dict) or any(head.get(k) != v for k, v in hard.items()):
                     continue
                 if len(fallback) < n:

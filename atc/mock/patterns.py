@@ -48,12 +48,19 @@ _CATEGORIES: dict[str, str] = {
 _MAX_STRETCH = 4096
 
 
-def translate(pattern: str) -> str:
+#: The same properties in plain ASCII: what generated strings are made of (readable, and valid
+#: under either reading of the pattern).
+_ASCII = {"L": "A-Za-z", "Letter": "A-Za-z", "Alphabetic": "A-Za-z", "Lu": "A-Z", "Uppercase_Letter": "A-Z",
+          "Ll": "a-z", "Lowercase_Letter": "a-z"}
+
+
+def translate(pattern: str, *, ascii_only: bool = False) -> str:
     """``pattern`` in Python's ``re`` syntax: Unicode property escapes and JavaScript's named groups
-    rewritten (a property inside a class joins that class; outside it becomes a class of its own)."""
+    rewritten (a property inside a class joins that class; outside it becomes a class of its own).
+    ``ascii_only``: letters as ASCII letters (for generating, not for checking)."""
 
     def prop(m: re.Match[str], inside: bool) -> str:
-        body = _PROPERTIES.get(m.group(2))
+        body = (_ASCII.get(m.group(2)) if ascii_only else None) or _PROPERTIES.get(m.group(2))
         if body is None:
             return "." if not inside else r"\w"
         negated = m.group(1) == "P"
@@ -95,10 +102,10 @@ def compiled(pattern: str) -> re.Pattern[str] | None:
         return None
 
 
-def _parse(pattern: str) -> Any:
+def _parse(pattern: str, *, ascii_only: bool = False) -> Any:
     from re import _parser as sre_parse  # type: ignore[attr-defined]  # the stdlib's regex parser (3.11+)
 
-    return sre_parse.parse(translate(pattern))
+    return sre_parse.parse(translate(pattern, ascii_only=ascii_only))
 
 
 @functools.lru_cache(maxsize=2048)
@@ -269,7 +276,7 @@ def pattern_value(pattern: str, r: random.Random, min_len: int | None = None,
     if regex is None:
         return None
     try:
-        parsed = _parse(pattern)
+        parsed = _parse(pattern, ascii_only=True)
     except (ImportError, re.error, RecursionError, OverflowError, ValueError):
         return None
     lo = min_len or 0
