@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["SessionOutcome", "serve", "build_result", "wait_ready", "FAILURES"]
 
 #: Values of ``SessionOutcome.failure``: the host stopped or lost the program.
-FAILURES = ("Timeout", "CallBudget", "OutputLimit", "MemoryLimit", "SandboxError")
+FAILURES = ("Timeout", "CallBudget", "OutputLimit", "MemoryLimit", "SandboxError", "Cancelled")
 
 _MESSAGES = {
     "Timeout": "the program did not finish within {timeout:g} s",
@@ -196,6 +196,18 @@ def _sanitize_done(msg: dict[str, Any], limits: Limits) -> dict[str, Any]:
     return done
 
 
+def _opening(program: str, toolset: Toolset, limits: Limits, snippet: int | None) -> dict[str, Any]:
+    """The frame that hands the runner its program: ``start`` (with ``"session": true`` for
+    ``snippet`` 0, which opens a session), or the ``exec`` of a session's snippet number N."""
+    if snippet:
+        return {"op": "exec", "program": program, "snippet": snippet, "max_output_bytes": limits.max_output_bytes}
+    frame: dict[str, Any] = {"op": "start", "program": program, "tools": toolset.names(),
+                             "max_output_bytes": limits.max_output_bytes}
+    if snippet is not None:
+        frame["session"] = True
+    return frame
+
+
 def serve(
     sock: socket.socket,
     program: str,
@@ -204,8 +216,36 @@ def serve(
     gateway: Gateway,
     *,
     deadline: float,
+    snippet: int | None = None,
 ) -> SessionOutcome:
-    """Run ``program`` on a ready runner: send ``start``, serve calls until done/EOF/deadline."""
+    """Run ``program`` on a ready runner: send ``start``, serve calls until done/EOF/deadline, or
+    until the thread's ``sandbox.cancel`` token is cancelled (then the run is ``Cancelled``).
+
+    ``snippet`` serves a sandbox session (``sandbox/interpreter.py``) with this same loop: 0 sends
+    the ``start`` that asks the runner to stay for more (and runs ``program`` first), N the
+    ``exec`` of snippet N to the runner that already runs the session."""
+    from sandbox.cancel import current
+
+    token = current()
+    if token is None:
+        return _serve(sock, program, toolset, limits, gateway, deadline=deadline, snippet=snippet)
+    with token.watching(sock):
+        outcome = _serve(sock, program, toolset, limits, gateway, deadline=deadline, snippet=snippet)
+    if token.cancelled and outcome.done is None:
+        outcome.failure, outcome.detail = "Cancelled", token.reason or "the run was cancelled"
+    return outcome
+
+
+def _serve(
+    sock: socket.socket,
+    program: str,
+    toolset: Toolset,
+    limits: Limits,
+    gateway: Gateway,
+    *,
+    deadline: float,
+    snippet: int | None = None,
+) -> SessionOutcome:
     outcome = SessionOutcome()
     outcome.calls = gateway.calls
     try:
@@ -218,8 +258,7 @@ def serve(
     call_bytes = 0
     try:
         sock.settimeout(max(0.01, deadline - time.monotonic()))
-        wire.send(sock, {"op": "start", "program": program, "tools": toolset.names(),
-                         "max_output_bytes": limits.max_output_bytes})
+        wire.send(sock, _opening(program, toolset, limits, snippet))
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
