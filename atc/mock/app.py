@@ -84,7 +84,16 @@ class MockApp:
         prefixes |= {urlsplit(s).path.rstrip("/") for t in collection.tools for s in t.servers}
         self.prefixes = sorted((p for p in prefixes if p), key=len, reverse=True)
         self._writes = threading.Lock()
-        self._seed_examples()
+        # The spec's examples are checked against their schemas (which loads jsonschema, the
+        # largest part of a cold start): done in the background, before the first answer.
+        self._seeded = threading.Event()
+        threading.Thread(target=self._seed_in_background, name="atc-mock-seed", daemon=True).start()
+
+    def _seed_in_background(self) -> None:
+        try:
+            self._seed_examples()
+        finally:
+            self._seeded.set()
 
     @property
     def operations(self) -> int:
@@ -95,6 +104,7 @@ class MockApp:
         """Answer one request. ``target`` is the request target (path and query string)."""
         method = method.upper()
         lowered = {k.lower(): v for k, v in (headers or {}).items()}
+        self._seeded.wait()
         if method in _WRITES:
             with self._writes:
                 return self._handle(method, target, lowered, body)
