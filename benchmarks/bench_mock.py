@@ -160,6 +160,14 @@ MIXES: dict[str, tuple[Path, list[str], list[str], dict[str, str], dict[str, str
 }
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def _rss_kb(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -169,7 +177,9 @@ def _rss_kb(pid: int) -> int:
 
 def _start(cmd: list[str], ready: Callable[[subprocess.Popen[str]], str]) -> tuple[subprocess.Popen[str], str, float]:
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # atc mock says where it listens on stdout (read once); Prism logs every request there.
+    out = subprocess.PIPE if "--json" in cmd else subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, text=True)
     url = ready(proc)
     return proc, url, time.perf_counter() - t
 
@@ -185,7 +195,7 @@ def _prism_ready(port: int) -> Callable[[subprocess.Popen[str]], str]:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise RuntimeError("prism exited")
+                raise RuntimeError(f"exited with {proc.returncode} (it cannot serve this spec)")
             try:
                 httpx.get(url + "/__none__", timeout=0.5)
                 return url
@@ -257,10 +267,14 @@ def bench_specs(rounds: int) -> None:
         servers: list[tuple[str, list[str], Callable[[subprocess.Popen[str]], str]]] = [
             ("atc mock", [str(atc), "mock", str(spec), "--port", "0", "--json"], _atc_ready)]
         if prism:
-            port = 18000 + len(name)
+            port = _free_port()
             servers.append(("prism", [prism, "mock", "-h", "127.0.0.1", "-p", str(port), str(spec)], _prism_ready(port)))
         for label, cmd, ready in servers:
-            proc, url, started = _start(cmd, ready)
+            try:
+                proc, url, started = _start(cmd, ready)
+            except RuntimeError as exc:
+                print(f"   {name:9} {label:9} did not start: {exc}")
+                continue
             try:
                 rss0 = _rss_kb(proc.pid)
                 with httpx.Client(base_url=url, timeout=30) as client:
