@@ -481,8 +481,8 @@ class SchemaFaker:
             if needed:
                 # The filtered fields of an instance depend only on it (and on the path's ids):
                 # kept, a search after the first looks at a few hundred dict entries, not objects.
-                key = (id(items), fields, entity, cid, context)
-                head = self._heads.get(key)
+                head_key = (id(items), fields, entity, cid, context)
+                head = self._heads.get(head_key)
                 written = ctx.state is not None and ctx.state.fields(entity, cid) is not None
                 if head is None or written:
                     head = self._value(probe, singular(name), scope, f"{path}/{cid}", depth + 1, ctx,
@@ -490,7 +490,7 @@ class SchemaFaker:
                     if not written:
                         if len(self._heads) > _MAX_HEADS:
                             self._heads.clear()
-                        self._heads[key] = head
+                        self._heads[head_key] = head
                 if not isinstance(head, dict) or any(head.get(k) != v for k, v in hard.items()):
                     continue
                 if len(fallback) < n:
