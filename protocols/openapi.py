@@ -376,7 +376,8 @@ class _Build:
         if isinstance(schema, dict) and any(b.location == "body" and b.name for b in params.bindings.values()):
             own = {k: v for k, v in schema.items() if k not in ("properties", "required", "description", "example",
                                                                   "examples", "title")}
-            props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+            raw_props = schema.get("properties")
+            props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
             # A readOnly property is the server's to set: its "required" binds responses only.
             needed = [r for r in schema.get("required") or [] if isinstance(r, str)
                       and not (isinstance(props.get(r), dict) and props[r].get("readOnly") is True)]

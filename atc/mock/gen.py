@@ -475,13 +475,13 @@ class SchemaFaker:
         # (an own ``<entity>_id`` is an id_entity name too, so it is in the probe as well)
         matches: list[Any] = []
         fallback: list[Any] = []
-        fields = tuple(sorted(needed))
+        probed = tuple(sorted(needed))
         context = tuple(sorted((k, str(v)) for k, v in ctx.path_ids.items()))
         for cid in pool[:FILTER_SCAN]:
             if needed:
                 # The filtered fields of an instance depend only on it (and on the path's ids):
                 # kept, a search after the first looks at a few hundred dict entries, not objects.
-                head_key = (id(items), fields, entity, cid, context)
+                head_key = (id(items), probed, entity, cid, context)
                 head = self._heads.get(head_key)
                 written = ctx.state is not None and ctx.state.fields(entity, cid) is not None
                 if head is None or written:
