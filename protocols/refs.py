@@ -183,7 +183,8 @@ def _discriminator_values(node: dict[str, Any]) -> dict[int, tuple[str, str]]:
     if not isinstance(disc, dict) or not isinstance(disc.get("propertyName"), str):
         return {}
     prop = disc["propertyName"]
-    mapping = disc.get("mapping") if isinstance(disc.get("mapping"), dict) else {}
+    raw_mapping = disc.get("mapping")
+    mapping: dict[str, Any] = raw_mapping if isinstance(raw_mapping, dict) else {}
     by_ref = {str(ref): str(value) for value, ref in mapping.items()}
     out: dict[int, tuple[str, str]] = {}
     for key in ("oneOf", "anyOf"):
