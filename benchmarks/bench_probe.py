@@ -143,7 +143,7 @@ def main() -> None:
     for name in names:
         truth = load_spec(SPECS[name])
         blind = blind_copy(SPECS[name])
-        with MockServer(truth, keep_requests=100_000) as mock:
+        with MockServer(truth, keep_requests=100_000, auth=False) as mock:
             base = naive(blind, truth, mock.url, args.n)
             single = atc_probe(blind, truth, mock.url, "atc probe --no-llm --samples 1 (no extra samples)",
                                samples=1, cache=False)
