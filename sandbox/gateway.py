@@ -312,6 +312,7 @@ class Gateway:
             self._validate(spec, args, record)
             reply = self._tapped(spec, args, extra_query)
             reply.data, record.redacted = self._scrub(reply.data, reply.raw)
+            record.redacted += reply.redacted  # taken out before it got here (a replayed answer)
             self._scrub_reply(reply, record)
             record.status, record.response, record.headers = reply.status, reply.data, reply.headers
             record.redirects = reply.redirects
@@ -378,16 +379,20 @@ class Gateway:
         return send_through(0)
 
     def _redacted(self, reply: Reply) -> Reply:
-        """A copy of ``reply`` with the host's secrets taken out (what a recording may keep)."""
+        """A copy of ``reply`` with the host's secrets taken out (what a recording may keep), and in
+        ``redacted`` how many; ``reply`` itself is left as it is (the gateway redacts and counts it)."""
         import copy
 
         out = copy.copy(reply)
-        out.data, _ = self._scrub(reply.data, reply.raw)
         redactor = self.redactor()
         if redactor:
-            out.headers = {k: redactor.text(v)[0] for k, v in reply.headers.items()}
+            if reply.data is not None and redactor.may_hold(reply.raw):
+                out.data, out.redacted = redactor.scrub(copy.deepcopy(reply.data), reply.raw)
+            out.headers, n = redactor.headers(reply.headers)
             out.redirects = [{k: redactor.text(v)[0] if isinstance(v, str) else v for k, v in h.items()}
                              for h in reply.redirects]
+            out.redacted += n + sum(redactor.text(v)[1] for h in reply.redirects for v in h.values()
+                                    if isinstance(v, str))
         return out
 
     def _redacted_text(self, text: str) -> str:
@@ -409,9 +414,9 @@ class Gateway:
 
     def _scrub(self, body: Any, raw: bytes) -> tuple[Any, int]:
         redactor = self.redactor()
-        if not redactor or body is None or not redactor.may_hold(raw):
+        if not redactor or body is None:
             return body, 0
-        return redactor.data(body)
+        return redactor.scrub(body, raw)
 
     def _scrub_text(self, text: str, record: ToolCall) -> str:
         redactor = self.redactor()
@@ -422,10 +427,13 @@ class Gateway:
         return text
 
     def _scrub_reply(self, reply: Reply, record: ToolCall) -> None:
-        """Headers and redirect locations carry secrets too (a ``Location`` with the query key)."""
-        if not self.redactor():
+        """Headers (names and values) and redirect locations carry secrets too (a ``Location`` with
+        the query key, a header named after it)."""
+        redactor = self.redactor()
+        if not redactor:
             return
-        reply.headers = {k: self._scrub_text(v, record) for k, v in reply.headers.items()}
+        reply.headers, n = redactor.headers(reply.headers)
+        record.redacted += n
         reply.redirects = self._scrub_hops(reply.redirects, record)
 
     def _scrub_hops(self, hops: list[dict[str, Any]], record: ToolCall) -> list[dict[str, Any]]:
