@@ -152,8 +152,8 @@ class Redactor:
         self._cores = sorted(cores, key=len, reverse=True)
         self._exact = exact
         self._numbers = numbers
-        number_forms = {str(n) for n in numbers if len(str(n)) >= MIN_LENGTH}
-        self._raw_plain = [v.encode() for v in self._short + self._cores] + [n.encode() for n in number_forms]
+        self._number_forms = sorted({str(n) for n in numbers})
+        self._raw_plain = [v.encode() for v in self._short + self._cores] + [n.encode() for n in self._number_forms]
         self._raw_folded = [v.encode() for v in self._folded]
         forms = [re.escape(v) for v in self._cores + self._short] + [f"(?i:{re.escape(v)})" for v in folded]
         self._any_rx = re.compile("|".join(forms)) if forms else None
@@ -274,13 +274,14 @@ class Redactor:
 
     def _number(self, value: int | float) -> bool:
         """Is this JSON number a secret (or does its decimal form hold one)?"""
-        if isinstance(value, int) and value in self._numbers:
+        if isinstance(value, int) and value in self._numbers or \
+                isinstance(value, float) and value.is_integer() and int(value) in self._numbers:
             return True
         try:
             digits = str(value)
         except ValueError:  # an int past the conversion limit: no secret is that long
             return False
-        return digits in self._exact or self._holds(digits)
+        return digits in self._exact or self._holds(digits) or any(f in digits for f in self._number_forms)
 
     def data(self, value: Any, decoders: frozenset[str] = _ALL_DECODERS) -> tuple[Any, int]:
         """JSON-like ``value`` with every secret replaced in strings, keys and numbers, and the count.
