@@ -121,6 +121,11 @@ def load_collections(specs: list[str], *, base_url: str | None = None) -> list[A
 
     store = None
     out = []
+    mcp_sources = [t for t in specs if _is_mcp(t)]
+    if len(mcp_sources) > 1:
+        from sandbox.mcp.sources import check_names
+
+        check_names(mcp_sources)  # before any server starts
     for t in specs:
         path = Path(t).expanduser()
         if _is_mcp(t):
