@@ -28,7 +28,8 @@ A program in the sandbox never talks to an API. Its tool functions are stubs tha
 
 Besides its parameters every tool takes ``extra_query={...}`` (query parameters the spec does not
 list: open-ended filters), which the gateway checks like any query value. ``with_headers`` is
-the runner's business and never reaches an API.
+the runner's business and never reaches an API. A parameter may also be given under its name in
+the API (``userId`` for ``user_id``, ``Tool.wire_aliases``): it is renamed before validation.
 
 Nothing from the sandbox is trusted: ``call`` takes plain values that came out of a JSON frame
 and re-validates all of them, so a forged frame gets exactly the checks a stub call gets.
@@ -309,6 +310,7 @@ class Gateway:
             if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
                 raise ToolError(f"{name}: arguments must be keyword arguments", tool=name)
             args, extra_query = self._split(spec, args)
+            args = _wire_names_to_python(spec, args)
             self._validate(spec, args, record)
             reply = self._tapped(spec, args, extra_query)
             reply.data, record.redacted = self._scrub(reply.data, reply.raw)
@@ -505,6 +507,29 @@ class Gateway:
             if first_only:
                 break
         return out, None
+
+
+def _wire_names_to_python(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` with the API's own names (``userId``) turned into the tool's Python names
+    (``user_id``), before validation: one name-normalising step, nothing else. A value given under
+    both names is refused (which one was meant?)."""
+    props = tool.properties
+    if all(k in props for k in args):
+        return args
+    aliases = tool.wire_aliases()
+    if not aliases or not any(k in aliases for k in args):
+        return args
+    out: dict[str, Any] = {}
+    for key, value in args.items():
+        name = aliases.get(key) if key not in props else None
+        if name is None:
+            out[key] = value
+            continue
+        if name in args:
+            raise ToolError(f"{tool.name}: {key!r} and {name!r} are the same argument ({key!r} is its name in the "
+                            f"API, {name!r} in atc); give it once", tool=tool.name, parameter=name)
+        out[name] = value
+    return out
 
 
 def _for_validation(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:

@@ -135,14 +135,32 @@ def load_collections(specs: list[str], *, base_url: str | None = None) -> list[A
 
             servers().start_timeout = mcp_start_timeout()
             out += load_source(t)
-        elif path.exists() or t.startswith(("http://", "https://")):
-            out.append(load_spec(t if t.startswith(("http://", "https://")) else path))
+        elif t.startswith(("http://", "https://")):
+            out.append(load_spec(t))
+        elif path.exists() and not _stored_too(t, path):
+            out.append(load_spec(path))
         else:
             from protocols.store import Store
 
             store = store or Store(atc_home())
             out.append(store.get(t))
     return out
+
+
+def _stored_too(t: str, path: Path) -> bool:
+    """Does the bare word ``t``, which names a file or folder here, also name a stored collection?
+    Then the stored collection is taken (a word is a collection's name; ``./NAME`` is a path), and
+    a note says that both exist and how to pick the other."""
+    if "/" in t or "\\" in t or t.startswith(("~", ".")):
+        return False  # written as a path: the path it is
+    from protocols.store import Store
+
+    if not (atc_home() / "collections" / "index.json").exists() or not Store(atc_home()).has(t):
+        return False
+    kind = "folder" if path.is_dir() else "file"
+    sys.stderr.write(f"atc: note: {t!r} is both a stored collection and a {kind} here; using the stored "
+                     f"collection (give ./{t} for the {kind})\n")
+    return True
 
 
 def _is_mcp(t: str) -> bool:

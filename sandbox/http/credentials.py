@@ -23,14 +23,18 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from protocols.errors import ConfigError
 from protocols.model import Collection, SecurityScheme
 
+if TYPE_CHECKING:
+    from sandbox.api import ToolCall, Toolset
+
 __all__ = ["Placement", "Bound", "bind", "parse_placement", "split_key", "for_collection", "check", "env_var",
-           "PLACEMENT_FORMS", "apply_secret"]
+           "PLACEMENT_FORMS", "apply_secret", "auth_hint"]
 
 PLACEMENT_FORMS = "header:NAME, query:NAME, cookie:NAME, bearer, basic"
 _KINDS = ("header", "query", "cookie")
@@ -191,3 +195,41 @@ def apply_secret(scheme: SecurityScheme, secret: str, headers: dict[str, str],
         # bearer, and oauth2/openIdConnect tokens obtained elsewhere; a value that already says
         # "Bearer ..." is not prefixed twice.
         headers["Authorization"] = secret if secret[:7].lower() == "bearer " else f"Bearer {secret}"
+
+
+def _where(scheme: SecurityScheme) -> str:
+    if scheme.type == "apiKey" and scheme.param:
+        return f"{scheme.location or 'header'} {scheme.param}"
+    if scheme.type == "http":
+        return f"Authorization: {(scheme.scheme or 'bearer').capitalize()}"
+    return scheme.type
+
+
+def auth_hint(toolset: Toolset, calls: Sequence[ToolCall]) -> str | None:
+    """What to do about the first call an API refused with 401 or 403, fitted to what was given:
+    the spec's schemes and how to pass one; the placement syntax when the spec declares none;
+    or, when a credential was given, that the API refused it. None when no call was refused."""
+    call = next((c for c in calls if c.status in (401, 403)), None)
+    if call is None or call.tool not in toolset.tools:
+        return None
+    collection = toolset.collection_of(call.tool)
+    several = len(toolset.collections) > 1
+    prefix = f"{collection.name}." if several else ""
+    try:
+        given = [b for b in bind(toolset.credentials, toolset.collections) if b.collection == collection.name]
+    except ConfigError:
+        given = []
+    said = f"{call.tool} got HTTP {call.status}"
+    if given:
+        keys = ", ".join(b.key for b in given)
+        return (f"{said} although --credential {keys} was given for {collection.name!r}: the API refused it; check "
+                "the secret's value, and that it goes where the API wants it")
+    schemes = collection.security_schemes
+    if schemes:
+        listed = "; ".join(f"{name} ({_where(s)})" for name, s in schemes.items())
+        first = next(iter(schemes))
+        return (f"{said} and no credential was given for {collection.name!r}: its spec declares {listed}; pass "
+                f"--credential {prefix}{first}=env:VAR")
+    return (f"{said} and no credential was given for {collection.name!r}, whose spec declares no security scheme: "
+            f"say where the secret goes, e.g. --credential {prefix}header:Authorization=env:VAR "
+            f"(or {prefix}query:NAME, {prefix}cookie:NAME, {prefix}bearer, {prefix}basic)")

@@ -11,7 +11,9 @@ do, for the tests of redaction, credential binding and spec fetching.
 - ``GET /sink?v=...`` takes anything (where a program would exfiltrate what it read);
 - ``GET /whoami`` says whether the key arrived;
 - ``GET /spec.json`` serves the API's own OpenAPI document (behind the key when ``private``);
-- ``GET /go?to=URL`` redirects (``302``, or ``status=``) to URL.
+- ``GET /go?to=URL`` redirects (``302``, or ``status=``) to URL;
+- ``GET /private`` answers 401 without a key;
+- ``GET /users/{userId}/posts?pageSize=N`` echoes what it got under the API's own (camelCase) names.
 
 Every request is recorded (``requests``: method, raw target, headers).
 """
@@ -65,24 +67,33 @@ class LeakyAPI(LoopbackServer):
     def keys_seen(self) -> list[str]:
         return [s.headers.get("X-API-Key", "") for s in self.requests if s.headers.get("X-API-Key")]
 
-    def spec(self) -> dict[str, Any]:
+    def spec(self, *, declare_scheme: bool = True) -> dict[str, Any]:
+        """Its OpenAPI document; ``declare_scheme=False``: like the many specs that say nothing of
+        the key the API wants."""
         p = self.prefix
 
         def op(op_id: str, params: list[dict[str, Any]]) -> dict[str, Any]:
             return {"get": {"operationId": op_id, "parameters": params,
                             "responses": {"200": {"description": "ok"}}}}
 
-        return {
+        doc: dict[str, Any] = {
             "openapi": "3.0.3", "info": {"title": p, "version": "1"}, "servers": [{"url": self.url}],
-            "components": {"securitySchemes": {self.scheme: {"type": "apiKey", "in": "header", "name": "X-API-Key"}}},
-            "security": [{self.scheme: []}],
             "paths": {
                 "/leak/{how}": op(f"{p}Leak", [{"name": "how", "in": "path", "required": True,
                                                 "schema": {"type": "string"}}]),
                 "/sink": op(f"{p}Sink", [{"name": "v", "in": "query", "schema": {"type": "string"}}]),
                 "/whoami": op(f"{p}Whoami", []),
+                "/private": op(f"{p}Private", []),
+                "/users/{userId}/posts": op(f"{p}Posts", [
+                    {"name": "userId", "in": "path", "required": True, "schema": {"type": "integer"}},
+                    {"name": "pageSize", "in": "query", "schema": {"type": "integer", "maximum": 50}}]),
             },
         }
+        if declare_scheme:
+            doc["components"] = {"securitySchemes": {self.scheme: {"type": "apiKey", "in": "header",
+                                                                    "name": "X-API-Key"}}}
+            doc["security"] = [{self.scheme: []}]
+        return doc
 
     def start(self) -> LeakyAPI:
         api = self
@@ -118,6 +129,12 @@ class LeakyAPI(LoopbackServer):
                     return self._json({"ok": True})
                 if parts.path == "/whoami":
                     return self._json({"key_given": bool(key)})
+                if parts.path == "/private":
+                    if not key:
+                        return self._send(401, b'{"message": "an API key is required"}')
+                    return self._json({"secret_stuff": 42})
+                if parts.path.startswith("/users/") and parts.path.endswith("/posts"):
+                    return self._json({"userId": parts.path.split("/")[2], "pageSize": query.get("pageSize")})
                 if parts.path == "/spec.json":
                     if api.private and not key:
                         return self._send(401, b'{"error": "key required"}')
