@@ -73,3 +73,39 @@ def test_a_batch_with_repairs_replays_line_for_line_with_the_model_stopped(
         assert stable(line) == b[line["id"]]
     # the tape keeps the API's key order too
     assert json.dumps(book)[1:30] in (tape / "tools.jsonl").read_text().replace('":', '": ').replace(',"', ', "')
+
+
+def test_a_replay_keeps_the_redaction_count_and_mcp_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recorded echo of a secret replays with the same ``redacted`` count (it was counted once,
+    when recorded), and an MCP tool's answer (no HTTP status) replays at all."""
+    from atc.workflows.replay import open_recording
+    from protocols.loaders import load_data
+    from sandbox.api import Limits, Toolset
+    from sandbox.execute import run
+    from sandbox.mcp.connections import close_servers
+    from sandbox.mcp.sources import load_source
+    from tests.apis.leaky import LeakyAPI
+    from tests.mcp_servers import SHOP
+
+    key = "k3y-Zq9x-77ab12cd"
+    monkeypatch.setenv("LEAKY_KEY", key)
+    program = "print(leaky_leak(how='cursor'))\nprint(leaky_leak(how='header-name', with_headers=True).headers)\n" \
+              "print(get_item(item_id=2))\n"
+    tape = tmp_path / "tape"
+    try:
+        with LeakyAPI() as api:
+            shop = load_source(SHOP)[0]
+            tools = Toolset([load_data(api.spec(), name="leaky"), shop], credentials={"HeaderKey": "env:LEAKY_KEY"})
+            recording = open_recording(record=tape)
+            assert recording is not None
+            recorded = run(program, recording.wrap_toolset(tools), Limits(timeout=20), sandbox="local")
+        assert recorded.ok, recorded.error
+        replaying = open_recording(replay=tape)
+        assert replaying is not None
+        replayed = run(program, replaying.wrap_toolset(tools), Limits(timeout=20), sandbox="local")
+    finally:
+        close_servers()
+    assert replayed.ok, replayed.error
+    assert replayed.answer == recorded.answer and key not in recorded.answer
+    assert [c.redacted for c in replayed.calls] == [c.redacted for c in recorded.calls] == [1, 1, 0]
+    assert replaying.missing == []
