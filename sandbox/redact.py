@@ -108,20 +108,28 @@ def _json_unescape(text: str) -> str:
 
 
 _ALL_DECODERS = frozenset({"%", "&", "\\"})
-_ENTITY = re.compile(r"&#?[0-9A-Za-z]{1,32};")
 
 
-def _decodings(text: str, allowed: frozenset[str] = _ALL_DECODERS) -> list[Callable[[str], str]]:
-    """The decoders (of those ``allowed``) that could change ``text`` (each is tried once, on the
-    whole string)."""
-    out: list[Callable[[str], str]] = []
-    if "%" in text and "%" in allowed:
-        out.append(unquote)
-    if "&" in text and "&" in allowed and _ENTITY.search(text):
-        out.append(html.unescape)
-    if "\\" in text and "\\" in allowed:
-        out.append(_json_unescape)
-    return out
+def _escape_patterns(chars: set[str]) -> dict[str, str]:
+    """For each decoder, a regex of the escapes that could spell one of ``chars`` (the characters
+    of the secrets, and the escape characters themselves, for escapes inside escapes). A body
+    without any of them cannot hold a secret that the decoder would reveal: ``%20`` and ``\\u00e9``
+    are everywhere in real responses, but rarely an escaped letter of a key."""
+    import html.entities
+
+    chars = chars | {c.swapcase() for c in chars}  # forms of 8 characters or more match in any case
+    # an escape inside an escape: a percent sign percent-encoded (%2561) or JSON-escaped (\u0025)
+    pct = sorted({f"{b:02x}" for c in chars | {"%"} for b in c.encode("utf-8")})
+    units = sorted({f"{u:04x}" for c in chars | {"%"} for u in (
+        [ord(c)] if ord(c) < 0x10000 else [0xD800 + ((ord(c) - 0x10000) >> 10), 0xDC00 + ((ord(c) - 0x10000) & 0x3FF)])})
+    refs = sorted({f"[xX]0*{ord(c):x};?" for c in chars} | {f"0*{ord(c)};?" for c in chars})
+    named = sorted({re.escape(name) for name, value in html.entities.html5.items() if value in chars})
+    return {
+        # each starts with its escape character, literally: the regex engine then skips to it
+        "%": "%(?i:" + "|".join(pct) + ")",
+        "\\": r"\\(?:/|(?i:u(?:" + "|".join(units) + ")))",
+        "&": "&(?:#(?:" + "|".join(refs) + ")" + ("|" + "|".join(named) if named else "") + ")",
+    }
 
 
 class Redactor:
@@ -157,6 +165,9 @@ class Redactor:
         self._raw_folded = [v.encode() for v in self._folded]
         forms = [re.escape(v) for v in self._cores + self._short] + [f"(?i:{re.escape(v)})" for v in folded]
         self._any_rx = re.compile("|".join(forms)) if forms else None
+        escapes = _escape_patterns({c for v in variants | exact for c in v})
+        self._escape_text = {k: re.compile(v) for k, v in escapes.items()}
+        self._escape_raw = {k: re.compile(v.encode()) for k, v in escapes.items()}
 
     def __bool__(self) -> bool:
         return bool(self._short or self._folded or self._exact)
@@ -192,28 +203,38 @@ class Redactor:
             return _ALL_DECODERS
         low = raw.lower()
         hit = any(v in raw for v in self._raw_plain) or any(v in low for v in self._raw_folded)
-        escaped = b"\\u" in raw or b"\\/" in raw  # only escapes that can spell a secret's characters
-        if not (escaped or b"%" in raw or b"&" in raw):
+        found = {k for k, rx in self._escape_raw.items() if k.encode() in raw and rx.search(raw)}
+        if not found:
             return frozenset() if hit else None
         text = raw.decode("utf-8", "replace")
         needs: set[str] = set()
         base, before = text, self._hits(text)
-        if escaped:
+        if "\\" in found:
             once = _json_unescape(text)
-            twice = _json_unescape(once) if "\\" in once else once
+            twice = _json_unescape(once) if self._escape_text["\\"].search(once) else once
             after_once, after_twice = self._hits(once), self._hits(twice)
             if after_once > before or after_twice > after_once:
                 needs.add("\\")
             base, before = twice, after_twice
-        if "%" in base and self._hits(unquote(base)) > before:
+            found |= {k for k in ("%", "&") if self._escape_text[k].search(base)}  # escaped escapes
+        if "%" in found and self._hits(unquote(base)) > before:
             needs.add("%")
-        if "&" in base and _ENTITY.search(base) and self._hits(html.unescape(base)) > before:
+        if "&" in found and self._hits(html.unescape(base)) > before:
             needs.add("&")
         return frozenset(needs) if hit or needs or before else None
 
     def may_hold(self, raw: bytes) -> bool:
         """A quick test on the raw body: False means no secret can be in the decoded data."""
         return self.plan(raw) is not None
+
+    def _decodings(self, text: str, allowed: frozenset[str]) -> list[Callable[[str], str]]:
+        """The decoders (of those ``allowed``) that could reveal a secret in ``text``: only where
+        it holds an escape of one of the secrets' characters."""
+        out: list[Callable[[str], str]] = []
+        for key, decode in (("%", unquote), ("&", html.unescape), ("\\", _json_unescape)):
+            if key in allowed and key in text and self._escape_text[key].search(text):
+                out.append(decode)
+        return out
 
     # -- replacing ----------------------------------------------------------------------------
 
@@ -240,7 +261,7 @@ class Redactor:
         (``plan``; default: all)."""
         if text in self._exact:
             return MASK, 1
-        if not self._holds(text) and not _decodings(text, decoders):
+        if not self._holds(text) and not self._decodings(text, decoders):
             return text, 0
         count = 0
         if self._cores:  # first: a hit inside a base64 run takes the whole run
@@ -255,10 +276,10 @@ class Redactor:
                 text, n = self._folded_rx.subn(MASK, text)
                 count += n
         if _depth < 2:
-            for decode in _decodings(text, decoders):
+            for decode in self._decodings(text, decoders):
                 decoded = decode(text)
                 if decoded != text and (self._holds(decoded) or decoded in self._exact or
-                                        _decodings(decoded, decoders)):
+                                        self._decodings(decoded, decoders)):
                     fixed, n = self.text(decoded, decoders, _depth + 1)
                     if n:
                         text, count = fixed, count + n
