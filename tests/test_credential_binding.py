@@ -165,3 +165,21 @@ def test_the_hop_back_to_the_named_origin_gets_it_again(two: tuple[LeakyAPI, Lea
     text, final = fetch_spec(f"{alpha.url}/go?to={beta.url}/go%3Fto%3D{back}", headers={"X-API-Key": KEY})
     assert json.loads(text)["info"]["title"] == "alpha" and final == back
     assert beta.keys_seen() == [] and alpha.keys_seen() == [KEY, KEY]
+
+
+def test_a_request_outside_the_collections_origin_gets_no_credential(two: tuple[LeakyAPI, LeakyAPI]) -> None:
+    """Defence in depth: the transport adds a collection's secrets only to a request for that
+    collection's own origin (a request is built from its base URL, so this is the last check)."""
+    import httpx
+
+    from sandbox.api import Limits
+    from sandbox.http.transport import HttpTransport
+
+    alpha, beta = two
+    toolset = Toolset([load_data(alpha.spec(), name="alpha")], credentials={"HeaderKey": "env:K"})
+    transport = HttpTransport(toolset, Limits(), httpx.Client(), {"K": KEY}, None)
+    tool = toolset.tools["alpha_whoami"]
+    for url, expected in ((f"{alpha.url}/whoami", {"X-API-Key": KEY}), (f"{beta.url}/whoami", {})):
+        headers: dict[str, str] = {}
+        transport._add_credentials(tool, url, headers, [], [])
+        assert headers == expected
