@@ -62,9 +62,10 @@ def with_key(raw: bytes, how: str) -> bytes:
     return json.dumps(doc, ensure_ascii=True).encode()
 
 
-def ratio(raw: bytes, redactor: Redactor) -> tuple[float, int]:
-    """(redaction time / parse time, secrets found); small bodies are timed in loops of many calls,
-    and parse and redaction interleaved, so that the shared machine's noise hits both alike."""
+def ratio(raw: bytes, redactor: Redactor) -> tuple[float, float, int]:
+    """(redaction time / parse time, redaction time in ms, secrets found); small bodies are timed
+    in loops of many calls, and parse and redaction interleaved, so that the shared machine's
+    noise hits both alike."""
     loops = max(1, 200_000 // max(len(raw), 1))
 
     def parse() -> None:
@@ -80,7 +81,7 @@ def ratio(raw: bytes, redactor: Redactor) -> tuple[float, int]:
         base += median_us(parse, 3)
         cost += median_us(scrub, 3)
     _, n = redactor.scrub(json.loads(raw), raw)
-    return (cost - base) / base if base else 0.0, n
+    return ((cost - base) / base if base else 0.0), max(0.0, cost - base) / 3 / loops / 1000, n
 
 
 def main() -> None:
@@ -98,22 +99,24 @@ def main() -> None:
         bodies.append((f"synthetic {size // 1000} KB", synthetic(size)))
     print("redaction time / json.loads time of the same body (machine shared; medians, parse and "
           "redaction interleaved)")
-    print(f"{'bodies':24} {'n':>3} {'KB (median)':>11} {'no secret':>10} {'plain key':>10} {'encoded key':>12}")
+    print("each cell: redaction time / parse time (redaction ms per body)")
+    print(f"{'bodies':20} {'n':>3} {'KB':>7} {'no secret':>18} {'plain key':>18} {'encoded key':>18}")
     groups: dict[str, list[bytes]] = {}
     for name, raw in bodies:
         groups.setdefault(name, []).append(raw)
     for name, raws in groups.items():
         cols = []
         for how in ("none", "plain", "encoded"):
-            values = []
+            values, spent = [], []
             for raw in raws:
                 body = raw if how == "none" else with_key(raw, how)
-                extra, n = ratio(body, redactor)
+                extra, ms, n = ratio(body, redactor)
                 assert (n == 0) == (how == "none"), (name, how, n)
                 values.append(extra)
-            cols.append(statistics.median(values))
+                spent.append(ms)
+            cols.append(f"{statistics.median(values):.2f} ({statistics.median(spent):.3f})")
         kb = statistics.median(len(r) for r in raws) / 1000
-        print(f"{name:24} {len(raws):>3} {kb:>11.1f} {cols[0]:>+10.2f} {cols[1]:>+10.2f} {cols[2]:>+12.2f}")
+        print(f"{name:20} {len(raws):>3} {kb:>7.1f} {cols[0]:>18} {cols[1]:>18} {cols[2]:>18}")
 
 
 if __name__ == "__main__":

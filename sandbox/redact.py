@@ -165,6 +165,9 @@ class Redactor:
         self._raw_folded = [v.encode() for v in self._folded]
         forms = [re.escape(v) for v in self._cores + self._short] + [f"(?i:{re.escape(v)})" for v in folded]
         self._any_rx = re.compile("|".join(forms)) if forms else None
+        every = [*self._short, *self._folded, *self._cores]
+        self._shortest = min((len(f) for f in every), default=0)
+        self._numeric = bool(numbers) or any(re.fullmatch(r"[0-9.eE+-]+", f) for f in [*every, *exact])
         escapes = _escape_patterns({c for v in variants | exact for c in v})
         self._escape_text = {k: re.compile(v) for k, v in escapes.items()}
         self._escape_raw = {k: re.compile(v.encode()) for k, v in escapes.items()}
@@ -307,39 +310,57 @@ class Redactor:
     def data(self, value: Any, decoders: frozenset[str] = _ALL_DECODERS) -> tuple[Any, int]:
         """JSON-like ``value`` with every secret replaced in strings, keys and numbers, and the count.
         Changes ``value`` in place (the gateway's own freshly decoded copy). Iterative: responses may
-        be deeply nested."""
+        be deeply nested. Strings too short to hold any form of a secret, and numbers when no
+        secret is made of digits, are passed over without a search."""
         if isinstance(value, str):
             return self.text(value, decoders)
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return (MASK, 1) if self._number(value) else (value, 0)
+            return (MASK, 1) if self._numeric and self._number(value) else (value, 0)
         if not isinstance(value, dict | list):
             return value, 0
         count = 0
         clean_keys: set[str] = set()  # object keys repeat: each distinct one is searched once
-        root: list[Any] = [value]
-        stack: list[tuple[Any, Any]] = [(root, 0)]
+        stack: list[Any] = [value]
+        shortest, exact, numeric = self._shortest, self._exact, self._numeric
         while stack:
-            parent, key = stack.pop()
-            item = parent[key]
-            if isinstance(item, str):
-                fixed, n = self.text(item, decoders)
-                if n:
-                    parent[key], count = fixed, count + n
-            elif isinstance(item, int | float) and not isinstance(item, bool):
-                if self._number(item):
-                    parent[key], count = MASK, count + 1
-            elif isinstance(item, dict):
-                if any(k not in clean_keys and self._dirty_key(k, decoders, clean_keys) for k in item):
+            node = stack.pop()
+            if isinstance(node, dict):
+                if any(k not in clean_keys and self._dirty_key(k, decoders, clean_keys) for k in node):
                     renamed: dict[str, Any] = {}
-                    for k, v in item.items():
+                    for k, v in node.items():
                         new_key, n = self.text(k, decoders)
                         count += n
                         renamed[new_key] = v
-                    item = parent[key] = renamed
-                stack.extend((item, k) for k in item)
-            elif isinstance(item, list):
-                stack.extend((item, i) for i in range(len(item)))
-        return root[0], count
+                    node.clear()
+                    node.update(renamed)
+                pairs: Any = node.items()
+            else:
+                pairs = enumerate(node)
+            changed: list[tuple[Any, Any]] = []
+            for key, item in pairs:
+                kind = type(item)
+                if kind is str:
+                    if len(item) >= shortest or item in exact:
+                        fixed, n = self.text(item, decoders)
+                        if n:
+                            changed.append((key, fixed))
+                            count += n
+                elif kind is dict or kind is list:
+                    stack.append(item)
+                elif kind is int or kind is float:
+                    if numeric and self._number(item):
+                        changed.append((key, MASK))
+                        count += 1
+                elif isinstance(item, dict | list):
+                    stack.append(item)
+                elif isinstance(item, str):
+                    fixed, n = self.text(item, decoders)
+                    if n:
+                        changed.append((key, fixed))
+                        count += n
+            for key, fixed in changed:
+                node[key] = fixed
+        return value, count
 
     def _dirty_key(self, key: Any, decoders: frozenset[str], clean: set[str]) -> bool:
         if not isinstance(key, str):
