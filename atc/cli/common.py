@@ -42,7 +42,7 @@ def add_run_options(p: argparse.ArgumentParser, *, tools_flag: bool = True, max_
     p.add_argument("--credential", action="append", default=[], metavar="KEY=env:VAR",
                    help="a secret read on the host from env var VAR (repeatable). KEY is a security scheme of the "
                         "spec, or where the secret goes: header:NAME, query:NAME, cookie:NAME, bearer, basic; "
-                        "prefix COLLECTION: to send it to one API only")
+                        "prefix COLLECTION. to say which API it is for (petstore.api_key)")
     p.add_argument("--validation", action="append", default=[], metavar="[NAME=]MODE",
                    help="argument checks before a call: strict (default: refuse), warn (send, log what failed), "
                         "off; for every collection, or for collection NAME (repeatable)")
