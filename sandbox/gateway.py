@@ -398,8 +398,9 @@ class Gateway:
         out = copy.copy(reply)
         redactor = self.redactor()
         if redactor:
-            if reply.data is not None and redactor.may_hold(reply.raw):
-                out.data, out.redacted = redactor.scrub(copy.deepcopy(reply.data), reply.raw)
+            plan = redactor.plan(reply.raw) if reply.data is not None else None
+            if plan is not None:
+                out.data, out.redacted = redactor.data(copy.deepcopy(reply.data), plan)
             out.headers, n = redactor.headers(reply.headers)
             out.redirects = [{k: redactor.text(v)[0] if isinstance(v, str) else v for k, v in h.items()}
                              for h in reply.redirects]
