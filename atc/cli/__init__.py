@@ -87,7 +87,7 @@ def _main(argv: list[str]) -> int:
 
         exporter = trace_exporter()
         if exporter:  # ATC_TRACE: only then is OpenTelemetry imported at all
-            from atc.workflows.tracing import configure
+            from atc.tracing import configure
 
             configure(exporter)
         parser = build_parser(argv)
