@@ -87,8 +87,10 @@ def _check_tool_call(call: ast.Call, tool: Tool, lenient: bool = False) -> list[
                 issues.append(found)
     if lenient:
         return issues
-    given = {k.arg for k in call.keywords if k.arg is not None and (k.arg not in RESERVED_ARGUMENTS or
-                                                                    k.arg in tool.properties)}
+    aliases = tool.wire_aliases()  # the API's own names (userId for user_id) are accepted too
+    given = {aliases.get(k.arg, k.arg) if k.arg not in tool.properties else k.arg
+             for k in call.keywords if k.arg is not None and (k.arg not in RESERVED_ARGUMENTS or
+                                                              k.arg in tool.properties)}
     missing = [p for p in tool.required if p not in given] if not has_spread and not call.args else []
     for name in sorted(given - set(params)):
         close = difflib.get_close_matches(name, params, n=1, cutoff=0.6)

@@ -253,6 +253,22 @@ class Tool:
         props = self.parameters.get("properties") or {}
         return props if isinstance(props, dict) else {}
 
+    def wire_aliases(self) -> dict[str, str]:
+        """Wire names a program may use for a parameter instead of its Python name (``userId`` for
+        ``user_id``): every binding's wire name that is not itself a parameter's name, is not a
+        reserved argument and belongs to one parameter only. Programs are told the snake_case
+        names, but a model that read the API's own docs writes the wire names."""
+        from protocols.building import RESERVED_ARGUMENTS
+
+        props = self.properties
+        seen: dict[str, str | None] = {}
+        for name, binding in self.bindings.items():
+            wire = binding.name
+            if not wire or wire == name or wire in props or wire in RESERVED_ARGUMENTS:
+                continue
+            seen[wire] = None if wire in seen else name
+        return {wire: name for wire, name in seen.items() if name is not None}
+
     @property
     def summary(self) -> str:
         """The first sentence (or line) of the description: the one-line purpose."""

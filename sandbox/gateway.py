@@ -28,7 +28,8 @@ A program in the sandbox never talks to an API. Its tool functions are stubs tha
 
 Besides its parameters every tool takes ``extra_query={...}`` (query parameters the spec does not
 list: open-ended filters), which the gateway checks like any query value. ``with_headers`` is
-the runner's business and never reaches an API.
+the runner's business and never reaches an API. A parameter may also be given under its name in
+the API (``userId`` for ``user_id``, ``Tool.wire_aliases``): it is renamed before validation.
 
 Nothing from the sandbox is trusted: ``call`` takes plain values that came out of a JSON frame
 and re-validates all of them, so a forged frame gets exactly the checks a stub call gets.
@@ -319,9 +320,11 @@ class Gateway:
             if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
                 raise ToolError(f"{name}: arguments must be keyword arguments", tool=name)
             args, extra_query = self._split(spec, args)
+            args = _wire_names_to_python(spec, args)
             self._validate(spec, args, record)
             reply = self._tapped(spec, args, extra_query)
             reply.data, record.redacted = self._scrub(reply.data, reply.raw)
+            record.redacted += reply.redacted  # taken out before it got here (a replayed answer)
             self._scrub_reply(reply, record)
             record.status, record.response, record.headers = reply.status, reply.data, reply.headers
             record.redirects = reply.redirects
@@ -388,16 +391,21 @@ class Gateway:
         return send_through(0)
 
     def _redacted(self, reply: Reply) -> Reply:
-        """A copy of ``reply`` with the host's secrets taken out (what a recording may keep)."""
+        """A copy of ``reply`` with the host's secrets taken out (what a recording may keep), and in
+        ``redacted`` how many; ``reply`` itself is left as it is (the gateway redacts and counts it)."""
         import copy
 
         out = copy.copy(reply)
-        out.data, _ = self._scrub(reply.data, reply.raw)
         redactor = self.redactor()
         if redactor:
-            out.headers = {k: redactor.text(v)[0] for k, v in reply.headers.items()}
+            plan = redactor.plan(reply.raw) if reply.data is not None else None
+            if plan is not None:
+                out.data, out.redacted = redactor.data(copy.deepcopy(reply.data), plan)
+            out.headers, n = redactor.headers(reply.headers)
             out.redirects = [{k: redactor.text(v)[0] if isinstance(v, str) else v for k, v in h.items()}
                              for h in reply.redirects]
+            out.redacted += n + sum(redactor.text(v)[1] for h in reply.redirects for v in h.values()
+                                    if isinstance(v, str))
         return out
 
     def _redacted_text(self, text: str) -> str:
@@ -419,9 +427,9 @@ class Gateway:
 
     def _scrub(self, body: Any, raw: bytes) -> tuple[Any, int]:
         redactor = self.redactor()
-        if not redactor or body is None or not redactor.may_hold(raw):
+        if not redactor or body is None:
             return body, 0
-        return redactor.data(body)
+        return redactor.scrub(body, raw)
 
     def _scrub_text(self, text: str, record: ToolCall) -> str:
         redactor = self.redactor()
@@ -432,10 +440,13 @@ class Gateway:
         return text
 
     def _scrub_reply(self, reply: Reply, record: ToolCall) -> None:
-        """Headers and redirect locations carry secrets too (a ``Location`` with the query key)."""
-        if not self.redactor():
+        """Headers (names and values) and redirect locations carry secrets too (a ``Location`` with
+        the query key, a header named after it)."""
+        redactor = self.redactor()
+        if not redactor:
             return
-        reply.headers = {k: self._scrub_text(v, record) for k, v in reply.headers.items()}
+        reply.headers, n = redactor.headers(reply.headers)
+        record.redacted += n
         reply.redirects = self._scrub_hops(reply.redirects, record)
 
     def _scrub_hops(self, hops: list[dict[str, Any]], record: ToolCall) -> list[dict[str, Any]]:
@@ -507,6 +518,29 @@ class Gateway:
             if first_only:
                 break
         return out, None
+
+
+def _wire_names_to_python(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` with the API's own names (``userId``) turned into the tool's Python names
+    (``user_id``), before validation: one name-normalising step, nothing else. A value given under
+    both names is refused (which one was meant?)."""
+    props = tool.properties
+    if all(k in props for k in args):
+        return args
+    aliases = tool.wire_aliases()
+    if not aliases or not any(k in aliases for k in args):
+        return args
+    out: dict[str, Any] = {}
+    for key, value in args.items():
+        name = aliases.get(key) if key not in props else None
+        if name is None:
+            out[key] = value
+            continue
+        if name in args:
+            raise ToolError(f"{tool.name}: {key!r} and {name!r} are the same argument ({key!r} is its name in the "
+                            f"API, {name!r} in atc); give it once", tool=tool.name, parameter=name)
+        out[name] = value
+    return out
 
 
 def _for_validation(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:

@@ -114,10 +114,12 @@ class McpTransport:
             raise SendFailure(f"{tool.name}: collection {collection.name!r} lists MCP tools but names no server to "
                               "call", tool=tool.name, failure="config",
                               hint="import it from the live server: atc tools import mcp:\"COMMAND ARGS\"")
-        found = self._resolved.get(collection.name)
+        # By the server's identity, never by the collection's name: two collections may have come
+        # from different servers that an older store gave one name.
+        found = self._resolved.get(server.key())
         if found is None:
             try:
-                found = self._resolved[collection.name] = resolve_env(server, self.environ)
+                found = self._resolved[server.key()] = resolve_env(server, self.environ)
             except Exception as exc:
                 raise SendFailure(f"{tool.name}: {exc}", tool=tool.name, failure="config") from None
         return found
