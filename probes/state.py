@@ -22,13 +22,16 @@ from protocols.model import Tool
 
 __all__ = ["ToolState", "Session", "Event"]
 
-#: A progress hook: ``(event, state)`` with event ``documented``, ``failed``, ``skipped`` or ``call``.
+#: A progress hook: ``(event, state)`` with event ``documented``, ``failed``, ``skipped``, ``call`` or
+#: ``unsafe`` (an unsafe call is about to be sent; ``state.notice`` says what it will do).
 Event = Callable[[str, "ToolState"], None]
 
 
 @dataclass
 class ToolState:
-    """Everything known about one tool while probing. ``status`` is ``pending`` until decided."""
+    """Everything known about one tool while probing. ``status`` is ``pending`` until decided
+    (``queued`` for a tool that may change data: the write plan decides it, not the rounds);
+    ``notice`` is what the probe says before an unsafe call of it."""
 
     tool: Tool
     index: int
@@ -44,6 +47,7 @@ class ToolState:
     programs: dict[int, dict[str, str]] = field(default_factory=dict)
     source: str = "no-llm"
     depends_on: list[str] = field(default_factory=list)
+    notice: str = ""
 
     @property
     def name(self) -> str:
@@ -71,8 +75,10 @@ class Session:
         self.states: dict[str, ToolState] = {t.name: ToolState(t, i) for i, t in enumerate(tools)}
         self.tool_names = [t.name for t in tools]
         self.on_event = on_event
-        self.auth_failures = 0
         self.stop_reason: str | None = None
+        from probes.auth import AuthWatch
+
+        self.auth = AuthWatch(self)
         self._reports: dict[str, tuple[tuple[Any, ...], ToolReport]] = {}
 
     # -- bookkeeping --------------------------------------------------------------------------
@@ -86,6 +92,7 @@ class Session:
 
     def observe(self, state: ToolState, obs: Observation) -> None:
         state.observations.append(obs)
+        self.auth.answered(state.tool if obs.tool == state.name else self.states[obs.tool].tool, obs)
         self.emit("call", state)
 
     def succeed(self, state: ToolState, obs: Observation, round_: int, *, source: str = "no-llm") -> None:
@@ -110,7 +117,7 @@ class Session:
             state.helper_samples.append(obs.data)
 
     def settle(self, state: ToolState, status: str, reason: str) -> None:
-        if state.status != "pending":
+        if state.status not in ("pending", "queued"):
             return
         state.status = status
         state.reason = reason
@@ -136,9 +143,9 @@ class Session:
 
     def _build_report(self, state: ToolState) -> ToolReport:
         tool = state.tool
-        status = state.status if state.status != "pending" else "skipped"
+        status = state.status if state.status not in ("pending", "queued") else "skipped"
         reason = state.reason
-        if state.status == "pending":
+        if state.status in ("pending", "queued"):
             reason = reason or "not probed (the probe stopped first)"
         codes = Counter(str(o.status) for o in state.observations if o.status is not None)
         report = ToolReport(
