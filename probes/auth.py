@@ -136,6 +136,6 @@ class AuthWatch:
                 f"before, now answers HTTP {again.status} too"
                 if again is not None else f"{tool.name} got HTTP {obs.status} after earlier requests had worked "
                 "(the budget left no request to check)")
-        after = f"; the last unsafe call before it was {self.last_write}" if self.last_write else ""
+        after = f"; the last unsafe call sent was {self.last_write}" if self.last_write else ""
         return (f"stopped: the credential that worked is refused now: {said}{after}. "
                 f"{hint(self.s.caller.toolset, tool)}")

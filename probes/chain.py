@@ -188,12 +188,18 @@ class ChainProber:
             return True
         status = obs.status or 0
         if status in REFUSED:
-            state.status = "failed"
-            state.reason = f"{state.reason} ({hint(s.caller.toolset, state.tool)})"
-            s.emit("failed", state)
             stop = s.auth.refused(state.tool, obs)
             if stop is not None:
                 s.stop_reason = stop
+            elif status == 403 and plan.args and s.auth.canary is not None:
+                # Others' objects answer 403 where the credential works: another value may be readable.
+                path = [p for p in plan.args if (b := state.tool.bindings.get(p)) is not None and b.location == "path"]
+                first = (path or list(plan.args))[0]
+                state.bad.setdefault(first, []).append(plan.args[first])
+                return True
+            state.status = "failed"
+            state.reason = f"{state.reason} ({hint(s.caller.toolset, state.tool)})"
+            s.emit("failed", state)
             return False
         if status in (405, 501) or (status >= 500 and sum(1 for o in state.observations
                                                            if (o.status or 0) >= 500) >= SERVER_ERRORS):

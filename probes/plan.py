@@ -327,7 +327,8 @@ class _Planner:
                 return f"it writes files ({target.label}) and no --scope pins a folder: pin one with --scope path=DIR"
             return f"no file or folder this probe created fits {target.label}"
         hint = f"--scope {target.key}=VALUE would pin it" if target.role != "new" else ""
-        what = f"a {target.entity}" if target.entity else repr(target.label)
+        what = (f"an {target.entity}" if target.entity[:1] in "aeiou" else f"a {target.entity}") if target.entity \
+            else repr(target.label)
         return (f"{target.label} must name {what} in the scope (pinned or created by this probe) and none is"
                 + (f"; {hint}" if hint else ""))
 

@@ -276,7 +276,7 @@ def probe(
         settings = ProbeSettings(**options)
     elif options:
         raise UsageError("give settings= or keyword options, not both")
-    if no_llm:
+    if no_llm or settings.dry_run:
         settings = replace(settings, use_llm=False)
     if executor is not None:
         if client is not None or on_event is not None or not isinstance(sandbox, str | None):

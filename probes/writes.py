@@ -86,19 +86,31 @@ def describe(step: Step, tool: Tool, args: dict[str, Any] | None, total: int) ->
         for pname, binding in tool.bindings.items():
             if binding.location == "path" and pname in shown:
                 value = shown[pname]
-                text = value.label() if isinstance(value, Bound) else quote(str(value), safe="")
+                text = _in_path(value) if isinstance(value, Bound) else quote(str(value), safe="")
                 path = path.replace("{" + binding.name + "}", text)
         where = {k: (tool.bindings[k].location if k in tool.bindings else "body") for k in shown}
         body = {k: v for k, v in shown.items() if where[k] in ("body", "query")}
         headers = " ".join(f"[{tool.bindings[k].name}: {_plain(v)}]" for k, v in shown.items() if where[k] == "header")
         call = f"{tool.method.upper()} {path}" + (f" {headers}" if headers else "") + (f" {_short(body)}" if body else "")
     thing = step.entity or "object"
-    verb = {"create": f"create a {thing}", "update": f"change the {thing}", "other": f"{tool.name} on the {thing}",
+    verb = {"create": f"create {_a(thing)}", "update": f"change the {thing}", "other": f"{tool.name} on the {thing}",
             "delete": f"delete the {thing} that step {step.deletes} created" if step.deletes else f"delete the {thing}",
             "bulk": f"delete every {thing} (named with --allow-bulk)"}.get(step.verb, step.verb)
     if step.verb == "create" and step.creates is not None and step.creates.conditional:
         verb += " (it counts as this probe's only if the API says it created it)"
     return f"step {step.index}/{total}: {verb}: {call}"
+
+
+def _in_path(bound: Bound) -> str:
+    if bound.kind == "scope":
+        return quote(str(bound.value), safe="")
+    if bound.kind == "created":
+        return f"<id from step {bound.step}>"
+    return "<new atc-probe-... name>"
+
+
+def _a(word: str) -> str:
+    return f"an {word}" if word[:1].lower() in "aeiou" else f"a {word}"
 
 
 def _short(value: Any, limit: int = 160) -> str:
@@ -214,9 +226,11 @@ class WriteRunner:
             return self._skip(step, state, f"the probe stopped first ({s.stop_reason})")
         if step.deletes is not None and step.deletes not in self.made:
             done = self.plan.step(step.deletes)
-            why = ("it existed before this probe: never deleted" if done.status == "done" else
-                   done.result or done.status)
-            return self._skip(step, state, f"step {step.deletes} ({done.tool}) created nothing this probe owns: {why}")
+            if done.creates is not None and done.creates.conditional and done.status in ("done", "failed"):
+                why = f"it existed before this probe ({done.result}): never deleted"
+            else:
+                why = f"step {step.deletes} ({done.tool}) created nothing this probe owns ({done.result or done.status})"
+            return self._skip(step, state, why)
         filled = self._fill(step, tool)
         if isinstance(filled, str):
             return self._skip(step, state, filled)
