@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from probes.naming import ID_WORDS, norm, param_role, singular, words
 from probes.safety import DESTRUCTIVE_WORDS, call_safety
+from probes.text import is_path_like
 from protocols.model import Collection, Tool
 
 __all__ = ["Action", "Target", "action_of", "template", "PATH_WORDS", "is_path_like"]
@@ -108,11 +108,6 @@ def template(path: str) -> str:
     """A path template with its parameters written ``{}`` and no trailing slash."""
     segments = [s for s in path.strip().strip("/").split("/") if s]
     return "/" + "/".join("{}" if _PARAM.match(s) else s.lower() for s in segments)
-
-
-def is_path_like(value: Any) -> bool:
-    """A string that reads as a filesystem path or a URI (its values nest)."""
-    return isinstance(value, str) and (value.startswith(("/", "~/", "file:")) or bool(re.match(r"^[A-Za-z]:[\\/]", value)))
 
 
 def _noun_of(name: str, skip: frozenset[str]) -> str | None:

@@ -81,7 +81,7 @@ def classify_body(data: Any) -> str:
         return "empty"
     if isinstance(data, str):
         head = data.lstrip()[:15].lower()
-        if head.startswith(("{", "[")) or head.startswith(("<!doctype", "<html", "<?xml", "<head", "<body")):
+        if _JSON_START.match(data) or head.startswith(("<!doctype", "<html", "<?xml", "<head", "<body")):
             return "garbage"
         if _ERROR_TEXT.match(data):
             return "refused"
@@ -89,6 +89,10 @@ def classify_body(data: Any) -> str:
         return "refused"
     return "ok"
 
+
+#: A text that starts like JSON (and did not parse): ``{"a"``, ``[1``, ``[{``, ``[]``, ``[true``. Not
+#: ``[FILE] notes.txt``, how listing tools start their lines.
+_JSON_START = re.compile(r'^\s*(\{\s*("|\}|$)|\[\s*([\[{"\]\d-]|true|false|null|$))')
 
 #: The first words of a text answer that reports a failure instead of data ("Error: ENOENT...",
 #: "Access denied - path outside allowed directories", "Unknown tool"): many MCP servers answer

@@ -1,6 +1,7 @@
 """Values harvested from responses already seen, and how well each fits a parameter.
 
-After every successful probe request the response is walked and its scalar fields are kept
+After every successful probe request the response is walked (a text answer is read line by line,
+``probes.text``) and its scalar fields are kept
 (a few per field path and tool, so that a 10,000-item list costs no more than a short one). Each
 kept value remembers where it was: the field's name, its concrete path (``["results", 0, "id"]``,
 for the example program), the *owner* entity of the object that holds it (``probes.naming``),
@@ -42,7 +43,9 @@ from probes.naming import (
     key_entity,
     norm,
     same_entity,
+    singular,
 )
+from probes.text import text_records
 from probes.values import coerce, within
 from protocols.model import Tool
 
@@ -61,7 +64,8 @@ STRONG_MATCH = 0.3
 
 @dataclass(frozen=True)
 class Seen:
-    """One scalar value seen in a response."""
+    """One scalar value seen in a response. ``text``: read from a line of a text answer
+    (``probes.text``); ``path`` is then empty (there is nothing to index into)."""
 
     value: Any
     key: str
@@ -71,6 +75,7 @@ class Seen:
     obs: int
     tool: str
     siblings: dict[str, Any]
+    text: bool = False
 
     @property
     def norm_key(self) -> str:
@@ -121,10 +126,13 @@ class Harvest:
             return 0
         nouns = self._endpoint(tool)
         added = 0
-        for path, owner, obj in _objects(obs.data, nouns):
+        text = isinstance(obs.data, str)
+        found = ([((), nouns.items, record) for record in text_records(obs.data, obs.args)] if text
+                 else _objects(obs.data, nouns))
+        for path, owner, obj in found:
             scalars = {k: v for k, v in obj.items() if _scalar(v)}
             for key, value in scalars.items():
-                fpath = field_path((*path, key))
+                fpath = f"(text) {key}" if text else field_path((*path, key))
                 kept = self._per_field.setdefault((tool.name, fpath), [])
                 if value in kept or len(kept) >= MAX_PER_FIELD:
                     continue
@@ -134,8 +142,8 @@ class Harvest:
                     self._by_key[nkey] = []
                     self._key_order.append(nkey)
                 self._by_key[nkey].append(len(self.values))
-                self.values.append(Seen(value=value, key=key, path=(*path, key), field=fpath, owner=owner,
-                                        obs=obs.id, tool=tool.name, siblings=scalars))
+                self.values.append(Seen(value=value, key=key, path=() if text else (*path, key), field=fpath,
+                                        owner=owner, obs=obs.id, tool=tool.name, siblings=scalars, text=text))
                 added += 1
         return added
 
@@ -156,6 +164,11 @@ class Harvest:
             return memo.top[:limit]
         binding = tool.bindings.get(pname)
         wire = norm(binding.name if binding and binding.name else pname)
+        declared = tool.properties.get(pname)
+        parts = wire.split("_")
+        if isinstance(declared, dict) and declared.get("type") == "array" and parts[-1] not in ("ids", "id"):
+            # a list parameter (``names``, ``paths``) takes what one item is called in responses
+            wire = "_".join([*parts[:-1], singular(parts[-1])])
         for key in self._key_order[memo.keys_seen:]:
             if _relevant(key, wire, role, weak):
                 memo.positions[key] = 0
@@ -176,8 +189,8 @@ class Harvest:
                     continue
                 if type(value) is not type(seen.value):
                     score -= 0.1  # a number where the API wants text is a weaker fit (a repo's id vs its name)
-                source: Source = {"kind": "harvest", "obs": seen.obs, "path": list(seen.path), "tool": seen.tool,
-                                  "field": seen.field}
+                source: Source = {"kind": "harvest", "obs": seen.obs, "path": None if seen.text else list(seen.path),
+                                  "tool": seen.tool, "field": seen.field}
                 memo.scored.append((score, index, Candidate(value, score, source, seen)))
                 fresh = True
             memo.positions[key] = len(indices)

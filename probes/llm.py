@@ -41,6 +41,7 @@ from probes.calls import Observation, Source, classify_body
 from probes.findings import remember, replay
 from probes.harvest import field_path
 from probes.naming import norm
+from probes.schemas import combine
 from probes.state import Session, ToolState
 from protocols.model import Collection, Tool
 from protocols.render import render_compact, render_full
@@ -214,7 +215,7 @@ class ModelProber:
 
     def _learnt(self, state: ToolState) -> Tool:
         tool = copy.copy(state.tool)
-        tool.response_schema = state.schema() or tool.response_schema
+        tool.response_schema = combine(tool.response_schema, state.schema())[0]
         return tool
 
     # -- one tool -------------------------------------------------------------------------------

@@ -273,6 +273,8 @@ class _Planner:
                     bound = Bound("scope", pin[1] if value is None else value, pin=f"{pin[0]}={pin[1]}",
                                   own=creating)
                     conditional = conditional or creating
+                elif target.role == "new" and self.scope.roots:
+                    bound = Bound("new", root=self.scope.roots[0])  # a move's destination: inside the root
                 elif creating or target.role == "new":
                     if not target.required and target.role == "own":
                         continue  # the API names what it creates

@@ -172,8 +172,9 @@ class Planner:
                 fixed = coerce(value, schema)
                 if fixed is not None and fixed not in bad and within(fixed, schema):
                     path = [*seen.path[:-1], key]
-                    return Candidate(fixed, anchor.score, {"kind": "harvest", "obs": seen.obs, "path": path,
-                                                           "tool": seen.tool, "field": field_path(tuple(path))})
+                    return Candidate(fixed, anchor.score, {
+                        "kind": "harvest", "obs": seen.obs, "path": None if seen.text else path, "tool": seen.tool,
+                        "field": f"(text) {key}" if seen.text else field_path(tuple(path))})
         if 0 <= seen.obs < len(self.observations):
             origin = self.observations[seen.obs]
             for arg, value in origin.args.items():

@@ -96,7 +96,11 @@ class ToolReport:
     documented it (0: on its own; k: with helpers found by round k). ``mapping`` says where each
     argument of its first working call came from (``{"tool", "field"}`` or ``{"source"}``);
     ``status_codes`` counts the HTTP statuses seen; ``required_learned`` lists parameters the spec
-    left optional that the API demanded."""
+    left optional that the API demanded. ``response_schema`` is the declared schema with what was
+    learnt merged into it (``schema_source`` ``declared+learnt``), or the learnt one when none was
+    declared (``learnt``); ``schema_notes`` are the disagreements between the two
+    (``probes.schemas``). ``filters`` are the optional parameters that proved to filter by
+    another tool's ids (``probes.filters``)."""
 
     name: str
     status: str = "skipped"
@@ -114,6 +118,9 @@ class ToolReport:
     required_learned: list[str] = field(default_factory=list)
     mapping: dict[str, Any] = field(default_factory=dict)
     source: str = "no-llm"
+    schema_source: str | None = None
+    schema_notes: list[str] = field(default_factory=list)
+    filters: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -133,6 +140,9 @@ class ToolReport:
             "required_learned": self.required_learned,
             "mapping": self.mapping,
             "source": self.source,
+            "schema_source": self.schema_source,
+            "schema_notes": self.schema_notes,
+            "filters": self.filters,
         }
 
 

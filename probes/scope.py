@@ -28,8 +28,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from probes.actions import Target, is_path_like
+from probes.actions import Target
 from probes.naming import norm, singular
+from probes.text import is_path_like
 from protocols.errors import UsageError
 from protocols.model import Tool
 

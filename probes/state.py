@@ -18,6 +18,7 @@ from probes.document import choose_examples, condense_value, dependencies, examp
 from probes.harvest import Harvest
 from probes.planner import Planner
 from probes.report import ProbeSettings, ToolReport
+from probes.schemas import combine
 from protocols.model import Tool
 
 __all__ = ["ToolState", "Session", "Event"]
@@ -156,7 +157,9 @@ class Session:
             status_codes=dict(sorted(codes.items())), required_learned=list(state.learned), source=state.source,
         )
         if state.successes:
-            report.response_schema = state.schema()
+            sample = next((o.data for o in state.successes if o.data is not None), None)
+            report.response_schema, report.schema_notes = combine(tool.response_schema, state.schema(), sample)
+            report.schema_source = "declared+learnt" if tool.response_schema else "learnt"
             chosen = choose_examples(state.successes, self.settings.max_examples)
             observations = self.caller.observations
             for obs in chosen:

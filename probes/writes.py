@@ -80,7 +80,8 @@ def describe(step: Step, tool: Tool, args: dict[str, Any] | None, total: int) ->
     """One line saying what a step will do: the verb, the object, the request as sent."""
     shown = args if args is not None else step.args
     if tool.method.upper() == "MCP":
-        call = f"{tool.path or tool.name}({_short(shown)})"
+        wire = {k: (tool.bindings[k].name if k in tool.bindings and tool.bindings[k].name else k) for k in shown}
+        call = f"{tool.path or tool.name}({_short({wire[k]: v for k, v in shown.items()})})"
     else:
         path = tool.path
         for pname, binding in tool.bindings.items():
@@ -139,6 +140,7 @@ class WriteRunner:
         self.origin: dict[int, Source] = {}
         self.own_param: dict[int, str] = {}
         self.made: set[int] = set()
+        self._moves: dict[int, tuple[list[int], list[Any]]] = {}
 
     # -- filling a step -------------------------------------------------------------------------
 
@@ -178,6 +180,11 @@ class WriteRunner:
             if isinstance(got, str):
                 return _Missing(got)
             provenance.setdefault(pname, got[1])
+            moves = self._moves.setdefault(step.index, ([], []))
+            if value.kind == "created":
+                moves[0].append(value.step)
+            elif value.kind == "new" and not value.own:
+                moves[1].append(got[0])
             if value.own and step.index not in self.values:
                 self.values[step.index] = got[0]  # the name this step gives what it creates
                 if top:
@@ -258,6 +265,9 @@ class WriteRunner:
             " ".join(str(obs.error or obs.kind).split())[:300]
         if ok:
             self._created(step, obs)
+            sources, targets = self._moves.get(step.index, ([], []))
+            if len(sources) == 1 and len(targets) == 1:
+                self.values[sources[0]] = targets[0]  # moved or renamed: it lives at its new name now
             if obs.data is not None:
                 s.succeed(state, obs, round_)
             else:
@@ -397,6 +407,6 @@ def created_candidates(session: Session, writes: WriteRunner) -> Callable[[Tool,
 
 
 def is_root(value: Any) -> bool:
-    from probes.actions import is_path_like
+    from probes.text import is_path_like
 
     return is_path_like(value)
