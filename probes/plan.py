@@ -239,6 +239,10 @@ class _Planner:
                         obj.parents == tuple(parents[: target.position]):
                     return obj
             elif target.attribute == "path":
+                # a file tool on a file the probe made, a directory tool on a directory, else any path
+                same = [o for o in reversed(self.objects) if o.attribute == "path" and _same(o.entity, action.entity)]
+                if same:
+                    return same[0]
                 if obj.attribute == "path":
                     return obj
             elif action.mcp and obj.template is None:
@@ -393,8 +397,7 @@ class _Planner:
             own = next((t for t in bounds if t.role == "own"), None)
             parents = tuple(b for t, b in bounds.items() if t.position >= 0 and t is not own)
             refs = {t.key: b for t, b in bounds.items() if t.role in ("ref", "parent")}
-            step.creates = Planned(index, tool.name, action.entity if not (own and own.attribute == "path") else "path",
-                                   own.attribute if own is not None else "id",
+            step.creates = Planned(index, tool.name, action.entity, own.attribute if own is not None else "id",
                                    template=action.collection if not action.mcp else None, parents=parents,
                                    refs=refs, conditional=conditional, named=own is not None or not action.mcp)
             self.objects.append(step.creates)

@@ -50,7 +50,8 @@ WRITE_EVERY = 1.0
 
 def resolve_toolset(tools: ToolsArg, base_url: BaseUrl = None,
                     credentials: dict[str, str] | None = None) -> Toolset:
-    """A ``Toolset`` from a Toolset, Collection(s), spec paths or stored collection names.
+    """A ``Toolset`` from a Toolset, Collection(s), spec paths or URLs, live MCP sources
+    (``mcp:COMMAND ARGS``, ``mcp+http://...``, an ``mcpServers`` file) or stored collection names.
     ``base_url``: one URL for every collection, or ``{collection: URL}`` (as in ``atc.run``)."""
     if isinstance(tools, Toolset):
         return as_toolset(tools, base_url=base_url, credentials=credentials or None)
@@ -63,10 +64,15 @@ def resolve_toolset(tools: ToolsArg, base_url: BaseUrl = None,
             collections.append(item)
         elif isinstance(item, str | Path):
             path = Path(item).expanduser()
-            if path.exists():
+            text = str(item)
+            if isinstance(item, str) and _mcp_source(text):
+                from sandbox.mcp.sources import load_source
+
+                collections += load_source(text)  # a live MCP server: its tools, and how to call them
+            elif path.exists() or text.startswith(("http://", "https://")):
                 from protocols.loaders import load_spec
 
-                collections.append(load_spec(path))
+                collections.append(load_spec(text if text.startswith(("http://", "https://")) else path))
             else:
                 from protocols.store import Store
 
@@ -74,6 +80,14 @@ def resolve_toolset(tools: ToolsArg, base_url: BaseUrl = None,
         else:
             raise UsageError(f"tools must be Collections, spec paths or collection names, not {type(item).__name__}")
     return as_toolset(collections, base_url=base_url, credentials=credentials)
+
+
+def _mcp_source(text: str) -> bool:
+    if not (text.startswith(("mcp:", "mcp+")) or text.endswith(".json")):
+        return False
+    from sandbox.mcp.sources import is_mcp_source
+
+    return is_mcp_source(text)
 
 
 def publish(report: ProbeReport, collections: list[Collection], out: str | Path | None, *,

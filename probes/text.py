@@ -71,7 +71,8 @@ def text_records(text: str, args: dict[str, Any] | None = None) -> list[dict[str
                 record["path"] = f"{'' if base == '/' else base}/{name}"
             out.append(record)
         elif is_path_like(line):
-            out.append({"path": line, "name": re.split(r"[\\/]", line.rstrip("/\\"))[-1] or line})
+            path = line.split(": ", 1)[0].rstrip(":")  # "/srv/a.txt: 12 lines" names /srv/a.txt
+            out.append({"path": path, "name": re.split(r"[\\/]", path.rstrip("/\\"))[-1] or path})
         elif (pair := _KEYVAL.match(line)) is not None:
             key = "_".join(pair.group(1).strip().lower().split())
             value = pair.group(2).strip()

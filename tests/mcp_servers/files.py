@@ -23,8 +23,15 @@ import os
 import sys
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 ROOT = os.path.realpath(sys.argv[1]) if len(sys.argv) > 1 else os.path.realpath(".")
 LOG = os.environ.get("FILES_LOG", "")
+
+
+class Edit(BaseModel):
+    oldText: str = Field(description="The text to replace (must match exactly)")
+    newText: str = Field(description="What replaces it")
 
 
 def _log(tool: str, args: dict[str, Any], error: bool = False) -> None:
@@ -167,8 +174,9 @@ def build() -> Any:
         return f"Successfully created directory {path}"
 
     @server.tool(structured_output=False)
-    def edit_file(path: str, edits: list[dict[str, str]]) -> str:
-        """Replace text in a file: edits are {"oldText", "newText"}."""
+    def edit_file(path: str, edits: list[Edit]) -> str:
+        """Replace text in a file."""
+        edits = [e.model_dump() for e in edits]  # type: ignore[misc]
         real = existing("edit_file", path, {"path": path, "edits": edits})
         with open(real) as f:
             text = f.read()
