@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from probes.naming import ID_WORDS, norm, param_role, singular, words
+from probes.naming import ID_WORDS, norm, param_role, path_template, singular, words
 from probes.safety import DESTRUCTIVE_WORDS, call_safety
 from probes.text import is_path_like
 from protocols.model import Collection, Tool
@@ -106,8 +106,7 @@ class Action:
 
 def template(path: str) -> str:
     """A path template with its parameters written ``{}`` and no trailing slash."""
-    segments = [s for s in path.strip().strip("/").split("/") if s]
-    return "/" + "/".join("{}" if _PARAM.match(s) else s.lower() for s in segments)
+    return path_template(path)
 
 
 def _noun_of(name: str, skip: frozenset[str]) -> str | None:

@@ -13,6 +13,8 @@ structure and makes it cheap:
   round repeats its pass while it makes progress, and the rounds stop when one documents nothing.
 - **A last, guessing round** gives each tool still in B one try with loose matches and made-up
   values, for APIs whose "ids" accept anything.
+- **Optional filters that link** (``postId``, ``user_id``, ``owner``) are tried with ids other tools
+  handed out, and recorded when they narrow the answer (``probes.filters``).
 - **Extra samples**, while budget remains, go only to documented tools whose schema still has
   gaps (empty lists, nulls), with other arguments.
 
@@ -34,6 +36,7 @@ import re
 from probes.auth import AUTH_WALL, REFUSED, hint
 from probes.calls import Observation
 from probes.document import gaps
+from probes.filters import probe_filters
 from probes.planner import Plan, signature
 from probes.state import Session, ToolState
 from probes.values import STRONG
@@ -79,6 +82,8 @@ class ChainProber:
                 if s.stopped:
                     break
                 self.attempt(state, used, threshold=0.0, tries=1)
+        if not s.stopped:
+            probe_filters(s, used)
         if not s.stopped:
             self.extra_samples(used)
         if finish:

@@ -27,6 +27,8 @@ from functools import lru_cache
 from protocols.model import Tool
 
 __all__ = [
+    "path_template",
+    "parent_template",
     "words",
     "singular",
     "norm",
@@ -71,7 +73,8 @@ IDENT_FIELDS = {"login": 0.87, "username": 0.87, "handle": 0.87, "slug": 0.87, "
                 "key": 0.8, "code": 0.8, "name": 0.8}
 #: Other spellings of a parameter's name that a response may use for the same value.
 SYNONYMS = {"username": ("login", "handle", "screen_name", "user_name"), "user": ("login", "username"),
-            "login": ("username", "handle")}
+            "login": ("username", "handle"), "owner": ("login", "username", "handle"),
+            "author": ("login", "username", "handle")}
 #: Response fields that hold a human-readable name of their object (good free-text search words).
 NAME_FIELDS = frozenset("name title original_title original_name display_name full_name label username "
                         "screen_name headline".split())
@@ -79,6 +82,25 @@ NAME_FIELDS = frozenset("name title original_title original_name display_name fu
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
 _PARAM = re.compile(r"^\{([^{}/]+)\}$")
+
+
+def path_template(path: str) -> str:
+    """A path template with its parameters written ``{}``, lower case, no trailing slash
+    (``/Tables/movie/{row_id}/`` -> ``/tables/movie/{}``): two paths with the same template
+    address the same place."""
+    segments = [s for s in path.strip().strip("/").split("/") if s]
+    return "/" + "/".join("{}" if _PARAM.match(s) else s.lower() for s in segments)
+
+
+def parent_template(path: str, wire: str) -> str | None:
+    """The template of the list a path parameter picks from: the path before ``{wire}``
+    (``/tables/movie/{row_id}/`` -> ``/tables/movie``); None when ``wire`` is not in the path."""
+    segments = [s for s in path.strip().strip("/").split("/") if s]
+    for i, seg in enumerate(segments):
+        m = _PARAM.match(seg)
+        if m and m.group(1) == wire:
+            return path_template("/".join(segments[:i])) if i else None
+    return None
 
 
 def words(name: str) -> list[str]:

@@ -49,6 +49,7 @@ class ToolState:
     source: str = "no-llm"
     depends_on: list[str] = field(default_factory=list)
     notice: str = ""
+    filters: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -134,7 +135,7 @@ class Session:
         """The ``ToolReport`` of a tool, as known now (rebuilt only when the tool's state changed:
         ``--out`` files are rewritten while probing, and merging schemas is the costly part)."""
         stamp = (state.status, state.reason, len(state.successes), len(state.observations), len(state.helper_samples),
-                 self.caller.budget.by_tool.get(state.name, 0))
+                 self.caller.budget.by_tool.get(state.name, 0), len(state.filters))
         hit = self._reports.get(state.name)
         if hit is not None and hit[0] == stamp:
             return hit[1]
@@ -161,6 +162,9 @@ class Session:
             report.response_schema, report.schema_notes = combine(tool.response_schema, state.schema(), sample)
             report.schema_source = "declared+learnt" if tool.response_schema else "learnt"
             chosen = choose_examples(state.successes, self.settings.max_examples)
+            filtered = [o for o in state.successes if any(p in o.args for p in state.filters)]
+            if filtered and not any(o in chosen for o in filtered):
+                chosen = [*chosen[: self.settings.max_examples - 1], filtered[0]]  # show the link
             observations = self.caller.observations
             for obs in chosen:
                 given = state.programs.get(obs.id) or {}
@@ -177,6 +181,8 @@ class Session:
             for obs in chosen[1:]:
                 more, _ = dependencies(obs, observations)
                 report.depends_on += [t for t in more if t not in report.depends_on]
+            report.filters = dict(state.filters)
+            report.depends_on += [f["tool"] for f in state.filters.values() if f["tool"] not in report.depends_on]
         return report
 
     def reports(self) -> list[ToolReport]:
