@@ -2,8 +2,9 @@
 
 Two situations stop a probe:
 
-- **No credential works** (the API wants one): the first ``AUTH_WALL`` tools all refused, nothing
-  succeeded. Probing further would only collect refusals.
+- **No credential works** (the API wants one, or another one): ``AUTH_WALL`` tools in a row
+  refused, with no success between them (a public health check that answers proves nothing
+  about the rest). Probing further would only collect refusals.
 - **A credential that worked stops working**, anywhere in the probe: a write may have deleted the
   account the probe was logged in as, a token may have expired. After a refusal, once some
   request of the probe has succeeded, the *canary* -- the first read that succeeded -- is asked
@@ -82,6 +83,7 @@ class AuthWatch:
         self.canary: _Canary | None = None
         self.latest: _Canary | None = None
         self.refusals = 0
+        self.streak: list[str] = []
         self.since_check = 0
         self.wrote_since_check = False
         self.last_write: str | None = None
@@ -89,8 +91,10 @@ class AuthWatch:
 
     def answered(self, tool: Tool, obs: Observation) -> None:
         """Every answer of the probe; the first read that succeeded with a fresh answer becomes the canary."""
-        if obs.ok and obs.status is not None and 200 <= obs.status < 300:
+        if obs.ok and (obs.status is None or 200 <= obs.status < 300):
             self.since_check = 0
+            self.streak = []
+        if obs.ok and obs.status is not None and 200 <= obs.status < 300:
             if not call_safety(tool, self.s.caller.toolset.collection_of(tool.name)).safe:
                 return
             if self.canary is None:
@@ -107,10 +111,14 @@ class AuthWatch:
         """A 401/403 answer: the reason to stop the probe, or None to go on."""
         self.refusals += 1
         s = self.s
+        reads = call_safety(tool, s.caller.toolset.collection_of(tool.name)).safe
+        if tool.name not in self.streak and (reads or obs.status == 401):
+            self.streak.append(tool.name)  # (a write refused with 403 is about permission, not the credential)
+        if len(self.streak) >= AUTH_WALL:
+            first = not any(x.successes for x in s.states.values())
+            return (f"the API refused the {'first' if first else 'last'} {len(self.streak)} tools"
+                    f"{'' if first else ' in a row'} with HTTP {obs.status}: {hint(s.caller.toolset, tool)}")
         if self.canary is None:
-            if self.refusals >= AUTH_WALL and not any(x.successes for x in s.states.values()):
-                return (f"the API refused the first {self.refusals} tools with HTTP {obs.status}: "
-                        f"{hint(s.caller.toolset, tool)}")
             return None
         self.since_check += 1
         if self.checks and not self.wrote_since_check and self.since_check < RECHECK_AFTER:
@@ -121,7 +129,7 @@ class AuthWatch:
         for canary in (self.latest, self.canary):
             if canary is None:
                 continue
-            again = s.caller.call(canary.tool, dict(canary.args), fresh=True, round_=obs.round)
+            again = s.caller.call(canary.tool, dict(canary.args), fresh=True, round_=obs.round, charge_to=tool.name)
             state = s.states.get(canary.tool.name)
             if state is not None:
                 state.observations.append(again)

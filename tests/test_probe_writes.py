@@ -211,3 +211,19 @@ def test_the_cli_says_each_unsafe_call_before_sending_it(store: StoreAPI, tmp_pa
                           capture_output=True, text=True, env=env, timeout=60)
     assert lone.returncode == 2 and "--allow-unsafe" in lone.stderr
     assert len(store.log) == sent
+
+
+def test_a_refusal_says_what_fits_what_was_given(store: StoreAPI, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WRONG_AUTH", f"{USER}:not-the-password")
+    given = _probe(store, credentials={"basicAuth": "env:WRONG_AUTH"})
+    refused = [t.reason for t in given.tools if t.status == "failed"]
+    assert refused and all("the credential given (basicAuth) was refused" in r for r in refused)
+    assert not any("pass --credential" in (t.reason or "") for t in given.tools)
+    assert given.stopped and "credential given" in given.stopped
+    none = _probe(store, credentials=None)
+    assert "pass --credential basicAuth=env:VAR" in (none.stopped or "")
+    spec = store.spec()
+    del spec["securityDefinitions"], spec["security"]
+    bare = probe(load_data(spec, source="store"), no_llm=True, cache=False)
+    assert "--credential header:Authorization=env:VAR" in (bare.stopped or "")
+    assert "declares no security scheme" in bare.tool("get_buckets").reason
