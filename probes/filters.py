@@ -21,12 +21,17 @@ from __future__ import annotations
 from typing import Any
 
 from probes.calls import Observation
-from probes.naming import ID_WORDS, norm
+from probes.harvest import Candidate
+from probes.naming import ID_WORDS, IDENT_FIELDS, SYNONYMS, norm
 from probes.planner import signature
 from probes.state import Session, ToolState
+from probes.values import NAMED
 
 __all__ = ["probe_filters", "narrowing", "filter_params"]
 
+#: Parameters that shape an answer rather than pick what it is about.
+_SHAPING = frozenset("sort order fields include exclude expand cursor after before since until view mode "
+                     "embed select callback pretty".split())
 #: Values tried per filter at most.
 TRIES = 2
 #: The least belief in a value for it to be tried as a filter.
@@ -51,14 +56,28 @@ def filter_params(session: Session, state: ToolState) -> list[str]:
 
 
 def _bare_noun(session: Session, state: ToolState, pname: str) -> bool:
-    """``owner``, ``author``: a one-word parameter for which another tool's answers hold a strong value."""
+    """``owner``, ``author``: a one-word parameter for which another tool's answers hold a strong
+    value. Not paging, sorting or shaping (``page``, ``sort``, ``language``): every answer has a
+    ``page``, and it links to nothing."""
     schema = state.tool.properties.get(pname)
     if not isinstance(schema, dict) or schema.get("enum") or schema.get("type") not in (None, "string", "integer"):
         return False
-    if "_" in norm(pname):
+    if "_" in norm(pname) or norm(pname) in NAMED or norm(pname) in _SHAPING:
         return False
+    return bool(_links(session, state, pname))
+
+
+def _links(session: Session, state: ToolState, pname: str) -> list[Candidate]:
+    """Values other tools handed out for ``pname``. For a bare noun (``owner``) only an object's
+    identifier counts (a user's ``username``, ``login``, ``id``): a field that merely has the same
+    name elsewhere (``certification`` of another list) is a value, not a link."""
     role = session.planner.role(state.tool, pname)
-    return any(c.score >= MIN_SCORE for c in session.harvest.from_others(state.tool, pname, role))
+    found = [c for c in session.harvest.from_others(state.tool, pname, role) if c.score >= MIN_SCORE]
+    if role.entity and role.attribute in ID_WORDS:
+        return found
+    wire = norm(pname)
+    return [c for c in found if c.seen is not None and c.seen.norm_key != wire and
+            (c.seen.norm_key in IDENT_FIELDS or c.seen.norm_key in SYNONYMS.get(wire, ()))]
 
 
 def _items(data: Any) -> list[Any] | None:
@@ -108,9 +127,8 @@ def _one(session: Session, state: ToolState, baseline: Observation, pname: str, 
     tool = state.tool
     binding = tool.bindings.get(pname)
     wire = binding.name if binding and binding.name else pname
-    role = session.planner.role(tool, pname)
     tried = 0
-    for cand in session.harvest.from_others(tool, pname, role):
+    for cand in _links(session, state, pname):
         if tried >= TRIES or session.caller.budget.left(state.name) <= 0 or session.stopped:
             return
         if cand.seen is None or cand.score < MIN_SCORE:
