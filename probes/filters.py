@@ -32,6 +32,9 @@ __all__ = ["probe_filters", "narrowing", "filter_params"]
 #: Parameters that shape an answer rather than pick what it is about.
 _SHAPING = frozenset("sort order fields include exclude expand cursor after before since until view mode "
                      "embed select callback pretty".split())
+#: Filters that name a person, and the fields that hold a person's handle.
+_PEOPLE = frozenset("owner author creator user assignee member login username maintainer".split())
+_PERSON = ("login", "username", "handle", "user_name", "screen_name")
 #: Values tried per filter at most.
 TRIES = 2
 #: The least belief in a value for it to be tried as a filter.
@@ -72,12 +75,13 @@ def _links(session: Session, state: ToolState, pname: str) -> list[Candidate]:
     identifier counts (a user's ``username``, ``login``, ``id``): a field that merely has the same
     name elsewhere (``certification`` of another list) is a value, not a link."""
     role = session.planner.role(state.tool, pname)
-    found = [c for c in session.harvest.from_others(state.tool, pname, role) if c.score >= MIN_SCORE]
+    wire = norm(pname)
+    also = _PERSON if wire in _PEOPLE else ()
+    found = [c for c in session.harvest.from_others(state.tool, pname, role, also=also) if c.score >= MIN_SCORE]
     if role.entity and role.attribute in ID_WORDS:
         return found
-    wire = norm(pname)
     return [c for c in found if c.seen is not None and c.seen.norm_key != wire and
-            (c.seen.norm_key in IDENT_FIELDS or c.seen.norm_key in SYNONYMS.get(wire, ()))]
+            (c.seen.norm_key in IDENT_FIELDS or c.seen.norm_key in SYNONYMS.get(wire, ()) or c.seen.norm_key in also)]
 
 
 def _items(data: Any) -> list[Any] | None:

@@ -219,11 +219,13 @@ class Harvest:
         return memo.top[:limit]
 
 
-    def from_others(self, tool: Tool, pname: str, role: ParamRole, limit: int = 4) -> list[Candidate]:
+    def from_others(self, tool: Tool, pname: str, role: ParamRole, limit: int = 4,
+                    also: tuple[str, ...] = ()) -> list[Candidate]:
         """Values for ``pname`` that other tools handed out, best first: what an optional filter
         that links to another resource is tried with (``probes.filters``). An object's own
         identifier (``users[].id`` for ``userId``) ranks above a field of that name in a third
-        resource (``posts[].userId``), which is itself a link."""
+        resource (``posts[].userId``), which is itself a link. ``also``: more field names that
+        may hold the value (``login``, ``username`` for an ``owner``), at 0.9."""
         binding = tool.bindings.get(pname)
         wire = norm(binding.name if binding and binding.name else pname)
         schema = tool.properties.get(pname)
@@ -231,13 +233,13 @@ class Harvest:
         scored: list[tuple[float, int, Candidate]] = []
         listed = self._endpoint(tool).items
         for key in self._key_order:
-            if not _relevant(key, wire, role, False):
+            if not _relevant(key, wire, role, False) and key not in also:
                 continue
             for index in self._by_key[key]:
                 seen = self.values[index]
                 if seen.tool == tool.name or seen.text or same_entity(seen.owner, listed):
                     continue  # a value of the listed kind of thing itself links to nothing else
-                score = match_score(role, wire, seen)
+                score = 0.9 if key in also else match_score(role, wire, seen)
                 if role.entity and seen.norm_key == role.attribute and same_entity(seen.owner, role.entity):
                     score = 0.96
                 value = coerce(seen.value, schema)

@@ -73,8 +73,7 @@ IDENT_FIELDS = {"login": 0.87, "username": 0.87, "handle": 0.87, "slug": 0.87, "
                 "key": 0.8, "code": 0.8, "name": 0.8}
 #: Other spellings of a parameter's name that a response may use for the same value.
 SYNONYMS = {"username": ("login", "handle", "screen_name", "user_name"), "user": ("login", "username"),
-            "login": ("username", "handle"), "owner": ("login", "username", "handle"),
-            "author": ("login", "username", "handle")}
+            "login": ("username", "handle")}
 #: Response fields that hold a human-readable name of their object (good free-text search words).
 NAME_FIELDS = frozenset("name title original_title original_name display_name full_name label username "
                         "screen_name headline".split())
