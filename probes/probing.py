@@ -164,6 +164,9 @@ class _Run:
         for tool, _ in writers:
             self.session.states[tool.name].status = "queued"
         if self.plan is not None and not settings.dry_run:
+            for name, why in self.plan.never.items():  # said first, before anything is sent
+                self.session.settle(self.session.states[name], "skipped", f"never sent: {why}")
+        if self.plan is not None and not settings.dry_run:
             self.writes = WriteRunner(self.session, self.plan, say=self._say if on_event is None else None)
 
     def _say(self, text: str) -> None:

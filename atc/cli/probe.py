@@ -85,7 +85,7 @@ class _Progress:
             deps = f" <- {', '.join(state.depends_on)}" if state.depends_on else ""
             detail = f"round {state.round}{deps}"
         else:
-            detail = " ".join(str(state.reason or "").split())[:140]
+            detail = " ".join(str(state.reason or "").split())[:260]
         sys.stderr.write(f"[{self.done}/{self.total}] {event:<10} {state.name}  {detail}\n")
         sys.stderr.flush()
 
