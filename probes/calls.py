@@ -117,15 +117,19 @@ def _error_shaped(data: dict[str, Any]) -> bool:
 
 @dataclass
 class Budget:
-    """The global request budget and the per-tool cap; ``spent`` counts requests sent."""
+    """The global request budget and the per-tool cap; ``spent`` counts requests sent; ``reserved``
+    requests are kept back (the write plan keeps one per planned delete, so that what it creates
+    can always be deleted)."""
 
     total: int
     per_tool: int
     spent: int = 0
     by_tool: dict[str, int] = field(default_factory=dict)
+    #: Requests kept back for later (the deletes of what a probe's writes create).
+    reserved: int = 0
 
     def left(self, tool: str | None = None) -> int:
-        overall = self.total - self.spent
+        overall = self.total - self.spent - self.reserved
         if tool is None:
             return max(0, overall)
         return max(0, min(overall, self.per_tool - self.by_tool.get(tool, 0)))

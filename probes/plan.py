@@ -323,7 +323,11 @@ class _Planner:
         path the probe created (never the root itself, never a path it only saw)."""
         roots = self.scope.roots
         if target.role == "new" or (target.role == "own" and verb == "create"):
-            return Bound("new", root=roots[0], own=target.role == "own") if roots else None
+            if roots:
+                return Bound("new", root=roots[0], own=target.role == "own")
+            # an HTTP path in a repository (``/repos/{owner}/{repo}/contents/{path}``), not a file of
+            # this machine: a new name under parents that are in the scope
+            return Bound("new", own=target.role == "own") if not action.mcp and parents else None
         obj = self._object_at(tool, target, parents, prefixes, action)
         return Bound("created", step=obj.step) if obj is not None else None
 

@@ -245,6 +245,7 @@ class _Run:
         if self.writes is not None:
             writes = self.writes
             try:
+                writes.reserve()
                 writes.run(("create",), self.rounds)
                 if any(x in writes.made for x in range(1, len(writes.plan.steps) + 1)):
                     self.session.planner.pins = created_candidates(self.session, writes)

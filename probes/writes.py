@@ -213,10 +213,19 @@ class WriteRunner:
 
     # -- sending ---------------------------------------------------------------------------------
 
+    def reserve(self) -> None:
+        """Keep one request of the budget back for each planned delete: what is created can always
+        be deleted, whatever the creates, updates and reads in between spend."""
+        self.s.caller.budget.reserved = sum(1 for x in self.plan.steps if x.verb in ("delete", "bulk")
+                                            and x.status == "planned")
+
     def run(self, verbs: tuple[str, ...], round_: int) -> None:
-        """Send the planned steps of these verbs, in plan order."""
+        """Send the planned steps of these verbs, in plan order (deletes from the reserve)."""
+        deleting = any(v in ("delete", "bulk") for v in verbs)
         for step in self.plan.steps:
             if step.verb in verbs and step.status == "planned":
+                if deleting and step.verb in ("delete", "bulk"):
+                    self.s.caller.budget.reserved = 0
                 self._send(step, round_)
 
     def _skip(self, step: Step, state: ToolState, why: str) -> None:

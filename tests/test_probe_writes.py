@@ -227,3 +227,13 @@ def test_a_refusal_says_what_fits_what_was_given(store: StoreAPI, monkeypatch: p
     bare = probe(load_data(spec, source="store"), no_llm=True, cache=False)
     assert "--credential header:Authorization=env:VAR" in (bare.stopped or "")
     assert "declares no security scheme" in bare.tool("get_buckets").reason
+
+
+@pytest.mark.parametrize("budget", [11, 13, 16, 19, 22])
+def test_a_small_budget_never_leaves_created_things_behind(store: StoreAPI, budget: int) -> None:
+    before = store.snapshot()
+    report = _probe(store, allow_unsafe=True, scope=SCOPE, max_calls=budget)
+    assert len(store.log) <= budget
+    assert store.snapshot() == before and report.left_behind == []  # a delete is kept for every create
+    if budget >= 19:
+        assert any(w.created for w in store.writes())  # it did create (and delete) what the budget allowed
