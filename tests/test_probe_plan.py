@@ -236,3 +236,19 @@ def test_a_filter_narrows_or_is_ignored() -> None:
     assert narrowing(base, base, "postId", 1) is None
     assert narrowing(base, [], "postId", 1) == ""
     assert narrowing({"items": base}, {"items": base[:2]}, "q", "x") == "9 -> 2 items"
+
+
+def test_a_written_tools_json_reads_back_with_its_examples() -> None:
+    from probes.outputs import mcp_tools_document
+    from probes.report import ProbeReport, ToolReport
+    from protocols import load_data
+
+    tool = mcp("open_nodes", {"names": {"type": "array", "items": {"type": "string"}}}, ["names"], read_only=True)
+    tool.examples = [{"args": {"names": ["Ada"]}, "response": {"entities": []}, "program":
+                      'nodes = open_nodes(names=["Ada"])\nprint(nodes)\n'}]
+    report = ProbeReport(tools=[ToolReport(name="open_nodes", status="documented", calls=1),
+                                ToolReport(name="never", status="skipped", reason="never sent: outside the scope")])
+    doc = mcp_tools_document(Collection(name="m", tools=[tool]), report)
+    assert doc["tools"][0]["x-atc-probe"]["status"] == "documented"
+    again = load_data(doc, source="tools.json")
+    assert again.tools[0].examples == tool.examples

@@ -127,6 +127,8 @@ def _summary(report: Any) -> str:
             f"{report.count('failed')} failed, {report.count('skipped')} skipped\n")
     if report.note:
         line += f"  note: {report.note}\n"
+    if report.stopped and report.stopped not in (report.note or ""):
+        line += f"  stopped: {report.stopped}\n"
     if report.writes:
         done = sum(1 for w in report.writes if w["status"] == "done")
         line += f"  unsafe calls: {done} of {len(report.writes)} planned were sent and worked\n"
