@@ -153,8 +153,8 @@ def _http_action(tool: Tool) -> Action:
     # The object itself: the last path parameter, unless a plural word follows it (a collection).
     if targets and not creating and (not tail or action_tail or not plural_tail):
         targets[-1] = _with_role(targets[-1], "own")
-    targets += _refs(tool, exclude={t.param for t in targets})
     entity = singular(nouns[-1]) if nouns else (targets[-1].entity if targets else None)
+    targets += _refs(tool, exclude={t.param for t in targets})
     own = next((t for t in targets if t.role == "own"), None)
     if own is not None and own.position >= 0:
         collection = template("/".join(segments[: params[own.position][0]]))

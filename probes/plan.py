@@ -203,8 +203,13 @@ class _Planner:
             elif bound is None:
                 pin = self.scope.pin_for(tool, target)
                 creating = target.role == "own" and verb == "create"
+                value = coerce(pin[1], schema) if pin is not None else None
+                if pin is not None and value is None and schema.get("type") not in (None, "string"):
+                    if target.required:
+                        return (f"--scope {pin[0]}={pin[1]} does not fit {target.label} (it takes "
+                                f"{schema.get('type')})")
+                    continue  # a pin for another kind of id: an optional argument is left out
                 if pin is not None:
-                    value = coerce(pin[1], schema)
                     bound = Bound("scope", pin[1] if value is None else value, pin=f"{pin[0]}={pin[1]}",
                                   own=creating)
                     conditional = conditional or creating
@@ -307,6 +312,16 @@ class _Planner:
                 if value is None:
                     return f"no value can be made for the required {pname!r}"
                 args[pname] = value
+        body = [p for p, b in tool.bindings.items() if b.location == "body"]
+        if verb in ("create", "update") and body and not any(p in args for p in body):
+            # Many APIs want a JSON body on a write even when every field is optional
+            # (``{"data": {}}``): the first object-valued one, with what it requires.
+            first = next((p for p in body if isinstance(tool.properties.get(p), dict)
+                          and tool.properties[p].get("type") == "object"), None)
+            if first is not None:
+                value = made_value(tool.properties[first], None, first)
+                if value is not None:
+                    args[first] = value
         binding_names = {p: (b.name or "").lower() for p, b in tool.bindings.items() if b.location == "header"}
         for pname, wire in binding_names.items():
             if wire == "if-none-match" and pname not in args and tool.method.upper() == "PUT" and verb == "create":
@@ -346,8 +361,14 @@ def plan_writes(tools: list[tuple[Tool, Action]], scope: Scope, allow_bulk: set[
     planner = _Planner(scope, set(allow_bulk))
     reasons: dict[str, str] = {}
     posts = {a.collection for _, a in tools if a.verb == "create" and not a.mcp}
+    # A PUT of one object creates where nothing else makes that object: no POST to its collection
+    # (``PUT /buckets/{id}``), or, for a pinned id, no POST that can take the pinned id
+    # (``POST /posts {"id": ...}``). Otherwise the PUT changes what the POST made, or what is pinned.
+    pinned_posts = {a.collection for t, a in tools if a.verb == "create" and not a.mcp and a.own is not None
+                    and scope.pin_for(t, a.own) is not None}
     creates = [(t, a) for t, a in tools if a.verb == "create" or
-               (a.verb == "update" and a.may_create and (_pinned_own(scope, t, a) or a.collection not in posts))]
+               (a.verb == "update" and a.may_create and (a.collection not in posts or (
+                   a.own is not None and scope.pin_for(t, a.own) is not None and a.collection not in pinned_posts)))]
     # parents before children: fewer path parameters first, then spec order
     creates.sort(key=lambda ta: len([x for x in ta[1].targets if x.position >= 0]))
     pending = list(creates)
@@ -374,7 +395,7 @@ def plan_writes(tools: list[tuple[Tool, Action]], scope: Scope, allow_bulk: set[
     deleters = [(t, a) for t, a in tools if a.verb == "delete" or (a.verb == "bulk" and t.name in planner.allow_bulk)]
     used: set[str] = set()
     for obj in reversed(list(planner.objects)):
-        fits = [(t, a) for t, a in deleters if t.name not in used and _deletes(t, a, obj)]
+        fits = [(t, a) for t, a in deleters if _deletes(t, a, obj)]
         # a part of the object (``/users/{id}/avatar``, its records) before the object itself
         fits.sort(key=lambda ta: (not _is_part(ta[0], ta[1], obj), -len(ta[0].path)))
         for tool, action in fits:
@@ -382,7 +403,7 @@ def plan_writes(tools: list[tuple[Tool, Action]], scope: Scope, allow_bulk: set[
             if isinstance(made, Step):
                 used.add(tool.name)
                 if not _is_part(tool, action, obj):
-                    break
+                    break  # the object is gone: one delete of it, newest object first
             else:
                 reasons.setdefault(tool.name, made)
     for tool, action in deleters:
@@ -410,11 +431,6 @@ def plan_writes(tools: list[tuple[Tool, Action]], scope: Scope, allow_bulk: set[
         if tool.name not in sent and tool.name not in never:
             never[tool.name] = "nothing in the plan for it"
     return WritePlan(steps=planner.steps, never=never)
-
-
-def _pinned_own(scope: Scope, tool: Tool, action: Action) -> bool:
-    own = action.own
-    return own is not None and scope.pin_for(tool, own) is not None
 
 
 def _deletes(tool: Tool, action: Action, obj: Planned) -> bool:

@@ -31,7 +31,7 @@ from probes.naming import singular
 from probes.plan import Bound, Step, WritePlan
 from probes.scope import fresh_name
 from probes.state import Session, ToolState
-from probes.values import coerce
+from probes.values import coerce, type_ok
 from protocols.model import Tool
 
 __all__ = ["WriteRunner", "describe", "new_id", "created_candidates"]
@@ -111,7 +111,9 @@ def _in_path(bound: Bound) -> str:
 
 
 def _a(word: str) -> str:
-    return f"an {word}" if word[:1].lower() in "aeiou" else f"a {word}"
+    low = word.lower()
+    vowel = low[:1] in "aeio" or (low[:1] == "u" and not low.startswith(("us", "uni", "ut", "ur")))
+    return f"an {word}" if vowel else f"a {word}"
 
 
 def _short(value: Any, limit: int = 160) -> str:
@@ -166,9 +168,16 @@ class WriteRunner:
         provenance: dict[str, Source] = {}
         for pname, value in step.args.items():
             schema = tool.properties.get(pname)
-            filled = self._resolve(value, step, schema if isinstance(schema, dict) else {}, provenance, pname, True)
+            schema = schema if isinstance(schema, dict) else {}
+            filled = self._resolve(value, step, schema, provenance, pname, True)
             if isinstance(filled, _Missing):
                 return filled.why
+            if isinstance(value, Bound) and pname not in tool.required:
+                fitted = coerce(filled, schema)
+                if fitted is None or not type_ok(fitted, schema):
+                    provenance.pop(pname, None)
+                    continue  # an optional link whose value does not fit (a string id for a number): left out
+                filled = fitted
             args[pname] = filled
             provenance.setdefault(pname, {"kind": "made"})
         return args, provenance

@@ -237,3 +237,24 @@ def test_a_small_budget_never_leaves_created_things_behind(store: StoreAPI, budg
     assert store.snapshot() == before and report.left_behind == []  # a delete is kept for every create
     if budget >= 19:
         assert any(w.created for w in store.writes())  # it did create (and delete) what the budget allowed
+
+
+def test_a_flat_rest_server_is_scoped_by_a_pinned_id() -> None:
+    """A mock REST server with top-level resources only (tests/apis/jsonrest.py with writes): nothing
+    to pin but the id of what the probe makes. ``--scope id=atc-scratch`` creates, changes and deletes
+    that id in each resource and touches nothing else."""
+    import copy as _copy
+
+    from tests.apis.jsonrest import JsonRestAPI
+
+    with JsonRestAPI(writes=True) as api:
+        before = _copy.deepcopy(api.data)
+        report = probe(load_data(api.spec(writes=True), source="rest"), no_llm=True, cache=False,
+                       allow_unsafe=True, scope={"id": "atc-scratch"}, on_event=lambda e, s: None)
+        writes = [(m, p, st) for m, p, st in api.log if m != "GET"]
+        after = api.data
+    assert writes and all(p.count("/") == 1 and m == "POST" or p.endswith("/atc-scratch") for m, p, _ in writes)
+    created = [p for m, p, st in writes if m == "POST" and st == 201]
+    deleted = [p.rsplit("/", 1)[0] for m, p, st in writes if m == "DELETE" and st == 200]
+    assert created and deleted == list(reversed(created))
+    assert after == before and report.left_behind == []
