@@ -46,7 +46,8 @@ _PARAM = re.compile(r"^\{([^{}/]+)\}$")
 class Bound:
     """How a step fills one argument that names something: ``scope`` (a pinned value), ``created``
     (what step ``step`` created), ``new`` (a new name, inside ``root`` for paths). ``own``: it
-    names what the step itself creates."""
+    names what the step itself creates. ``want``: which field of the created thing the argument
+    takes (``number`` for ``{issue_number}``, ``id`` for ``{id}``)."""
 
     kind: str
     value: Any = None
@@ -54,6 +55,7 @@ class Bound:
     root: str | None = None
     pin: str = ""
     own: bool = False
+    want: str = field(default="", compare=False)
 
     def label(self) -> str:
         if self.kind == "scope":
@@ -225,7 +227,7 @@ class _Planner:
                 else:
                     obj = self._object_at(tool, target, parents, prefixes, action)
                     if obj is not None:
-                        bound = Bound("created", step=obj.step)
+                        bound = Bound("created", step=obj.step, want=target.attribute)
             if bound is None:
                 if not target.required and target.role == "ref":
                     continue
@@ -248,7 +250,7 @@ class _Planner:
                 return Bound("created", step=obj.step)
             return obj.refs.get(target.key)
         if target is deepest:
-            return Bound("created", step=obj.step)
+            return Bound("created", step=obj.step, want=target.attribute)
         if 0 <= target.position < len(obj.parents):
             return obj.parents[target.position]
         return None

@@ -63,6 +63,24 @@ def new_id(data: Any, entity: str | None) -> tuple[Any, list[str | int]] | None:
     return None
 
 
+def _field(data: Any, want: str, entity: str | None) -> tuple[Any, list[str | int]] | None:
+    """The ``want`` field (``number``, ``slug``, ``<entity>_<want>``) of a create answer, at the top
+    or inside one wrapper."""
+    if not isinstance(data, dict):
+        return None
+    for key in (want, f"{entity}_{want}" if entity else ""):
+        value = data.get(key) if key else None
+        if isinstance(value, str | int) and not isinstance(value, bool) and value != "":
+            return value, [key]
+    for wrapper in (*_WRAPPERS, entity or ""):
+        inner = data.get(wrapper) if wrapper else None
+        if isinstance(inner, dict):
+            found = _field(inner, want, entity)
+            if found is not None:
+                return found[0], [wrapper, *found[1]]
+    return None
+
+
 def _holds(data: Any, value: Any, depth: int = 0) -> bool:
     """Whether an answer holds ``value`` anywhere (a pinned name the API says it created)."""
     if depth > 20:
@@ -143,6 +161,7 @@ class WriteRunner:
         self.own_param: dict[int, str] = {}
         self.made: set[int] = set()
         self._moves: dict[int, tuple[list[int], list[Any]]] = {}
+        self.answers: dict[int, tuple[Any, int]] = {}
 
     # -- filling a step -------------------------------------------------------------------------
 
@@ -154,6 +173,13 @@ class WriteRunner:
                 done = self.plan.step(bound.step)
                 why = done.result or done.status
                 return f"step {bound.step} ({done.tool}) created nothing this probe owns ({why})"
+            answer = self.answers.get(bound.step)
+            if bound.want and bound.want != "id" and answer is not None and bound.step not in self.own_param:
+                # ``{issue_number}`` takes the new issue's ``number``, not its ``id``
+                found = _field(answer[0], bound.want, self.plan.step(bound.step).entity)
+                if found is not None:
+                    return found[0], {"kind": "harvest", "obs": answer[1], "path": list(found[1]),
+                                      "tool": self.plan.step(bound.step).tool, "field": field_path(tuple(found[1]))}
             if self.values.get(bound.step) is None:
                 return f"the answer of step {bound.step} did not say what it created"
             return self.values[bound.step], dict(self.origin.get(bound.step) or {"kind": "created"})
@@ -314,6 +340,7 @@ class WriteRunner:
         planned = step.creates
         if planned is None:
             return
+        self.answers[step.index] = (obs.data, obs.id)
         if planned.conditional:
             value = self.values.get(step.index)
             said = obs.status == 201 if obs.status is not None else _holds(obs.data, value)
@@ -410,9 +437,10 @@ def created_candidates(session: Session, writes: WriteRunner) -> Callable[[Tool,
             for step, planned in reversed(objects):
                 if planned.template is not None and position < len(prefixes) and \
                         prefixes[position] == planned.template.rstrip("/") + "/{}":
-                    value = coerce(writes.values[step.index], schema)
-                    if value is not None:
-                        out.append(Candidate(value, 0.97, dict(writes.origin.get(step.index) or {"kind": "created"})))
+                    got = writes._value(Bound("created", step=step.index, want=role.attribute), step, schema)
+                    value = coerce(got[0], schema) if not isinstance(got, str) else None
+                    if value is not None and not isinstance(got, str):
+                        out.append(Candidate(value, 0.97, dict(got[1])))
         elif role.entity:
             for step, planned in reversed(objects):
                 if planned.template is None and planned.entity and singular(planned.entity) == singular(role.entity):
