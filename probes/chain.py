@@ -38,7 +38,7 @@ from probes.calls import Observation
 from probes.document import gaps
 from probes.filters import probe_filters
 from probes.planner import Plan, signature
-from probes.state import Session, ToolState
+from probes.state import BUDGET_SPENT, Session, ToolState
 from probes.values import STRONG
 
 __all__ = ["ChainProber", "TRIES_PER_ROUND", "AUTH_WALL"]
@@ -147,7 +147,7 @@ class ChainProber:
         while made < tries and not s.stopped:
             if s.caller.budget.left(state.name) <= 0:
                 if s.caller.budget.left() <= 0:
-                    s.stop_reason = "the request budget (--max-calls) is spent"
+                    s.stop_reason = BUDGET_SPENT
                 state.reason = state.reason or "its share of the request budget is spent (--per-tool)"
                 return False
             plan = self._best(state, threshold, alone=alone)
@@ -162,12 +162,16 @@ class ChainProber:
                 continue
             obs = s.caller.call(state.tool, plan.args, provenance=plan.provenance, round_=round_)
             s.observe(state, obs)
-            made += 1
+            ruled_out = sum(len(v) for v in state.bad.values())
             if obs.ok:
                 s.succeed(state, obs, round_)
                 return True
             if not self.react(state, obs, plan):
                 return False
+            # A value the answer ruled out (404, a 400 naming it, an MCP error) leaves the next
+            # candidate to try now, within the tool's budget; any other failure counts as a try.
+            if sum(len(v) for v in state.bad.values()) == ruled_out or obs.cached:
+                made += 1
         return False
 
     def react(self, state: ToolState, obs: Observation, plan: Plan) -> bool:
@@ -176,7 +180,7 @@ class ChainProber:
         state.reason = _reason(obs)
         if obs.kind == "budget":
             if s.caller.budget.left() <= 0:
-                s.stop_reason = "the request budget (--max-calls) is spent"
+                s.stop_reason = BUDGET_SPENT
             return False
         if obs.kind in ("timeout", "network", "garbage", "too_large"):
             state.status = "failed"

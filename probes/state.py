@@ -21,7 +21,11 @@ from probes.report import ProbeSettings, ToolReport
 from probes.schemas import combine
 from protocols.model import Tool
 
-__all__ = ["ToolState", "Session", "Event"]
+__all__ = ["ToolState", "Session", "Event", "BUDGET_SPENT"]
+
+#: Why a probe stopped when its request budget ran out (the deletes a write plan keeps back are
+#: still sent: ``probes.writes``).
+BUDGET_SPENT = "the request budget (--max-calls) is spent"
 
 #: A progress hook: ``(event, state)`` with event ``documented``, ``failed``, ``skipped``, ``call`` or
 #: ``unsafe`` (an unsafe call is about to be sent; ``state.notice`` says what it will do).

@@ -30,7 +30,7 @@ from probes.harvest import Candidate, field_path
 from probes.naming import singular
 from probes.plan import Bound, Step, WritePlan
 from probes.scope import fresh_name
-from probes.state import Session, ToolState
+from probes.state import BUDGET_SPENT, Session, ToolState
 from probes.values import coerce, type_ok
 from protocols.model import Tool
 
@@ -273,7 +273,7 @@ class WriteRunner:
         s = self.s
         state = s.states[step.tool]
         tool = state.tool
-        if s.stopped:
+        if s.stopped and not (step.verb in ("delete", "bulk") and s.stop_reason == BUDGET_SPENT):
             return self._skip(step, state, f"the probe stopped first ({s.stop_reason})")
         if step.deletes is not None and step.deletes not in self.made:
             done = self.plan.step(step.deletes)
