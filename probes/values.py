@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from probes.naming import ParamRole, norm
+from probes.naming import PATH_PARAM_WORDS, ParamRole, norm
 from protocols.model import Tool
 
 __all__ = ["Made", "schema_values", "made_value", "MARK", "COMMON_WORDS", "NAMED", "coerce", "within", "type_ok", "STRONG", "GUESS"]
@@ -212,7 +212,8 @@ def schema_values(schema: Any, role: ParamRole) -> list[Made]:
         inner = schema_values(items, role) if isinstance(items, dict) else []
         if inner:
             out.append(Made([inner[0].value], min(inner[0].score, 0.5), inner[0].source))
-    elif kind in ("string", None):
+    elif kind in ("string", None) and role.attribute not in PATH_PARAM_WORDS:
+        # (a made-up path -- ``test`` -- finds no file: a path comes from an answer, or not at all)
         low = schema.get("minLength")
         text = "test" if not isinstance(low, int) or low <= 4 else "x" * low
         out.append(Made(text, 0.1 if id_like else 0.5, "guess" if id_like else "type"))
