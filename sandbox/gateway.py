@@ -234,9 +234,10 @@ class Gateway:
 
         line = line if isinstance(line, int) and not isinstance(line, bool) else None
         col = col if isinstance(col, int) and not isinstance(col, bool) else None
-        name = tool if isinstance(tool, str) else repr(tool)[:80]
+        spec = self.toolset.tools.get(tool) if isinstance(tool, str) else None
+        # A forged frame may name a "tool" of megabytes: the log and every message keep a head of it.
+        name = tool if spec is not None else (tool if isinstance(tool, str) else repr(tool))[:200]
         started = time.perf_counter()
-        spec = self.toolset.tools.get(name) if isinstance(tool, str) else None
         record = ToolCall(tool=name, args=args if isinstance(args, dict) else {"_": args},
                           method=spec.method.upper() if spec else "", path=spec.path if spec else "",
                           status=None, ok=False, line=line, duration_ms=0.0, col=col)

@@ -125,7 +125,7 @@ def _sanitize_done(msg: dict[str, Any], limits: Limits) -> dict[str, Any]:
     if isinstance(error, dict):
         frames = []
         given = error.get("frames")
-        for f in given if isinstance(given, list) else []:
+        for f in given[-200:] if isinstance(given, list) else []:
             if isinstance(f, dict):
                 frames.append({"name": _str(f.get("name"), 200),
                                **{k: _int_or_none(f.get(k)) for k in ("lineno", "end_lineno", "col", "end_col")}})

@@ -142,16 +142,15 @@ def validator_for(schema: dict[str, Any]) -> Any:
 def count_values(value: Any, stop: int) -> int:
     """How many values (containers, items, keys) ``value`` holds, counting no further than just
     past ``stop``."""
-    count = 0
+    if not isinstance(value, dict | list):
+        return 1
+    count = 1
     stack = [value]
     while stack and count <= stop:
         item = stack.pop()
-        count += 1
-        if isinstance(item, dict):
-            count += len(item)
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+        children = item.values() if isinstance(item, dict) else item
+        count += 2 * len(item) if isinstance(item, dict) else len(item)
+        stack.extend(v for v in children if isinstance(v, dict | list))
     return count
 
 
@@ -215,17 +214,18 @@ def _short(message: str) -> str:
 
 def _for_validation(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
     """``args`` with binary objects (``{"base64": ...}``) stood in for by a string where the schema
-    asks for a ``format: binary`` string: an upload is checked as the string the spec describes."""
-    if not any(is_binary_object(v) or isinstance(v, list) and any(map(is_binary_object, v)) for v in args.values()):
-        return args
-    out = dict(args)
+    asks for a ``format: binary`` string: an upload is checked as the string the spec describes.
+    Only the arguments whose schema says so are looked at."""
+    out = args
     for key, value in args.items():
         schema = tool.properties.get(key)
         if not isinstance(schema, dict):
             continue
+        items = schema.get("items")
         if is_binary_object(value) and schema.get("format") in ("binary", "byte"):
+            out = dict(out) if out is args else out
             out[key] = ""
-        elif isinstance(value, list) and isinstance(schema.get("items"), dict) and \
-                schema["items"].get("format") in ("binary", "byte"):
+        elif isinstance(value, list) and isinstance(items, dict) and items.get("format") in ("binary", "byte"):
+            out = dict(out) if out is args else out
             out[key] = ["" if is_binary_object(v) else v for v in value]
     return out
