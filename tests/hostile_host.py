@@ -207,14 +207,15 @@ class Measured:
 
 
 def measure(backend: str, cases: list[HostCase], *, spec: Path, limits: dict[str, Any],
-            timeout: float = 600.0) -> list[Measured]:
+            timeout: float = 600.0, root: Path = ROOT) -> list[Measured]:
     """Run ``cases`` on ``backend`` ("local" or "docker") in a child atc process (see the module
-    docstring); ``spec`` is the echo API's spec file, ``limits`` the fields of ``Limits``."""
+    docstring); ``spec`` is the echo API's spec file, ``limits`` the fields of ``Limits``, ``root``
+    the checkout whose code runs (it must hold this file and ``tests/apis/echo.py``)."""
     job = {"backend": backend, "spec": str(spec), "limits": limits,
            "cases": [{"name": c.name, "program": c.program, "validation": c.validation} for c in cases]}
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATC_") or k == "ATC_HOME"}
     proc = subprocess.run([sys.executable, "-m", "tests.hostile_host"], input=json.dumps(job), text=True,
-                          capture_output=True, cwd=ROOT, env=env, timeout=timeout)
+                          capture_output=True, cwd=root, env=env, timeout=timeout)
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or len(rows) != len(cases):
         raise RuntimeError(f"the measuring child failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")

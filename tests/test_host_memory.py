@@ -24,7 +24,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocols import load_spec
-from sandbox import wire
 from sandbox.api import Limits, Toolset
 from sandbox.frames import FrameReader, FrameRefused
 from sandbox.gateway import Gateway
@@ -283,9 +282,10 @@ def test_the_costliest_program_the_lint_takes_costs_little() -> None:
 #: The cases that run here (``benchmarks/bench_hostile.py`` runs them all): one or more per item
 #: of issue 20 (1-4), each ending by a different bound.
 TESTED = ("validation_bomb", "validation_bomb_400k", "validation_bomb_anyof", "validation_past_the_deadline",
-          "empty_lists_frame_15mb", "empty_lists_frame", "keys_frame", "wide_string_frame", "long_traceback_frames",
-          "ready_flood", "small_ready_flood", "output_frame_flood", "tiny_frame_flood", "big_arguments_kept",
-          "big_responses_kept", "response_values_bomb", "huge_flat_program")
+          "empty_lists_frame_15mb", "empty_lists_frame", "empty_dicts_frame", "numbers_frame", "one_key_objects_frame",
+          "keys_frame", "wide_string_frame", "huge_tool_name", "long_traceback_frames", "ready_flood",
+          "small_ready_flood", "output_frame_flood", "tiny_frame_flood", "big_arguments_kept", "big_responses_kept",
+          "response_values_bomb", "huge_flat_program")
 
 
 def _cases() -> list[HostCase]:

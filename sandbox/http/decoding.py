@@ -256,7 +256,7 @@ def to_data(raw: bytes, content_type: str, max_values: int | None = None) -> Any
     if is_json or (raw.lstrip()[:1] in (b"{", b"[") and not media.startswith(_MEDIA_TYPES)):
         if max_values is not None and count_values(raw, max_values) > max_values:
             raise ValueError(f"the response holds more than {max_values} JSON values, more than a run with "
-                             "this --memory may take")
+                             "its --memory may take")
         try:
             data = json.loads(raw if not _foreign(charset) else raw.decode(charset or "utf-8"),
                               parse_constant=lambda _name: None)
