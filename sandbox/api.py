@@ -59,6 +59,7 @@ class ToolCall:
     mode (the call went out anyway); ``headers`` are the response headers (redacted; not in the
     contract JSON unless asked for). ``summarized`` names what the log keeps of this call only as a
     bounded summary, ``args``, ``response`` or ``headers``, with the bytes they held in the host
+    (counted up to 64 times the summary's limit: at least that many)
     (large ones: the first and last items of long lists, the first keys of wide objects, the head
     of long strings; ``sandbox.jsonbounds.summarize``); the program itself got them whole."""
 

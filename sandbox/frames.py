@@ -10,7 +10,8 @@ only way the session reads a frame during a run, and for every frame, whatever i
    run's frames past ``HostBounds.wire_bytes``, before reading the body;
 3. reads the body by the run's deadline (the whole frame, not each read) and refuses it unparsed
    when it holds more than ``HostBounds.frame_values`` JSON values (``sandbox.jsonbounds``);
-4. refuses decoded data that is not plain, printable JSON (``plain_problem``).
+4. refuses decoded data that is not plain, printable JSON (``plain_problem``, which also looks at
+   the deadline: decoding itself is bounded by the values cap, in C, a fraction of a second).
 
 A refusal is ``FrameRefused`` (a ``wire.FrameError``) with a message that names the bound and the
 limit to raise; the session then ends the run as a ``SandboxError``. The ``ready`` frame a runner
@@ -41,14 +42,19 @@ class FrameRefused(wire.FrameError):
     """The runner sent a frame this run does not take (over a bound, or not expected now)."""
 
 
-def plain_problem(value: Any) -> str | None:
+def plain_problem(value: Any, deadline: float | None = None) -> str | None:
     """Why decoded frame data must not enter the host's results, or None. Iterative, so that the
     check itself cannot overflow the stack. A genuine runner sends no NaN/Infinity (its stubs
     refuse them) and no lone surrogates (it encodes with ``replace``); only a forged frame does,
-    and either would make the ``--json`` output invalid or unprintable."""
+    and either would make the ``--json`` output invalid or unprintable. ``TimeoutError`` once
+    ``deadline`` passes (looked at every 65,536 values)."""
     stack: list[tuple[Any, int]] = [(value, 0)]
+    seen = 0
     while stack:
         item, depth = stack.pop()
+        seen += 1
+        if deadline is not None and not seen & 0xFFFF and time.monotonic() > deadline:
+            raise TimeoutError("the frame was still being checked at the deadline")
         if isinstance(item, str):
             if not item.isascii():
                 try:
@@ -96,7 +102,7 @@ class FrameReader:
             msg = wire.recv_body(sock, size, deadline=deadline, max_values=bounds.frame_values)
         except wire.FrameTooLarge as exc:
             raise FrameRefused(f"{exc} in a run with --memory {self.limits.memory_mb}") from None
-        problem = plain_problem(msg)
+        problem = plain_problem(msg, deadline)
         if problem is not None:
             raise FrameRefused(f"frame is not plain JSON data: {problem}")
         return msg

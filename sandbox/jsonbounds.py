@@ -126,16 +126,23 @@ def _cut(value: Any, items: int, chars: int, keys: int, depth: int) -> Any:
     return value
 
 
+#: How far past its limit ``summarize`` counts the size of what it cuts (the count is for the
+#: record; walking a few million values to the end would cost more than the rest).
+SIZE_COUNTED = 64
+
+
 def summarize(value: Any, limit: int) -> tuple[Any, int, int]:
     """``(kept, size, kept_size)``: ``value`` itself when it holds at most ``limit`` bytes
-    (``host_size``; then ``kept_size == size``), else a bounded copy of it that does. The copy
+    (``host_size``; then ``kept_size == size``), else a bounded copy of it that does, and the
+    size ``value`` had, counted up to ``SIZE_COUNTED x limit`` (a larger one shows as just over
+    that: "at least"). The copy
     keeps the first and last items of long lists (``sandbox.condense`` samples the same way), the
     first keys of wide objects and the head of long strings; it says nothing inline about what was
     cut (a marker would change the data's shape): the caller records that it is a summary."""
     size = host_size(value, stop=limit)
     if size <= limit:
         return value, size, size
-    size = host_size(value)
+    size = host_size(value, stop=SIZE_COUNTED * limit)
     cut: Any = None
     kept = 0
     for items, chars, keys, depth in _LEVELS:
