@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import socket
 import time
+from math import isfinite
 from typing import Any
 
 from sandbox import wire
@@ -42,34 +43,52 @@ class FrameRefused(wire.FrameError):
     """The runner sent a frame this run does not take (over a bound, or not expected now)."""
 
 
+def _scalar_problem(item: Any) -> str | None:
+    if isinstance(item, str):
+        if not item.isascii():
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return "a string with a lone surrogate character"
+    elif isinstance(item, float) and not math.isfinite(item):
+        return "NaN or Infinity"
+    return None
+
+
 def plain_problem(value: Any, deadline: float | None = None) -> str | None:
     """Why decoded frame data must not enter the host's results, or None. Iterative, so that the
-    check itself cannot overflow the stack. A genuine runner sends no NaN/Infinity (its stubs
-    refuse them) and no lone surrogates (it encodes with ``replace``); only a forged frame does,
-    and either would make the ``--json`` output invalid or unprintable. ``TimeoutError`` once
-    ``deadline`` passes (looked at every 65,536 values)."""
+    check itself cannot overflow the stack, and only containers wait on its stack (a tuple per
+    number would double what a frame of numbers holds). A genuine runner sends no NaN/Infinity
+    (its stubs refuse them) and no lone surrogates (it encodes with ``replace``); only a forged
+    frame does, and either would make the ``--json`` output invalid or unprintable.
+    ``TimeoutError`` once ``deadline`` passes (looked at every 65,536 values)."""
+    if not isinstance(value, dict | list):
+        return _scalar_problem(value)
     stack: list[tuple[Any, int]] = [(value, 0)]
     seen = 0
     while stack:
         item, depth = stack.pop()
-        seen += 1
-        if deadline is not None and not seen & 0xFFFF and time.monotonic() > deadline:
-            raise TimeoutError("the frame was still being checked at the deadline")
-        if isinstance(item, str):
-            if not item.isascii():
-                try:
-                    item.encode("utf-8")
-                except UnicodeEncodeError:
-                    return "a string with a lone surrogate character"
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                return "NaN or Infinity"
-        elif isinstance(item, dict | list):
-            if depth >= MAX_FRAME_DEPTH:
-                return f"data nested more than {MAX_FRAME_DEPTH} levels deep"
-            if isinstance(item, dict):
-                stack.extend((k, depth) for k in item)
-            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+        if depth >= MAX_FRAME_DEPTH:
+            return f"data nested more than {MAX_FRAME_DEPTH} levels deep"
+        children = item.values() if isinstance(item, dict) else item
+        if isinstance(item, dict):
+            for key in item:
+                if (problem := _scalar_problem(key)) is not None:
+                    return problem
+        for child in children:  # decoded JSON: exact types; a str or float is looked at inline
+            kind = type(child)
+            if kind is list or kind is dict:
+                stack.append((child, depth + 1))
+            elif kind is float:
+                if not isfinite(child):
+                    return "NaN or Infinity"
+            elif kind is str and not child.isascii() and (problem := _scalar_problem(child)) is not None:
+                return problem
+        seen += len(item)
+        if deadline is not None and seen > 0xFFFF:
+            seen = 0
+            if time.monotonic() > deadline:
+                raise TimeoutError("the frame was still being checked at the deadline")
     return None
 
 
