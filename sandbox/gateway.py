@@ -63,6 +63,8 @@ if TYPE_CHECKING:  # imported when the first call comes: a run without calls nev
 __all__ = ["Gateway", "CallOutcome", "validator_for", "shared_client", "uses_cookies", "MAX_UNIQUE_CHECK"]
 
 _LOADED: list[bool] = []  # non-empty once a gateway of this process has loaded its dependencies
+#: Longest error or warning message the call log keeps of a call.
+_MAX_LOGGED_MESSAGE = 4000
 
 
 def shared_client() -> httpx.Client:
@@ -316,6 +318,11 @@ class Gateway:
         response: the log is for the result, attribution and reflection."""
         with self._lock:
             limit = self.bounds.log_value_bytes if self._logged < self.bounds.log_bytes else LOG_TAIL_BYTES
+        # Messages quote what the program sent; the log keeps their head.
+        if record.error is not None and len(record.error) > _MAX_LOGGED_MESSAGE:
+            record.error = record.error[:_MAX_LOGGED_MESSAGE] + "..."
+        record.warnings = [w if len(w) <= _MAX_LOGGED_MESSAGE else w[:_MAX_LOGGED_MESSAGE] + "..."
+                           for w in record.warnings]
         kept = 0
         for name in ("args", "response", "headers"):
             value, size, held = summarize(getattr(record, name), limit)

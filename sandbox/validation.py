@@ -166,7 +166,7 @@ def problems(tool: Tool, args: dict[str, Any], *, first_only: bool, bounds: Host
     for key in args:
         if props and key not in props or not props and tool.parameters.get("additionalProperties") is False:
             expected = ", ".join(allowed) if allowed else "no arguments"
-            out.append((f"{tool.name}: unknown argument {key!r} (expected: {expected})", key))
+            out.append((f"{tool.name}: unknown argument {_short(repr(key))} (expected: {expected})", key[:200]))
             if len(out) > MAX_WARNINGS:
                 break
     for key in tool.required:
@@ -208,7 +208,8 @@ def problems(tool: Tool, args: dict[str, Any], *, first_only: bool, bounds: Host
 
 
 def _short(message: str) -> str:
-    """jsonschema quotes the offending value whole: a megabyte string makes a megabyte message."""
+    """jsonschema quotes the offending value whole: a megabyte string makes a megabyte message
+    (and so would a megabyte argument name)."""
     return message if len(message) <= 500 else message[:500] + f"... ({len(message) - 500} more characters)"
 
 

@@ -129,6 +129,15 @@ for i in range(20):
     read(chan)
 print('done')
 """, ("ok", "SandboxError")),
+    HostCase("huge_argument_names", """
+name = "k" * 3_000_000
+for i in range(30):
+    try:
+        echo(**{name + str(i): 1})
+    except ToolError as e:
+        pass
+print('done')
+""", ("ok", "SandboxError", "Timeout")),
     HostCase("long_traceback_frames", FORGE + """
 frame(chan, {"op": "done", "ok": False, "stdout": "", "stderr": "", "truncated": False,
              "error": {"type": "X", "message": "m", "traceback": "", "frames": [{}] * 200_000}})

@@ -227,6 +227,16 @@ def test_the_call_log_keeps_bounded_summaries(echo_tools: Toolset) -> None:
     json.dumps([c.to_dict(with_response=True) for c in gateway.calls], allow_nan=False)
 
 
+def test_the_call_log_keeps_the_head_of_long_messages(echo_tools: Toolset) -> None:
+    """An argument name of a megabyte is quoted in the refusal: the log keeps its head."""
+    gateway = Gateway(echo_tools, LIMITS)
+    outcome = gateway.call("echo", {"k" * (1 << 20): 1})
+    assert not outcome.ok and "unknown argument" in outcome.error["message"]
+    call = gateway.calls[0]
+    assert call.error is not None and len(call.error) < 5000
+    assert host_size(call.args) <= gateway.bounds.log_value_bytes and "args" in call.summarized
+
+
 def test_summaries_keep_the_shape() -> None:
     rows = [{"id": i, "name": "n" * 50, "tags": ["a", "b"]} for i in range(5000)]
     kept, size, held = summarize(rows, 64 << 10)
