@@ -41,6 +41,11 @@ _LAZY: dict[str, str] = {
     "ErrorInfo": "sandbox.api",
     "run": "sandbox.execute",
     "arun": "sandbox.execute",
+    "session": "atc.sessions",
+    "asession": "atc.sessions",
+    "Session": "sandbox.interactive",
+    "AsyncSession": "atc.sessions",
+    "SessionLimits": "sandbox.api",
     "load_mcp": "sandbox.mcp.sources",
     "close_mcp_servers": "sandbox.mcp.connections",
     # solve
@@ -60,6 +65,7 @@ _LAZY: dict[str, str] = {
     "ProtocolError": "atc.errors",
     "ToolError": "atc.errors",
     "SandboxError": "atc.errors",
+    "SessionEnded": "atc.errors",
     "ModelError": "atc.errors",
 }
 

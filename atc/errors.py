@@ -18,6 +18,7 @@ from protocols.errors import (
     OutputLimit,
     ProtocolError,
     SandboxError,
+    SessionEnded,
     Timeout,
     ToolError,
     UsageError,
@@ -36,6 +37,7 @@ __all__ = [
     "MemoryLimit",
     "CallBudget",
     "OutputLimit",
+    "SessionEnded",
     "ModelError",
     "exit_code_for",
 ]

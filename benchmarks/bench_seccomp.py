@@ -73,7 +73,7 @@ sys.path.insert(0, sys.argv[1])
 import jail
 ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)
 t = time.perf_counter()
-jail.install_seccomp({"seccomp": sys.argv[2], "seccomp-name": "atc-v1"}, [])
+jail.install_seccomp({"seccomp": sys.argv[2], "seccomp-name": "atc-v2"}, [])
 print((time.perf_counter() - t) * 1e6)
 """
 
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                for _ in range(50)]
 
     with LocalBackend(pool_size=2) as on, LocalBackend(pool_size=2, seccomp=False) as off:
-        assert "seccomp:atc-v1" in on.run("print(1)", Toolset([]), LIMITS).isolation
+        assert "seccomp:atc-v2" in on.run("print(1)", Toolset([]), LIMITS).isolation
         assert "seccomp:off" in off.run("print(1)", Toolset([]), LIMITS).isolation
 
         def refill() -> None:

@@ -12,7 +12,8 @@
     │   ├── Timeout               wall-clock limit reached
     │   ├── MemoryLimit           memory limit reached
     │   ├── CallBudget            more tool calls than --max-calls
-    │   └── OutputLimit           the program printed more than the output cap
+    │   ├── OutputLimit           the program printed more than the output cap
+    │   └── SessionEnded          a sandbox session used after it ended (closed, reaped, or killed by a snippet)
     └── ModelError                the model server is unreachable, refuses, or answers garbage (exit 1)
 
 It lives in the bottom layer and imports nothing of the project, so that every layer
@@ -37,6 +38,7 @@ __all__ = [
     "MemoryLimit",
     "CallBudget",
     "OutputLimit",
+    "SessionEnded",
     "ModelError",
     "exit_code_for",
 ]
@@ -141,6 +143,14 @@ class CallBudget(SandboxError):
 
 class OutputLimit(SandboxError):
     pass
+
+
+class SessionEnded(SandboxError):
+    """A sandbox session that is over was asked to run a snippet. ``reason`` says how it ended."""
+
+    def __init__(self, message: str, *, reason: str = "", hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.reason = reason
 
 
 class ModelError(AtcError):

@@ -7,14 +7,15 @@ The result dataclasses mirror ``atc run --json`` of ``shared/interface.md`` fiel
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from protocols.model import Collection, Tool
 
 __all__ = ["Limits", "ToolCall", "ErrorInfo", "ExecutionResult", "Toolset", "Backend", "ERROR_TYPES",
-           "FAILURE_KINDS", "VALIDATION_MODES"]
+           "FAILURE_KINDS", "VALIDATION_MODES", "SessionLimits", "SandboxSession", "SessionBackend"]
 
 #: The ``error.type`` values that are not Python exception class names.
 ERROR_TYPES = ("Timeout", "MemoryLimit", "CallBudget", "OutputLimit", "SandboxError")
@@ -44,6 +45,33 @@ class Limits:
     max_processes: int = 64
     max_file_bytes: int = 16_000_000
     cpu_seconds: int | None = None
+
+
+@dataclass(frozen=True)
+class SessionLimits:
+    """What bounds a sandbox session as a whole (``sandbox/interpreter.py``), on top of its
+    ``Limits``: there ``timeout`` bounds each snippet, ``memory_mb`` the session's processes
+    together, ``max_calls`` the tool calls of all its snippets, ``cpu_seconds`` its CPU time (None:
+    ``exec_seconds`` plus 2 s). ``exec_seconds`` is the time its snippets may run in all;
+    ``idle_seconds`` how long an open session may go unused and ``lifetime_seconds`` how long it
+    may stay open at all before it is closed for its owner (an abandoned session is reaped)."""
+
+    exec_seconds: float = 600.0
+    idle_seconds: float = 600.0
+    lifetime_seconds: float = 3600.0
+
+    def __post_init__(self) -> None:
+        for name in ("exec_seconds", "idle_seconds", "lifetime_seconds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or \
+                    not math.isfinite(value):
+                from protocols.errors import UsageError
+
+                raise UsageError(f"SessionLimits.{name} must be a positive number of seconds, not {value!r}")
+
+    def spawn_limits(self, limits: Limits) -> Limits:
+        """The limits the session's runner is started with: its CPU time covers the whole session."""
+        return replace(limits, cpu_seconds=limits.cpu_seconds or math.ceil(self.exec_seconds) + 2)
 
 
 @dataclass
@@ -258,3 +286,44 @@ class Backend(Protocol):
     def __enter__(self) -> Backend: ...
 
     def __exit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class SandboxSession(Protocol):
+    """One isolated interpreter whose globals survive from one ``execute`` to the next, under
+    ``Limits`` and ``SessionLimits`` for the whole session (``sandbox/interpreter.py``). ``execute``
+    returns the result of ONE snippet (its output, its calls, its error), never raises for what the
+    snippet does, and raises ``SessionEnded`` once the session is over (``ended`` says why: closed,
+    reaped, or a snippet that timed out, ran out of memory, spent the call budget or killed its
+    interpreter). ``calls`` and ``exec_seconds`` are what the session has used so far."""
+
+    name: str
+
+    def execute(self, code: str) -> ExecutionResult: ...
+
+    def close(self, reason: str = "closed") -> None: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def ended(self) -> str | None: ...
+
+    @property
+    def calls(self) -> int: ...
+
+    @property
+    def exec_seconds(self) -> float: ...
+
+    @property
+    def snippets(self) -> int: ...
+
+
+@runtime_checkable
+class SessionBackend(Protocol):
+    """A backend that can keep a session: ``LocalBackend``, ``DockerBackend`` and the test fake.
+    ``open_session`` raises ``SandboxError`` when no interpreter could be started."""
+
+    name: str
+
+    def open_session(self, tools: Toolset, limits: Limits, session: SessionLimits) -> SandboxSession: ...

@@ -1,13 +1,13 @@
 """The Docker backend: each program runs in a fresh process in a locked-down container.
 
 A container is started from the sandbox image (``atc sandbox build``) with no network, a read-only
-root, a small noexec ``/tmp``, programs as uid 65534 with no capabilities, ``no-new-privileges``, cgroup limits
-on memory (no swap), pids and CPU, private IPC, UTS and cgroup namespaces, an empty ``/sys``, a
-``/proc`` with what it tells of the host masked, and the sandbox's own seccomp profile (``sandbox/seccomp.py``: Docker 20.10's default one still allows
-io_uring, every socket family and SysV IPC). Nothing of the host is visible inside except two
-read-only bind mounts: the runner and the fork server (``sandbox/runner.py``,
-``sandbox/container_server.py`` of the installed package, so the image never goes stale) and a
-per-container directory holding one Unix socket. The host listens on that socket, the fork server
+root, a small noexec ``/tmp``, every process as uid 65534 with no capabilities, ``no-new-privileges``, cgroup limits
+on memory (no swap), pids and CPU, private IPC, UTS and cgroup namespaces, an empty ``/sys``, and the
+sandbox's own seccomp profile (``sandbox/seccomp.py``: Docker 20.10's default one still allows
+io_uring, every socket family and SysV IPC). Nothing of the host is visible inside except
+read-only bind mounts: the runner, the jail's steps and the fork server (``sandbox/runner.py``,
+``sandbox/jail.py``, ``sandbox/container_server.py`` of the installed package, so the image never
+goes stale) and a per-container directory holding one Unix socket; a run sees none of them. The host listens on that socket, the fork server
 connects, and each runner gets a socket pair of its own through it; from then on a run is the
 same session as for the local backend
 (``sandbox.session.serve``): tool calls are made by the host-side gateway, so the container needs
@@ -15,14 +15,13 @@ no network at all.
 
 Start-up cost is hidden by a pool of ready containers per set of container limits, sized to the
 observed demand (``sandbox/pool.py``). Each container runs a fork server
-(``sandbox/container_server.py``, mounted read-only like the runner) as root with only
-CAP_SETUID/CAP_SETGID; it forks one runner per run, which becomes uid 65534 (losing every
-capability) only once its program arrives. A container runs one program at a time. After a run
-that ended normally the server resets the container -- kills every process of uid 65534, empties
-every place that uid can write (``/tmp``, ``/dev/shm``, ``/dev/mqueue``; the root filesystem is
-read-only), checks both -- and forks the next runner (``sandbox/docker_cells.py``); after anything
-else (timeout, a runner that died, a reset that did not come back clean) the container is
-removed. ``pool_size=0`` never reuses a container.
+(``sandbox/container_server.py``, mounted read-only like the runner); each run gets user, mount,
+network, PID, IPC and UTS namespaces and a root of its own inside the container, and the
+``atc-v2`` filter. A container runs one program at a time. After a run that ended normally the
+server checks that the run is gone and left nothing and starts the next runner
+(``sandbox/docker_cells.py``); after anything else (timeout, a runner that died, a check that did
+not come back clean) the container is removed. ``pool_size=0`` never reuses a container, and
+neither does an engine whose kernel refuses user namespaces.
 
 Containers are always removed: after an abnormal run (also on timeout), when the pool shrinks, on
 ``close()``, at interpreter exit, and, for owners that died without cleaning up (``kill -9``), by the next backend that starts
@@ -31,6 +30,10 @@ labels). A fork server whose socket closes exits, and its container stops with i
 atc leaves only stopped containers behind. A memory kill is told apart from a program that kills
 itself by the container's ``oom_kill`` counter (``State.OOMKilled`` where the host does not show
 it); we do not use Docker's ``auto_remove``, which would delete the container before that.
+
+``open_session`` lends a container to a sandbox session (``sandbox/interpreter.py``): its runner is
+forked again with the session's CPU time, serves snippet after snippet, and when the session ends
+the container goes (``sandbox/session_runners.py``); it never serves another run.
 """
 
 from __future__ import annotations
@@ -46,12 +49,13 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from protocols.errors import SandboxError
-from sandbox.api import ErrorInfo, ExecutionResult, Limits, Toolset
+from sandbox.api import ErrorInfo, ExecutionResult, Limits, SessionLimits, Toolset
 from sandbox.docker_cells import MAX_RUNS_PER_CELL, Cell, CellError
 from sandbox.docker_engine import (
     DEFAULT_IMAGE,
@@ -76,6 +80,8 @@ from sandbox.session import SessionOutcome, build_result, serve
 
 if TYPE_CHECKING:
     import docker
+
+    from sandbox.interpreter import Interpreter
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -125,7 +131,10 @@ class DockerBackend:
         self.client = client or connect(timeout=60)
         self._runner = Path(__file__).with_name("runner.py").resolve()
         self._server = Path(__file__).with_name("container_server.py").resolve()
-        for part in (self._runner, self._server):
+        self._jail = Path(__file__).with_name("jail.py").resolve()
+        #: Whether runs get namespaces of their own in this engine's containers (None: no container yet).
+        self.isolated: bool | None = None
+        for part in (self._runner, self._server, self._jail):
             if not part.is_file():
                 raise SandboxError(f"the sandbox runner is missing: {part}", hint="reinstall atc")
         try:
@@ -149,6 +158,7 @@ class DockerBackend:
         self._reservers: list[threading.Thread] = []
         self._reaper = ThreadPoolExecutor(max_workers=2, thread_name_prefix="atc-docker-rm")
         self._live: dict[str, str] = {}  # container id -> its socket directory
+        self._sessions: weakref.WeakSet[Interpreter] = weakref.WeakSet()  # open sandbox sessions
         # Leftovers of dead owners go in the background: the first container need not wait (close waits).
         self._reaper.submit(self._reap_stale)
         atexit.register(self.close)
@@ -173,8 +183,9 @@ class DockerBackend:
             if outcome.done is None and outcome.failure in (None, "SandboxError"):
                 self._explain_death(cell, outcome)
         finally:
+            # A container whose runs share its namespaces (no user namespaces here) serves one run.
             recycle = (outcome.done is not None and outcome.failure is None and self.pool_size > 0
-                       and self.reuse and cell.runs + 1 < MAX_RUNS_PER_CELL)
+                       and self.reuse and cell.isolated and cell.runs + 1 < MAX_RUNS_PER_CELL)
             with self._lock:
                 self._in_use[key] -= 1
                 if recycle:
@@ -185,17 +196,45 @@ class DockerBackend:
             else:
                 cell.close()
                 self._discard(cell)
-        return build_result(program, outcome, sandbox=self.name, isolation=self.isolation(limits),
+        return build_result(program, outcome, sandbox=self.name, isolation=self.isolation(limits, cell.isolated),
                             started=started, tools=tools)
 
-    def isolation(self, limits: Limits) -> list[str]:
-        """What is in force for a run with ``limits`` (reported in ``ExecutionResult.isolation``)."""
+    def open_session(self, tools: Toolset, limits: Limits | None = None,
+                     session: SessionLimits | None = None) -> Interpreter:
+        """A sandbox session in one container of the pool (``sandbox/interpreter.py``): its runner
+        is forked again with the session's CPU time, and the container is removed when the session
+        ends, never recycled for another run; ``close`` ends every session still open."""
+        from sandbox.session_runners import open_docker
+
+        interpreter = open_docker(self, tools, limits or Limits(), session or SessionLimits())
+        with self._lock:
+            self._sessions.add(interpreter)
+        return interpreter
+
+    def end_session_cell(self, cell: Cell) -> None:
+        """A session's container is done: its fork server is told to go now (it exits when its
+        connection closes, and as the container's PID 1 it takes every process of the session
+        with it), and the container is removed in the background, as after an abnormal run."""
+        cell.close()
+        with self._lock:
+            self._in_use[cell.key] -= 1
+            self._lock.notify_all()  # a cell that does not come back is replaced
+        self._discard(cell)
+
+    def isolation(self, limits: Limits, isolated: bool | None = None) -> list[str]:
+        """What is in force for a run with ``limits`` (reported in ``ExecutionResult.isolation``);
+        ``isolated``: whether the run had namespaces of its own (default: what the last container
+        started said)."""
         key = _key_of(limits)
+        isolated = self.isolated if isolated is None else isolated
         seccomp = f"seccomp:{FILTER_NAME}" if seccomp_option() else "seccomp:docker-default"
+        own = (["userns", "netns", "pidns", "mountns", "ipcns", "utsns", "proc:pids-only", "fresh-tmpfs"] if isolated
+               else ["ipcns", "utsns", "proc:full"])
+        reused = self.pool_size and self.reuse and isolated
         return ["docker", "network:none", "readonly-rootfs", "cap-drop:ALL", "no-new-privileges",
                 "user:65534", f"pids:{key.pids}", f"memory:{key.memory_mb}MB", f"cpus:{self.cpus:g}",
-                f"tmpfs:/tmp:{self.tmpfs_mb}MB", "ipcns", "utsns", "cgroupns", "proc:masked", "sys:empty", seccomp,
-                "clean-env", "fresh-process", "reset-checked" if self.pool_size and self.reuse else "fresh-container",
+                f"tmpfs:/tmp:{self.tmpfs_mb}MB", *own, "cgroupns", "sys:empty", seccomp,
+                "clean-env", "fresh-process", "reset-checked" if reused else "fresh-container",
                 "restrictedpython-lint"]
 
     def _refused(self, program: str, issue: LintIssue, started: float, limits: Limits) -> ExecutionResult:
@@ -211,6 +250,10 @@ class DockerBackend:
 
     def close(self) -> None:
         """Stop the pool and remove every container this backend started (idempotent)."""
+        with self._lock:
+            sessions = list(self._sessions)
+        for session in sessions:
+            session.close("the sandbox backend was closed")
         with self._lock:
             if self._closed:
                 return
@@ -455,6 +498,7 @@ class DockerBackend:
             try:
                 self._check_peer(conn, cid)
                 cell.hello(self.start_timeout)
+                self.isolated = cell.isolated
                 cell.prime(key.cpu_seconds or 0, key.file_bytes, self.start_timeout)
             except (OSError, CellError) as exc:
                 cell.close()
@@ -492,7 +536,7 @@ class DockerBackend:
         try:
             created = api.create_container(**container_spec(
                 api, key, image=self.image, sockdir=sockdir, runner=self._runner, server=self._server,
-                cpus=self.cpus, tmpfs_mb=self.tmpfs_mb, labels=self._labels))
+                jail=self._jail, cpus=self.cpus, tmpfs_mb=self.tmpfs_mb, labels=self._labels))
             cid = str(created["Id"])
             with self._lock:
                 self._live[cid] = sockdir

@@ -1,10 +1,12 @@
 """A Docker sandbox container running the fork server (``sandbox/container_server.py``): a "cell".
 
-The Docker backend keeps cells ready. A cell holds one runner forked by the server, connected
+The Docker backend keeps cells ready. A cell holds one runner started by the server, connected
 and blocked on ``start``. A run takes the cell, serves the program on the runner's socket and
-then either hands the cell back for *recycling* -- the server resets the container (kills every
-process of the run's uid, empties every place it could write, checks both) and forks the next
-runner -- or, after anything abnormal, the backend removes the container.
+then either hands the cell back for *recycling* -- the server checks that the run is gone and
+left nothing (each run has namespaces and a root of its own, which die with it) and starts the
+next runner -- or, after anything abnormal, the backend removes the container. A cell whose
+server cannot give runs namespaces of their own (``isolated`` false, from its ``hello``) serves
+one run only.
 
 This module speaks the server's control protocol (one JSON message per ``SOCK_SEQPACKET``
 packet; the runner's socket travels as SCM_RIGHTS) and reads what the kernel knows about a
@@ -62,7 +64,12 @@ class Cell:
     key: Any
     runs: int = 0
     runner: socket.socket | None = None
+    #: The server's handle of the current run (its ``exit`` report names it).
     runner_pid: int = 0
+    #: Runs get namespaces of their own in this container (else it serves one run only).
+    isolated: bool = False
+    #: Why not, when not.
+    why: str = ""
     oom_before: int | None = None
     exits: dict[int, int] = field(default_factory=dict)
     _next_id: int = 0
@@ -104,13 +111,16 @@ class Cell:
         return msg
 
     def hello(self, timeout: float) -> None:
-        if self._next(timeout).get("op") != "hello":
+        msg = self._next(timeout)
+        if msg.get("op") != "hello":
             raise CellError("the container's fork server did not say hello")
+        self.isolated = msg.get("isolated") is True
+        self.why = str(msg.get("why") or "")
 
     def prime(self, cpu_seconds: int, file_bytes: int, timeout: float, *, reset: bool = False) -> None:
-        """Have the server fork the next runner and wait for its ``ready``. ``reset``: after a run
-        that ended normally -- the server also resets the container (after forking the runner,
-        which gets its program only later) and the cell is kept only if it came back clean."""
+        """Have the server start the next runner and wait for its ``ready``. ``reset``: after a run
+        that ended normally -- the server first checks that the run is gone and left nothing, and
+        the cell is kept only if it came back clean."""
         if self.runner is not None:
             self.runner.close()
             self.runner = None

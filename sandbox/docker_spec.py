@@ -2,11 +2,20 @@
 
 ``container_spec`` gives the keyword arguments of ``APIClient.create_container`` for a container
 of the Docker backend (``sandbox/docker_backend.py``): no network, a read-only root, a small
-noexec ``/tmp``, an empty ``/sys``, ``/proc`` masked, the ``atc-v1`` seccomp profile, private IPC
-and cgroup namespaces, cgroup limits on memory (no swap; plus the fork server's own
-``SERVER_MB``), pids and CPU, rlimits on open files and file size, and the fork server
-(``sandbox/container_server.py``) as its command, running as root with nothing but
-CAP_SETUID/CAP_SETGID; the runner and the server are bind-mounted read-only from the package.
+noexec ``/tmp``, an empty ``/sys``, the ``atc-v2`` seccomp profile with what the fork server needs
+to make each run's namespaces (``seccomp.docker_profile``), private IPC and cgroup namespaces,
+cgroup limits on memory (no swap; plus the fork server's own ``SERVER_MB``), pids and CPU,
+rlimits on open files and file size, and the fork server (``sandbox/container_server.py``) as its
+command, as uid 65534 with no capability at all and the policy's BPF program on its command line
+(each run installs it); the runner, the jail and the server are bind-mounted read-only from the
+package.
+
+Docker's masked and read-only ``/proc`` paths are off (``MaskedPaths`` and ``ReadonlyPaths``
+empty): the kernel lets a user namespace mount a new ``/proc`` only where the container's is
+fully visible, and each run mounts its own, which shows its processes and nothing else
+(``subset=pid``). What the unmasked container ``/proc`` offers is open to uid 65534 only where
+file permissions give it to everyone: no process of the container is root, so the kernel settings
+under ``/proc/sys`` stay read-only to all of them.
 """
 
 from __future__ import annotations
@@ -18,22 +27,24 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.api import Limits
-from sandbox.jail import PROC_MASKED
-from sandbox.seccomp import UnsupportedArch, docker_profile
+from sandbox.seccomp import NAME as FILTER_NAME
+from sandbox.seccomp import UnsupportedArch, compile_filter, docker_profile
 
-__all__ = ["ContainerKey", "key_of", "container_spec", "seccomp_option", "RUNNER_PATH", "SERVER_PATH",
-           "SOCKET_DIR", "SOCKET_NAME", "SANDBOX_USER", "SERVER_MB", "MASKED_PATHS"]
+__all__ = ["ContainerKey", "key_of", "container_spec", "seccomp_option", "run_filter", "RUNNER_PATH", "SERVER_PATH",
+           "JAIL_PATH", "SOCKET_DIR", "SOCKET_NAME", "SANDBOX_USER", "SERVER_MB", "SERVER_PROCESSES"]
 
 RUNNER_PATH = "/atc/runner.py"
 SERVER_PATH = "/atc/server.py"
-#: Memory the fork server itself takes in the container, added to the run's limit.
+JAIL_PATH = "/atc/jail.py"
+#: Memory the fork server and its template take in the container, added to the run's limit.
 SERVER_MB = 16
+#: Processes of the container besides the program's: the server, its template, the run's keeper
+#: and init, and the next run's keeper, init and runner (made while a run runs).
+SERVER_PROCESSES = 7
 SOCKET_DIR = "/atc/sock"
 SOCKET_NAME = "runner.sock"
 SANDBOX_USER = "65534:65534"
 MIN_MEMORY_MB = 16
-#: Docker's own masked paths plus what else /proc tells of the host (the local jail's list).
-MASKED_PATHS = sorted({"/sys/firmware", *(f"/proc/{name}" for name in PROC_MASKED)})
 
 
 @dataclass(frozen=True)
@@ -56,14 +67,24 @@ def seccomp_option() -> str | None:
         return None
 
 
+@functools.lru_cache(maxsize=1)
+def run_filter() -> str | None:
+    """The policy's BPF program (hex) that every run installs in the container (None where there
+    is none for this machine)."""
+    try:
+        return compile_filter().hex()
+    except UnsupportedArch:
+        return None
+
+
 def key_of(limits: Limits) -> ContainerKey:
     return ContainerKey(memory_mb=max(MIN_MEMORY_MB, int(limits.memory_mb)), pids=max(8, int(limits.max_processes)),
                 cpu_seconds=limits.cpu_seconds, file_bytes=int(limits.max_file_bytes))
 
 
 
-def container_spec(api: Any, key: ContainerKey, *, image: str, sockdir: str, runner: Path, server: Path, cpus: float,
-                   tmpfs_mb: int, labels: dict[str, str]) -> dict[str, Any]:
+def container_spec(api: Any, key: ContainerKey, *, image: str, sockdir: str, runner: Path, server: Path, jail: Path,
+                   cpus: float, tmpfs_mb: int, labels: dict[str, str]) -> dict[str, Any]:
     """The ``create_container`` arguments of a sandbox container for ``key``."""
     from docker.types import LogConfig, Ulimit
 
@@ -73,20 +94,19 @@ def container_spec(api: Any, key: ContainerKey, *, image: str, sockdir: str, run
     host_config = api.create_host_config(
         binds={str(runner): {"bind": RUNNER_PATH, "mode": "ro"},
                str(server): {"bind": SERVER_PATH, "mode": "ro"},
+               str(jail): {"bind": JAIL_PATH, "mode": "ro"},
                sockdir: {"bind": SOCKET_DIR, "mode": "ro"}},
         network_mode="none",
         read_only=True,
         # nr_inodes: empty files cost kernel memory that ``size`` does not count. An empty
-        # read-only /sys instead of the host's (devices, firmware, kernel settings).
+        # read-only /sys instead of the host's (devices, firmware, kernel settings). Runs with
+        # namespaces of their own see neither: each has its own /tmp, and no /sys.
         tmpfs={"/tmp": f"rw,size={tmpfs_mb}m,nr_inodes=32768,mode=1777,noexec,nosuid,nodev",
                "/sys": "ro,size=4k,nr_inodes=16,nosuid,nodev,noexec"},
-        # The fork server needs these two to hand each runner to uid 65534; the runner loses
-        # them (and every other capability) with that change.
         cap_drop=["ALL"],
-        cap_add=["SETUID", "SETGID"],
         security_opt=["no-new-privileges", *filter(None, [seccomp_option()])],
         cgroupns="private",
-        pids_limit=key.pids + 2,  # the server and, between runs, its cleaner
+        pids_limit=key.pids + SERVER_PROCESSES,
         mem_limit=f"{key.memory_mb + SERVER_MB}m",
         memswap_limit=f"{key.memory_mb + SERVER_MB}m",
         nano_cpus=int(cpus * 1e9),
@@ -94,10 +114,16 @@ def container_spec(api: Any, key: ContainerKey, *, image: str, sockdir: str, run
         ipc_mode="private",
         log_config=LogConfig(type="none"),
     )
-    host_config["MaskedPaths"] = MASKED_PATHS  # API 1.40+; docker-py has no keyword for it
-    return {"image": image,
-            "command": ["python3", "-I", "-S", SERVER_PATH, "--connect", f"{SOCKET_DIR}/{SOCKET_NAME}",
-                        "--runner", RUNNER_PATH],
-            "user": "0:0",  # the server only; every program runs as SANDBOX_USER
+    # API 1.40+; docker-py has no keyword for them. Empty: see the module docstring.
+    host_config["MaskedPaths"] = []
+    host_config["ReadonlyPaths"] = []
+    command = ["python3", "-I", "-S", SERVER_PATH, "--connect", f"{SOCKET_DIR}/{SOCKET_NAME}", "--runner",
+               RUNNER_PATH, "--jail", JAIL_PATH, "--tmpfs-mb", str(tmpfs_mb), "--cpu", str(key.cpu_seconds or 0),
+               "--fsize", str(key.file_bytes)]
+    bpf = run_filter()
+    if bpf is not None and seccomp_option() is not None:
+        command += ["--seccomp", bpf, "--seccomp-name", FILTER_NAME]
+    return {"image": image, "command": command,
+            "user": SANDBOX_USER,  # the server too: nothing in the container is root
             "working_dir": "/tmp", "hostname": "sandbox", "network_disabled": True, "labels": labels,
             "host_config": host_config}

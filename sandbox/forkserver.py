@@ -27,6 +27,9 @@ from protocols.errors import SandboxError
 __all__ = ["ForkServer", "ForkedJail", "zygote_path"]
 
 _START_TIMEOUT = 15.0
+#: Runs zygote.py (its path the first argument) as ``__main__`` under the name /atc/zygote.py.
+_BOOT = ("import sys; exec(compile(open(sys.argv.pop(1)).read(), '/atc/zygote.py', 'exec'), "
+         "{'__name__': '__main__', '__builtins__': __builtins__})")
 
 
 def zygote_path() -> Path:
@@ -66,7 +69,9 @@ class ForkServer:
 
     def __init__(self, python: str, jail: Path, runner: Path) -> None:
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        argv = [python, "-I", "-S", str(zygote_path()), "--control", str(child_end.fileno()),
+        # The server's code is compiled as "/atc/zygote.py" (like the jail's and the runner's): a
+        # jail is a fork of it, and must find the install path nowhere (it also renames itself).
+        argv = [python, "-I", "-S", "-c", _BOOT, str(zygote_path()), "--control", str(child_end.fileno()),
                 "--jail", str(jail), "--runner", str(runner)]
         try:
             self.proc = subprocess.Popen(argv, env={}, cwd="/", stdin=subprocess.DEVNULL,

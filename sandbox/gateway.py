@@ -226,6 +226,17 @@ class Gateway:
         _ = self.client
         _LOADED.append(True)
 
+    def next_program(self, deadline: float | None) -> None:
+        """Serve the next snippet of a sandbox session (``sandbox/interpreter.py``): a call log of
+        its own and its own deadline, while the budget (``max_calls``), the transports and their
+        cookies go on for the whole session."""
+        self.deadline = deadline
+        self.calls = []
+        self._logged = 0  # the host keeps one snippet's call log at a time
+        for transport in (self._http, self._mcp):
+            if transport is not None:
+                transport.deadline = deadline
+
     # -- the one entry point ------------------------------------------------------------------
 
     def call(self, tool: Any, args: Any, *, line: Any = None, col: Any = None) -> CallOutcome:

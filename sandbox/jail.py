@@ -73,6 +73,10 @@ CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS = 1, 24, 22, 38
+PR_SET_DUMPABLE, PR_SET_NAME, PR_SET_MM, PR_SET_MM_MAP = 4, 15, 35, 14
+#: What every process of a sandbox is called (``/proc/PID/cmdline``, ``comm``): no host path, no
+#: argument of the fork server or the jail (``rename_process``).
+PROCESS_NAME = "sandbox"
 SECCOMP_MODE_FILTER = 2
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 HOSTNAME = b"sandbox"
@@ -170,23 +174,66 @@ def in_userns(isolation: list[str]) -> bool:
     return "userns" in isolation
 
 
-def _populate_root(root: str, python_prefixes: list[str]) -> None:
+#: The system directories bound into the root, as (host path, path in the root); a jail lays a
+#: read-only overlay of its own over each (``overlay_system_dirs``).
+SYSTEM_BINDS: list[tuple[str, str]] = []
+
+
+def _populate_root(root: str, python_prefixes: list[str]) -> list[tuple[str, str]]:
     """Read-only binds of the system directories (and the interpreter's prefix when it lives
-    elsewhere) and the four device nodes in the directory ``root``."""
+    elsewhere) and the device nodes in the directory ``root``; returns the binds made."""
+    binds = []
     for name in SYSTEM_DIRS:
         host = "/" + name
         if os.path.islink(host):
             os.symlink(os.readlink(host), root + host)
         elif os.path.isdir(host):
             bind_readonly(host, root + host)
+            binds.append((host, host))
     for prefix in python_prefixes:
         if not any(prefix == "/" + d or prefix.startswith("/" + d + "/") for d in SYSTEM_DIRS):
             bind_readonly(prefix, root + prefix)
-    os.makedirs(root + "/dev")
+            binds.append((prefix, prefix))
+    make_devices(root + "/dev")
+    return binds
+
+
+def make_devices(target: str) -> None:
+    """``/dev/{null,zero,random,urandom}`` in ``target``. As root they are nodes of our own, on a
+    small read-only tmpfs, so that a lock taken on one (``flock``) stays in the sandbox; without
+    the right to make nodes they are binds of the host's, whose inodes the host shares."""
+    os.makedirs(target, exist_ok=True)
+    try:
+        mount("atc-dev", target, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=4k,nr_inodes=16,mode=755")
+        for dev in DEVICES:
+            st = os.stat("/dev/" + dev)
+            os.mknod(target + "/" + dev, 0o20666, st.st_rdev)  # S_IFCHR | rw for everyone
+            os.chmod(target + "/" + dev, 0o666)
+        mount(None, target, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
+        return
+    except OSError:
+        _libc.umount2(target.encode(), 2)  # MNT_DETACH: back to the bare directory, if mounted
     for dev in DEVICES:
         if os.path.exists("/dev/" + dev):
-            open(root + "/dev/" + dev, "a").close()
-            mount("/dev/" + dev, root + "/dev/" + dev, None, MS_BIND)
+            open(target + "/" + dev, "a").close()
+            mount("/dev/" + dev, target + "/" + dev, None, MS_BIND)
+
+
+def overlay_system_dirs(root: str, binds: list[tuple[str, str]], empty: str) -> bool:
+    """Over each system directory of ``root``, a read-only overlay of the host directory (with the
+    empty directory ``empty`` as its second layer, which an overlay without an upper layer needs).
+    Its files are the host's, but their inodes are the overlay's, one overlay per jail: a lock on
+    a library (``flock``, ``fcntl``) reaches neither the host nor another run. Where the kernel
+    refuses an overlay (no overlayfs, or a user namespace before Linux 5.11) the plain read-only
+    bind stays; returns whether every directory got one."""
+    done = True
+    for host, inside in binds:
+        try:
+            mount("atc-system", root + inside, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV,
+                  f"lowerdir={host}:{empty}")
+        except OSError:
+            done = False
+    return done
 
 
 def _writable_dirs(parent: str, opts: dict[str, Any], isolation: list[str]) -> None:
@@ -206,7 +253,12 @@ def build_root(opts: dict[str, Any], isolation: list[str], python_prefixes: list
     # nr_inodes: empty files and directories cost kernel memory that ``size`` does not count.
     mount("atc-sandbox", root, "tmpfs", MS_NOSUID | MS_NODEV,
           "size={}m,nr_inodes={},mode=755".format(opts["tmpfs-mb"], TMPFS_INODES))
-    _populate_root(root, python_prefixes)
+    binds = _populate_root(root, python_prefixes)
+    # /proc, still an empty directory of the root's tmpfs, is the overlays' empty layer; /proc is
+    # then mounted over it, which the overlays do not see.
+    os.mkdir(root + "/proc", 0o555)
+    if overlay_system_dirs(root, binds, root + "/proc"):
+        isolation.append("system-overlay")
     mount_proc(root + "/proc", isolation)
     _writable_dirs(root, opts, isolation)
     os.chroot(root)
@@ -225,7 +277,8 @@ def build_skeleton(base: str, python_prefixes: list[str]) -> str:
     root = base + "/root"
     os.mkdir(root, 0o755)
     os.mkdir(base + "/stage", 0o700)
-    _populate_root(root, python_prefixes)
+    os.mkdir(base + "/empty", 0o555)
+    SYSTEM_BINDS[:] = _populate_root(root, python_prefixes)
     for d in ("proc", "tmp", "work"):
         os.mkdir(root + "/" + d, 0o755)
     mount(None, base, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
@@ -243,6 +296,10 @@ def enter_skeleton(opts: dict[str, Any], isolation: list[str], root: str) -> Non
     _writable_dirs(stage, opts, isolation)
     for d in ("/tmp", "/work"):
         mount(stage + d, root + d, None, MS_BIND)
+    if overlay_system_dirs(root, SYSTEM_BINDS, os.path.dirname(root) + "/empty"):
+        isolation.append("system-overlay")
+    if os.geteuid() == 0 and not in_userns(isolation):
+        make_devices(root + "/dev")  # the jail's own nodes, over the skeleton's
     mount_proc(root + "/proc", isolation)
     os.chroot(root)
     os.chdir("/work")
@@ -423,6 +480,62 @@ def run_runner(code: Any, fd: int) -> None:
         os._exit(status)
 
 
+class _MmMap(ctypes.Structure):
+    """``struct prctl_mm_map`` (``prctl(PR_SET_MM, PR_SET_MM_MAP)``)."""
+
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "start_code", "end_code", "start_data", "end_data", "start_brk", "brk", "start_stack", "arg_start", "arg_end",
+        "env_start", "env_end", "auxv")] + [("auxv_size", ctypes.c_uint32), ("exe_fd", ctypes.c_uint32)]
+
+
+#: The memory ``/proc/PID/cmdline`` of a renamed process points to (kept alive for its lifetime).
+_NAME: list[Any] = []
+
+
+def rename_process(name: str = PROCESS_NAME) -> str:
+    """Make this process (and everything it forks from now on) show ``name`` and nothing else:
+    ``comm``, and ``/proc/PID/cmdline`` and ``environ`` -- which would otherwise show the
+    interpreter's command line, with the install path and the fork server's or jail's arguments.
+    The kernel is pointed at a new argument area (``PR_SET_MM_MAP``, allowed to any process for
+    itself) and the old one, on the stack, is zeroed; where that is refused the old area is
+    overwritten in place (``cmdline`` then ends in NULs). ``sys.argv`` and ``sys.orig_argv`` say
+    ``name`` too. Returns how it was done ("mm-map", "overwritten" or "comm-only")."""
+    data = name.encode()
+    _libc.prctl(PR_SET_NAME, ctypes.c_char_p(data[:15]), 0, 0, 0)
+    sys.argv = [name]
+    if hasattr(sys, "orig_argv"):
+        sys.orig_argv = [name]
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return "comm-only"
+
+    def field(number: int) -> int:  # man 5 proc numbers the fields from 1; ``fields`` starts at 3
+        return int(fields[number - 3])
+
+    arg_start, arg_end, env_start, env_end = field(48), field(49), field(50), field(51)
+    if not _NAME:
+        _NAME.append(ctypes.create_string_buffer(data))  # NUL-terminated
+    start = ctypes.addressof(_NAME[0])
+    end = start + len(data) + 1
+    _libc.sbrk.restype = ctypes.c_void_p
+    brk = _libc.sbrk(ctypes.c_long(0)) or field(47)
+    mm = _MmMap(start_code=field(26), end_code=field(27), start_data=field(45), end_data=field(46),
+                start_brk=field(47), brk=brk, start_stack=field(28), arg_start=start, arg_end=end, env_start=end,
+                env_end=end, auxv=0, auxv_size=0, exe_fd=0xFFFFFFFF)
+    if _libc.prctl(PR_SET_MM, PR_SET_MM_MAP, ctypes.byref(mm), ctypes.sizeof(mm), 0) == 0:
+        if start != arg_start:  # the first rename of this memory: wipe the original strings
+            ctypes.memset(arg_start, 0, arg_end - arg_start)
+            if env_end > env_start:
+                ctypes.memset(env_start, 0, env_end - env_start)
+        return "mm-map"
+    if arg_end > arg_start:
+        ctypes.memset(arg_start, 0, arg_end - arg_start)
+        ctypes.memmove(arg_start, data, min(len(data), arg_end - arg_start - 1))
+    return "overwritten"
+
+
 def quiet_stdio() -> None:
     devnull = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
@@ -460,6 +573,9 @@ def namespace_child(opts: dict[str, Any], isolation: list[str], fd: int, write_e
     if report is not None:
         report.close()
     quiet_stdio()
+    # Host paths (the runner's, the cgroups') the program must not find in its memory.
+    opts.clear()
+    _RUNNER_CODE.clear()
     run_runner(runner_source, fd)
     os._exit(0)
 
@@ -486,6 +602,7 @@ def forked_pid1(argv: list[str], isolation: list[str], skeleton: str) -> NoRetur
     enter a PID namespace, and uses the server's root skeleton (``build_skeleton``). The
     report line carries no ``pid``: the server told the backend this process's pid."""
     opts = parse(argv)
+    argv.clear()
     fd = int(opts["fd"])
     runner_source = runner_code(opts["runner"])
     write_end = os.dup(1)
@@ -506,6 +623,7 @@ def forked_pid1(argv: list[str], isolation: list[str], skeleton: str) -> NoRetur
 
 
 def main(argv: list[str]) -> int:
+    rename_process()
     opts = parse(argv)
     fd = int(opts["fd"])
     runner_source = runner_code(opts["runner"])
@@ -542,6 +660,8 @@ def main(argv: list[str]) -> int:
         report.write(json.dumps({"pid": os.getpid(), "isolation": isolation, **made}) + "\n")
         report.close()
         quiet_stdio()
+        opts.clear()
+        _RUNNER_CODE.clear()
         run_runner(runner_source, fd)
         return 0
     read_end, write_end = os.pipe()

@@ -1,4 +1,4 @@
-"""The system-call filter of the sandbox, policy ``atc-v1``: one allow-list, compiled to a classic
+"""The system-call filter of the sandbox, policy ``atc-v2``: one allow-list, compiled to a classic
 BPF program for the local jail and to a seccomp profile for Docker.
 
 A generated program is Python that computes and calls tools through the runner's channel. It needs
@@ -10,8 +10,9 @@ subprocesses and ``/bin/sh`` use (collected by tracing real programs), and nothi
 What a program gets for a system call that is not allowed:
 
 - ``EPERM`` ("Operation not permitted", a ``PermissionError``) for the calls the sandbox denies on
-  purpose (``DENIED``: keyrings, bpf, perf, userfaultfd, io_uring, namespaces, mounts, other
-  processes' memory, SysV IPC and POSIX message queues, kernel administration) and for a
+  purpose (``DENIED``: keyrings, bpf, perf, userfaultfd, io_uring, file watches (inotify,
+  fanotify), namespaces, mounts, other processes' memory, SysV IPC and POSIX message queues,
+  kernel administration) and for a
   forbidden argument (``ARGUMENT_RULES``: socket families other than Unix/IPv4/IPv6/netlink-route,
   clone/unshare with a namespace flag, personality changes, terminal injection ioctls);
 - ``ENOSYS`` ("Function not implemented") for everything else, as an older kernel would answer:
@@ -21,9 +22,11 @@ Nothing is killed: a program gets a clean Python error it can report. Foreign AB
 ``int 0x80``, x32) get ENOSYS from the local filter; Docker's runtime (libseccomp) kills a process
 that uses one (no Python program does).
 
-The module is STDLIB ONLY, imports nothing of the project and is pure; the local backend compiles
-once per process and hands the bytes to ``sandbox/jail.py``, which installs them
-(``prctl(PR_SET_SECCOMP)``) as the last step of its set-up. ``docs/security.md`` lists the policy
+The module is STDLIB ONLY, imports nothing of the project and is pure; each backend compiles the
+BPF program once per process and hands the bytes to ``sandbox/jail.py`` (the local jail) or to
+the container's fork server (``sandbox/container_server.py``), which install them
+(``prctl(PR_SET_SECCOMP)``) as the last step of a run's set-up. In Docker the container's own
+profile (``docker_profile``) is the outer wall around that. ``docs/security.md`` lists the policy
 in words.
 
 The system-call numbers at the end are facts of the Linux ABI, taken from the kernel's UAPI
@@ -41,11 +44,11 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NAME", "ALLOWED", "DENIED", "PROBED", "ARGUMENT_RULES", "Cond", "ArgRule", "Arch", "UnsupportedArch",
+__all__ = ["NAME", "ALLOWED", "DENIED", "PROBED", "SETUP_ALLOWED", "ARGUMENT_RULES", "Cond", "ArgRule", "Arch", "UnsupportedArch",
            "arch_of", "compile_filter", "docker_profile", "decision", "table", "X32_SYSCALL_BIT"]
 
-#: The policy's name in isolation reports ("seccomp:atc-v1"). Bump it when the policy changes.
-NAME = "atc-v1"
+#: The policy's name in isolation reports ("seccomp:atc-v2"). Bump it when the policy changes.
+NAME = "atc-v2"
 
 _GROUPS_ALLOWED: dict[str, tuple[str, ...]] = {
     "files": (
@@ -59,7 +62,7 @@ _GROUPS_ALLOWED: dict[str, tuple[str, ...]] = {
         "sync", "syncfs", "sync_file_range", "flock", "fcntl", "dup", "dup2", "dup3", "pipe", "pipe2", "mknod",
         "mknodat", "getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr", "setxattr",
         "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "sendfile", "copy_file_range",
-        "splice", "tee", "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch", "memfd_create",
+        "splice", "tee", "memfd_create",
     ),
     "memory": (
         "mmap", "munmap", "mprotect", "mremap", "brk", "madvise", "mincore", "msync", "mlock", "mlock2", "munlock",
@@ -101,6 +104,9 @@ DENIED: dict[str, tuple[str, ...]] = {
         ("add_key", "request_key", "keyctl"),
     "kernel attack surface a program never needs":
         ("bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register"),
+    "watching files (inotify, fanotify): the system directories are shared with the host and other runs, so a "
+    "watch would see what they open":
+        ("inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch", "fanotify_init", "fanotify_mark"),
     "namespaces and mounts (the jail's view of the system is fixed)":
         ("setns", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "open_tree_attr",
          "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr"),
@@ -114,8 +120,15 @@ DENIED: dict[str, tuple[str, ...]] = {
         ("kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot", "swapon",
          "swapoff", "acct", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "syslog", "sethostname",
          "setdomainname", "quotactl", "quotactl_fd", "lookup_dcookie", "nfsservctl", "vhangup", "iopl", "ioperm",
-         "modify_ldt", "uselib", "open_by_handle_at", "name_to_handle_at", "fanotify_init"),
+         "modify_ldt", "uselib", "open_by_handle_at", "name_to_handle_at"),
 }
+
+#: What the Docker profile allows besides the policy, for the container's fork server alone: it
+#: gives each run its own user, mount, network, PID, IPC and UTS namespaces and root
+#: (``sandbox/container_server.py``). Every process of a run then installs the policy's BPF
+#: filter itself (``compile_filter``) before any program code runs, and stacked filters take the
+#: strictest answer, so a program still gets exactly the policy.
+SETUP_ALLOWED: tuple[str, ...] = ("unshare", "mount", "umount2", "pivot_root")
 
 #: Answered with ENOSYS although the kernel has them: the C library probes for them and falls back
 #: (clone3 takes its flags in memory, where a filter cannot check them; glibc then uses clone).
@@ -356,24 +369,29 @@ def _docker_arg(cond: Cond) -> dict[str, Any]:
 
 
 def docker_profile(machine: str | None = None) -> dict[str, Any]:
-    """The policy as a Docker seccomp profile (``security_opt=["seccomp=" + json.dumps(profile)]``).
+    """The Docker seccomp profile of a sandbox container (``security_opt=["seccomp=" + json.dumps(profile)]``):
+    the policy, plus ``SETUP_ALLOWED`` (``unshare`` with any flags, ``mount``, ``umount2``,
+    ``pivot_root``) for the container's fork server, which makes each run's namespaces and root.
 
-    It replaces Docker's default profile, which on Docker 20.10 still allows io_uring, every
-    socket family (vsock, netlink) and SysV IPC. Two differences from the local filter, both
-    libseccomp's: a call refused for its arguments gets the default ENOSYS (libseccomp cannot
-    combine argument rules and a catch-all for one call), and ioctl is allowed whole (a container
-    has no terminal to inject into)."""
+    It is the container's outer wall and replaces Docker's default profile, which on Docker 20.10
+    still allows io_uring, every socket family (vsock, netlink) and SysV IPC. A run's processes
+    are under the policy itself as well: each run installs ``compile_filter``'s program before
+    any program code runs, and the stricter of two stacked filters decides (so the set-up calls
+    get EPERM there). libseccomp's own choices in this profile: ioctl is allowed whole (a
+    container has no terminal to inject into) and a call refused for its arguments gets the
+    default ENOSYS."""
     arch = arch_of(machine)
     numbers = table(arch.name)
-    plain = sorted(n for n in ALLOWED if n in numbers and n not in _RULES)
-    denied = sorted(n for names in DENIED.values() for n in names if n in numbers)
+    setup = {n for n in SETUP_ALLOWED if n in numbers}
+    plain = sorted(n for n in ALLOWED | setup if n in numbers and (n not in _RULES or n in setup))
+    denied = sorted(n for names in DENIED.values() for n in names if n in numbers and n not in setup)
     syscalls: list[dict[str, Any]] = [
         {"names": plain, "action": "SCMP_ACT_ALLOW"},
         {"names": denied, "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM},
         {"names": sorted(PROBED), "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS},
     ]
     for rule in ARGUMENT_RULES:
-        if rule.syscall not in numbers:
+        if rule.syscall not in numbers or rule.syscall in setup:
             continue
         if rule.allow is None:
             syscalls.append({"names": [rule.syscall], "action": "SCMP_ACT_ALLOW"})

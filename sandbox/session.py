@@ -144,6 +144,18 @@ def _sanitize_done(msg: dict[str, Any], limits: Limits) -> dict[str, Any]:
     return done
 
 
+def _opening(program: str, toolset: Toolset, limits: Limits, snippet: int | None) -> dict[str, Any]:
+    """The frame that hands the runner its program: ``start`` (with ``"session": true`` for
+    ``snippet`` 0, which opens a session), or the ``exec`` of a session's snippet number N."""
+    if snippet:
+        return {"op": "exec", "program": program, "snippet": snippet, "max_output_bytes": limits.max_output_bytes}
+    frame: dict[str, Any] = {"op": "start", "program": program, "tools": toolset.names(),
+                             "max_output_bytes": limits.max_output_bytes}
+    if snippet is not None:
+        frame["session"] = True
+    return frame
+
+
 def serve(
     sock: socket.socket,
     program: str,
@@ -152,8 +164,13 @@ def serve(
     gateway: Gateway,
     *,
     deadline: float,
+    snippet: int | None = None,
 ) -> SessionOutcome:
-    """Run ``program`` on a ready runner: send ``start``, serve calls until done/EOF/deadline."""
+    """Run ``program`` on a ready runner: send ``start``, serve calls until done/EOF/deadline.
+
+    ``snippet`` serves a sandbox session (``sandbox/interpreter.py``) with this same loop: 0 sends
+    the ``start`` that asks the runner to stay for more (and runs ``program`` first), N the
+    ``exec`` of snippet N to the runner that already runs the session."""
     outcome = SessionOutcome()
     outcome.calls = gateway.calls
     try:
@@ -166,8 +183,7 @@ def serve(
     reader = FrameReader(limits)
     try:
         sock.settimeout(max(0.01, deadline - time.monotonic()))
-        wire.send(sock, {"op": "start", "program": program, "tools": toolset.names(),
-                         "max_output_bytes": limits.max_output_bytes})
+        wire.send(sock, _opening(program, toolset, limits, snippet))
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:

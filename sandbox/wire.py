@@ -17,7 +17,8 @@ Runner -> host::
 
 Host -> runner::
 
-    {"op": "start", "program": str, "tools": [str], "max_output_bytes": int}
+    {"op": "start", "program": str, "tools": [str], "max_output_bytes": int}   # "session": true: stay for more
+    {"op": "exec", "program": str, "snippet": int, "max_output_bytes": int}     # a session's next snippet
     {"op": "result", "id": int, "ok": true, "data": JSON, "status": int|null, "headers": {str: str}}
     {"op": "result", "id": int, "ok": false, "error": {"message": str, "status": int|null, "kind": str,
                                                       "failure": str, "data": JSON, "headers": {str: str}}}

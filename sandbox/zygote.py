@@ -45,19 +45,21 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import importlib.util
 import json
 import os
 import select
 import signal
 import socket
 import sys
+import types
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
 PR_SET_PDEATHSIG = 1
+#: The runner's path as a jail is told it (its code is compiled already).
+NEUTRAL_RUNNER = "/atc/runner.py"
 _MAX_MESSAGE = 1 << 16
 #: What the runner imports: loaded once here so that a forked runner finds them in sys.modules.
 _RUNNER_MODULES = ("builtins", "io", "json", "os", "re", "socket", "struct", "sys", "threading", "time",
@@ -121,11 +123,12 @@ def _send(ctl: socket.socket, msg: dict[str, Any]) -> None:
 
 
 def _load_jail(path: str) -> Any:
-    spec = importlib.util.spec_from_file_location("atc_jail", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load the jail from {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    """The jail module, its code named ``/atc/jail.py``: nothing a jail inherits names the install
+    path (see ``_child``)."""
+    module = types.ModuleType("atc_jail")
+    module.__file__ = "/atc/jail.py"
+    with open(path) as f:
+        exec(compile(f.read(), "/atc/jail.py", "exec"), module.__dict__)
     return module
 
 
@@ -137,6 +140,8 @@ def _child(jail: Any, argv: list[str], sock_fd: int, report_fd: int, server: int
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if hasattr(jail, "rename_process"):  # /proc/PID/cmdline: "sandbox", not the server's command line
+        jail.rename_process()
     # The server died before the line above (in a new PID namespace the parent's pid reads 0; a
     # jail orphaned there ends anyway when the backend's end of its socket closes).
     if os.getppid() != (0 if namespaces else server):
@@ -168,6 +173,12 @@ def serve(control_fd: int, jail_path: str, runner_path: str) -> int:
         __import__(name)
     if hasattr(jail, "preload_runner"):
         jail.preload_runner(runner_path)
+    # The runner's code is found under a neutral name, which the jails' arguments then carry.
+    cache = getattr(jail, "_RUNNER_CODE", None)
+    neutral = isinstance(cache, dict) and runner_path in cache
+    if isinstance(cache, dict) and neutral:
+        cache[NEUTRAL_RUNNER] = cache.pop(runner_path)
+    del jail_path, runner_path
     # Everything loaded so far goes to the permanent generation: a forked child's collections
     # then never touch (and copy) the server's pages.
     namespaces: Namespaces | None = None
@@ -235,6 +246,14 @@ def serve(control_fd: int, jail_path: str, runner_path: str) -> int:
                     if pid == 0:
                         code = 1
                         try:
+                            # Nothing of other jails (their pids) and no host path (the request's)
+                            # is this jail's business: it could look through its memory.
+                            live.clear()
+                            if neutral:
+                                argv = [NEUTRAL_RUNNER if i and argv[i - 1] == "--runner" else a
+                                        for i, a in enumerate(argv)]
+                            msg.clear()
+                            data = b""
                             code = _child(jail, argv, fds[0], fds[1], me, made)
                         finally:
                             os._exit(code)
@@ -258,8 +277,11 @@ def serve(control_fd: int, jail_path: str, runner_path: str) -> int:
 
 def main(argv: list[str]) -> int:
     opts = {argv[i][2:]: argv[i + 1] for i in range(0, len(argv) - 1, 2)}
+    control, jail, runner = int(opts["control"]), opts["jail"], opts["runner"]
+    opts.clear()
+    argv.clear()  # host paths: a forked jail must find them nowhere
     try:
-        return serve(int(opts["control"]), opts["jail"], opts["runner"])
+        return serve(control, jail, runner)
     except Fatal:
         return 1  # every jail was killed on the way out; the backend starts a new server
 

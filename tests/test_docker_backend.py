@@ -230,7 +230,7 @@ def test_the_sandbox_is_locked_down(backend: DockerBackend, toolset: Toolset, ap
 import json, os, socket
 report = {{}}
 report['uid'] = os.getuid()
-report['ifaces'] = sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').read().splitlines()[2:])
+report['ifaces'] = sorted(l.split(':')[0].strip() for l in open('/proc/self/net/dev').read().splitlines()[2:])
 s = socket.socket()
 s.settimeout(1)
 try:
@@ -239,7 +239,7 @@ try:
 except OSError as e:
     report['connect'] = type(e).__name__
 try:
-    open('/etc/atc-was-here', 'w')
+    open('/atc-was-here', 'w')
     report['rootfs'] = 'writable'
 except OSError as e:
     report['rootfs'] = e.errno

@@ -38,12 +38,12 @@ def test_an_uninstallable_filter_is_reported(api_free_tools: Toolset, monkeypatc
     from protocols.errors import SandboxError
 
     bogus = "1500c80001000000"  # jeq with a jump past the end: the kernel's verifier refuses it
-    monkeypatch.setattr(local, "_filter_argv", [["--seccomp", bogus, "--seccomp-name", "atc-v1"]])
+    monkeypatch.setattr(local, "_filter_argv", [["--seccomp", bogus, "--seccomp-name", "atc-v2"]])
     with LocalBackend(pool_size=0) as backend:
         result = backend.run("print(2)", api_free_tools, LIMITS)
     assert result.ok and result.answer == "2\n"
     assert "seccomp:unavailable (prctl(PR_SET_SECCOMP): Invalid argument)" in result.isolation
-    assert not any(i == "seccomp:atc-v1" for i in result.isolation)
+    assert not any(i == "seccomp:atc-v2" for i in result.isolation)
     with LocalBackend(pool_size=0, seccomp=True) as strict, pytest.raises(SandboxError, match="could not be installed"):
         strict.run("print(2)", api_free_tools, LIMITS)
 
@@ -101,7 +101,7 @@ def test_the_user_namespace_path_has_them_too(tmp_path: Path) -> None:
     knob = Path("/proc/sys/kernel/unprivileged_userns_clone")
     if "userns" not in doc["isolation"] and knob.exists() and knob.read_text().strip() == "0":
         pytest.skip("unprivileged user namespaces are disabled here")
-    assert {"userns", "ipcns", "utsns", "caps:none", "seccomp:atc-v1"} <= set(doc["isolation"]), doc["isolation"]
+    assert {"userns", "ipcns", "utsns", "caps:none", "seccomp:atc-v2"} <= set(doc["isolation"]), doc["isolation"]
     seen = dict(line.rsplit(" ", 1) for line in doc["answer"].splitlines())
     assert seen.pop("hostname") == "sandbox"
     assert len(seen) >= 10 and all(v in ("EPERM", "ENOSYS") for v in seen.values()), seen

@@ -109,8 +109,8 @@ def test_the_next_run_sees_nothing_the_previous_one_left(backend: Backend) -> No
         assert "/tmp" in left["made"] and "/tmp/atc-leak-dir" in left["made"] and left["daemon"] is True, left
         seen = _json(backend.run(LOOK, TOOLS, LIMITS))
         assert seen["files"] == [] and seen["env"] == [] and seen["procs"] == [] and seen["threads"] == [], seen
-        if backend.name == "docker":  # the same container (its PID 1 started once) served both runs
-            assert seen["server"] == left["server"]
+        if backend.name == "docker":  # the same container served both runs
+            assert len(getattr(backend, "_live", {})) == 1, getattr(backend, "_live", {})
 
 
 NAMESPACES = ("mnt", "net", "pid", "ipc", "uts", "cgroup")
@@ -173,7 +173,7 @@ def test_a_fork_server_that_cannot_make_the_namespaces_lets_each_jail_make_its_o
     for r in results:
         assert r.ok, r.to_dict()
         assert r.answer.split("]")[1].strip() == "2"  # PID 2 of its own PID namespace
-        for wanted in ("netns", "pidns", "mountns", "seccomp:atc-v1", "rlimits"):
+        for wanted in ("netns", "pidns", "mountns", "seccomp:atc-v2", "rlimits"):
             assert wanted in r.isolation, (wanted, r.isolation)
         assert "'work'" in r.answer and "'home'" not in r.answer
 
