@@ -10,7 +10,10 @@ A program in the sandbox never talks to an API. Its tool functions are stubs tha
    ``ToolError`` naming the tool and the parameter); ``warn`` sends it and records what failed
    in ``ToolCall.warnings``; ``off`` sends it unchecked. A schema that jsonschema cannot use (a
    broken spec the import could not repair) never crashes a call: the call goes out unchecked and
-   the log says why. Validators are compiled once per schema and cached.
+   the log says why. The check is bounded (``sandbox.validation``): values counted first, schema
+   steps and errors metered, the first problem in ``strict``, 20 in ``warn``; arguments too
+   large to check are refused in ``strict`` and sent with a warning in ``warn``; a check still
+   running at the run's deadline answers a ``timeout`` (the session ends the run as a Timeout).
 3. hands the call to its transport (``_exchange``: a tool of an MCP server goes to ``sandbox.mcp``,
    which sends ``tools/call`` to the server, see its transport's docstring; any other to HTTP:
    ``sandbox.http``, which builds the
@@ -21,7 +24,8 @@ A program in the sandbox never talks to an API. Its tool functions are stubs tha
    locations and error text (``sandbox.redact``: an API that echoes headers must not hand the
    program its key),
 5. records a ``ToolCall`` (tool, args, method, path *template*, status, line, column, duration,
-   error, failure kind, redirects, warnings, response, headers, redacted) and returns the data
+   error, failure kind, redirects, warnings, response, headers, redacted; large arguments,
+   responses and headers as bounded summaries, ``_keep``) and returns the data
    with the status and headers, or an error whose message names the tool, the HTTP status and the
    API's own error text (``get_book: HTTP 404: book not found``). Any status outside 2xx is an
    error, a redirect that was not followed included.
