@@ -188,6 +188,33 @@ def test_an_anyof_bomb_is_cut_at_its_error_budget(echo_tools: Toolset, mode: str
         assert outcome.ok and any(note in w and "sent unchecked" in w for w in gateway.calls[0].warnings)
 
 
+def test_a_check_stops_at_its_step_budget() -> None:
+    """Many keywords per value: the check stops at its budget of schema steps (made small here,
+    so that the test is quick), and a strict call is refused rather than sent unchecked."""
+    import dataclasses
+
+    from protocols.model import Collection, Tool
+
+    value = {"type": "integer", "minimum": 0, "maximum": 10**9, "multipleOf": 1, "not": {"type": "string"}}
+    tool = Tool(name="many", collection="many", method="POST", path="/echo",
+                parameters={"type": "object", "properties": {"xs": {"type": "array", "items": value}}})
+    gateway = Gateway(Toolset([Collection(name="many", tools=[tool], servers=["http://127.0.0.1:9"])]), LIMITS)
+    gateway.bounds = dataclasses.replace(gateway.bounds, validation_steps=5_000)
+    outcome = gateway.call("many", {"xs": list(range(2_000))})
+    assert not outcome.ok and "checking them took more than 5000 schema steps" in outcome.error["message"]
+    assert outcome.error["failure"] == "arguments"
+
+
+def test_json_in_an_mcp_text_result_is_counted_before_it_is_decoded() -> None:
+    from sandbox.jsonbounds import TooManyValues
+    from sandbox.mcp.transport import result_data
+
+    text = "[" + "[]," * 200_000 + "[]]"
+    with pytest.raises(TooManyValues):
+        result_data({"content": [{"type": "text", "text": text}]}, 100_000)
+    assert len(result_data({"content": [{"type": "text", "text": text}]}, 1_000_000)) == 200_001
+
+
 def test_arguments_are_counted_before_they_are_checked(echo_tools: Toolset) -> None:
     gateway = Gateway(echo_tools, LIMITS)
     args = {"items": list(range(400_000))}
