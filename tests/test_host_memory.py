@@ -149,6 +149,72 @@ def test_every_frame_counts_and_unexpected_ones_end_the_run() -> None:
     assert reader.frames == bounds.frames
 
 
+def test_a_frame_over_the_byte_cap_is_refused_on_its_header() -> None:
+    ours, theirs = socket.socketpair()
+    try:
+        theirs.sendall(struct.pack(">I", 9 << 20))  # a --memory 64 run takes frames of up to 8 MB; no body follows
+        with pytest.raises(FrameRefused, match="exceeds the 8388608-byte cap of a run with --memory 64"):
+            FrameReader(Limits(memory_mb=64)).next(ours, time.monotonic() + 5)
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_the_frames_of_a_run_have_a_byte_budget() -> None:
+    import dataclasses
+
+    limits = Limits()
+    body = json.dumps({"op": "output", "stdout": "x" * 300, "stderr": ""}).encode()
+    reader = FrameReader(limits, dataclasses.replace(HostBounds.of(limits), wire_bytes=1000))
+    sock = _serve_frames([body] * 5)
+    try:
+        with pytest.raises(FrameRefused, match="more than 0 MB of frames"):
+            for _ in range(5):
+                reader.next(sock, time.monotonic() + 5)
+    finally:
+        sock.close()
+    assert reader.frames == 3  # refused on the header of the frame that would pass the budget
+
+
+def _serve_once(frames: list[dict[str, Any]], limits: Limits) -> Any:
+    """``session.serve`` against a fake runner that reads ``start`` and sends ``frames``."""
+    from sandbox.session import serve
+
+    ours, theirs = socket.socketpair()
+
+    def runner() -> None:
+        try:
+            size = struct.unpack(">I", theirs.recv(4))[0]
+            while size:
+                size -= len(theirs.recv(size))
+            for msg in frames:
+                body = json.dumps(msg).encode()
+                theirs.sendall(struct.pack(">I", len(body)) + body)
+            time.sleep(2)
+        except OSError:
+            pass
+
+    threading.Thread(target=runner, daemon=True).start()
+    try:
+        tools = Toolset([])
+        return serve(ours, "print(1)", tools, limits, Gateway(tools, limits), deadline=time.monotonic() + 3)
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_a_frame_the_run_does_not_expect_ends_it() -> None:
+    outcome = _serve_once([{"op": "ready", "pid": 1, "python": "3.11"}], Limits(timeout=3))
+    assert outcome.failure == "SandboxError" and "does not expect: 'ready'" in outcome.detail
+
+
+def test_output_past_the_cap_ends_the_run() -> None:
+    limits = Limits(timeout=3, max_output_bytes=1000)
+    outcome = _serve_once([{"op": "output", "stdout": "o" * 600, "stderr": ""}] * 2, limits)
+    assert outcome.failure == "SandboxError" and "1000-byte output cap" in outcome.detail
+    assert "".join(outcome.stdout) == "o" * 600  # what came within the cap is kept
+
+
 # -- validation --------------------------------------------------------------------------------
 
 def test_strict_validation_stops_at_the_first_error(echo_tools: Toolset) -> None:
