@@ -51,9 +51,10 @@ _LAZY: dict[str, str] = {
     # solve
     "solve": "atc.solving",
     "asolve": "atc.solving",
-    "solve_many": "atc.solving",
+    "solve_many": "atc.workflows.many",
     "Solution": "atc.solving",
     "Attempt": "atc.solving",
+    "Strategy": "atc.strategies",
     # probing
     "probe": "probes.probing",
     "probe_many": "probes.many",

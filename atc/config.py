@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 __all__ = ["atc_home", "ModelSettings", "model_settings", "EmbedSettings", "embed_settings", "mcp_start_timeout",
-           "trace_exporter", "ray_address", "search_server_mode", "search_server_idle", "temp_dir"]
+           "trace_exporter", "ray_address", "search_server_mode", "search_server_idle", "temp_dir", "serve_token"]
 
 
 def atc_home(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -91,6 +91,12 @@ def search_server_idle() -> float:
     except ValueError:
         return 600.0
     return value if value > 0 else 600.0
+
+
+def serve_token(var: str = "ATC_SERVE_TOKEN") -> str | None:
+    """The bearer token ``atc serve --transport http`` requires, from the variable ``--token-env``
+    names (default ``ATC_SERVE_TOKEN``); None when unset or empty."""
+    return os.environ.get(var) or None
 
 
 def ray_address() -> str | None:

@@ -13,6 +13,7 @@ from protocols.errors import (
     CallBudget,
     ConfigError,
     MemoryLimit,
+    ModelBudget,
     ModelError,
     NotFound,
     OutputLimit,
@@ -39,5 +40,6 @@ __all__ = [
     "OutputLimit",
     "SessionEnded",
     "ModelError",
+    "ModelBudget",
     "exit_code_for",
 ]

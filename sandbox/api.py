@@ -18,7 +18,7 @@ __all__ = ["Limits", "ToolCall", "ErrorInfo", "ExecutionResult", "Toolset", "Bac
            "FAILURE_KINDS", "VALIDATION_MODES", "SessionLimits", "SandboxSession", "SessionBackend"]
 
 #: The ``error.type`` values that are not Python exception class names.
-ERROR_TYPES = ("Timeout", "MemoryLimit", "CallBudget", "OutputLimit", "SandboxError")
+ERROR_TYPES = ("Timeout", "MemoryLimit", "CallBudget", "OutputLimit", "SandboxError", "Cancelled")
 #: Values of ``ToolCall.failure``: refused before sending (``arguments``, ``config``, ``budget``),
 #: sent without an answer (``connect``, ``timeout``, ``request``), answered unusably
 #: (``response``: too large, undecodable), or answered with an error (``http``, ``redirect``; an MCP

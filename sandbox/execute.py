@@ -325,12 +325,26 @@ async def arun(
     backend: str | Backend | None = None,
     validation: Validation = None,
 ) -> ExecutionResult:
-    """``run`` in a worker thread, for asyncio callers (many programs can run concurrently)."""
+    """``run`` in a worker thread, for asyncio callers (many programs can run concurrently).
+    Cancelling the awaiting task stops the program (``sandbox.cancel``): its sandbox is killed as
+    after a timeout, instead of running on in the thread."""
     import asyncio
 
+    from sandbox.cancel import Cancel, cancellable
+
+    token = Cancel()
     call = functools.partial(run, program, tools, limits, sandbox=pick_sandbox(sandbox, backend),
                              base_url=base_url, credentials=credentials, validation=validation)
-    return await asyncio.get_running_loop().run_in_executor(None, call)
+
+    def body() -> ExecutionResult:
+        with cancellable(token):
+            return call()
+
+    try:
+        return await asyncio.get_running_loop().run_in_executor(None, body)
+    except asyncio.CancelledError:
+        token.cancel("the awaiting task was cancelled")
+        raise
 
 
 def close_backends() -> None:

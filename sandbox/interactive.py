@@ -185,13 +185,17 @@ class _Reaper:
                 for gone in [s for s in self._sessions if not s.alive]:
                     self._sessions.discard(gone)
                 due = [s for s in live if s._expiry() <= now]
+                soonest = min((s._expiry() for s in live), default=None)
+                # No strong reference may outlive this look: a session that nothing else holds
+                # must stay collectable (its finalizer closes it) while this thread waits.
+                del live
                 if not due:
-                    soonest = min((s._expiry() for s in live), default=None)
                     # A session in use may outlive its expiry: look again a little later.
                     self._cond.wait(None if soonest is None else max(0.05, soonest - now))
                     continue
             for session in due:
                 session._reap(now)
+            del due, session
             time.sleep(0.05)  # a busy session that is due is looked at again, not spun on
 
 

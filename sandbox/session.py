@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["SessionOutcome", "serve", "build_result", "wait_ready", "FAILURES"]
 
 #: Values of ``SessionOutcome.failure``: the host stopped or lost the program.
-FAILURES = ("Timeout", "CallBudget", "OutputLimit", "MemoryLimit", "SandboxError")
+FAILURES = ("Timeout", "CallBudget", "OutputLimit", "MemoryLimit", "SandboxError", "Cancelled")
 
 _MESSAGES = {
     "Timeout": "the program did not finish within {timeout:g} s",
@@ -166,11 +166,34 @@ def serve(
     deadline: float,
     snippet: int | None = None,
 ) -> SessionOutcome:
-    """Run ``program`` on a ready runner: send ``start``, serve calls until done/EOF/deadline.
+    """Run ``program`` on a ready runner: send ``start``, serve calls until done/EOF/deadline, or
+    until the thread's ``sandbox.cancel`` token is cancelled (then the run is ``Cancelled``).
 
     ``snippet`` serves a sandbox session (``sandbox/interpreter.py``) with this same loop: 0 sends
     the ``start`` that asks the runner to stay for more (and runs ``program`` first), N the
     ``exec`` of snippet N to the runner that already runs the session."""
+    from sandbox.cancel import current
+
+    token = current()
+    if token is None:
+        return _serve(sock, program, toolset, limits, gateway, deadline=deadline, snippet=snippet)
+    with token.watching(sock):
+        outcome = _serve(sock, program, toolset, limits, gateway, deadline=deadline, snippet=snippet)
+    if token.cancelled and outcome.done is None:
+        outcome.failure, outcome.detail = "Cancelled", token.reason or "the run was cancelled"
+    return outcome
+
+
+def _serve(
+    sock: socket.socket,
+    program: str,
+    toolset: Toolset,
+    limits: Limits,
+    gateway: Gateway,
+    *,
+    deadline: float,
+    snippet: int | None = None,
+) -> SessionOutcome:
     outcome = SessionOutcome()
     outcome.calls = gateway.calls
     try:

@@ -36,3 +36,14 @@ if [ ! -f .cache/npm/node_modules/@modelcontextprotocol/server-everything/packag
     echo "install-test-servers: npm is missing; the MCP 'everything' server tests will skip" >&2
   fi
 fi
+# A third-party MCP client for atc serve (tests/test_serve_inspector.py): the MCP inspector's
+# command-line mode, from npm, in the same project-local folder (never installed globally).
+if [ ! -f .cache/npm/node_modules/@modelcontextprotocol/inspector-cli/package.json ]; then
+  if command -v npm >/dev/null 2>&1; then
+    mkdir -p .cache/npm
+    npm install --silent --no-audit --no-fund --prefix .cache/npm '@modelcontextprotocol/inspector-cli@^1.0.3' \
+      || echo "install-test-servers: @modelcontextprotocol/inspector-cli could not be installed" >&2
+  else
+    echo "install-test-servers: npm is missing; the MCP inspector tests will skip" >&2
+  fi
+fi

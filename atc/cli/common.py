@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # imported by the handlers that use them: ``atc --help`` need
     from atc.workflows.replay import Recording
     from sandbox.api import Limits, Toolset
 
-__all__ = ["add_run_options", "recording_from_args", "limits_from_args", "toolset_from_args", "load_collections", "print_json",
+__all__ = ["add_run_options", "add_budget_options", "budget_from_args", "recording_from_args", "limits_from_args", "toolset_from_args", "load_collections", "print_json",
            "terminal_safe", "stop_on_signals"]
 
 _CREDENTIAL = re.compile(r"^(?P<scheme>[^=]+)=env:(?P<var>[A-Za-z_][A-Za-z0-9_]*)$")
@@ -60,6 +60,30 @@ def add_run_options(p: argparse.ArgumentParser, *, tools_flag: bool = True, max_
                    help="record every tool answer (after redaction: no secret is stored) and model answer in DIR")
     p.add_argument("--replay", metavar="DIR", default=None,
                    help="answer tool calls and model requests from a recording in DIR: no network, no model")
+
+
+def add_budget_options(p: argparse.ArgumentParser) -> None:
+    """What a solve may spend, whatever its strategy (``atc solve``, ``atc batch``, ``atc eval``):
+    comparisons of strategies are made at equal cost."""
+    p.add_argument("--max-model-calls", type=int, default=None, metavar="N",
+                   help="model calls a task may make, retries and a model-based retriever included (no bound)")
+    p.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                   help="prompt + completion tokens a task may spend; checked before each call (no bound)")
+    p.add_argument("--max-steps", type=int, default=None, metavar="N",
+                   help="the strategy's own bound: attempts (chain: --max-reflections + 1), turns (react, codeact: "
+                        "12) or tree nodes (dfsdt: 30)")
+
+
+def budget_from_args(args: argparse.Namespace) -> dict[str, int | None]:
+    """``solve``'s keywords of the budget flags, checked (``UsageError``, exit 2)."""
+    out: dict[str, int | None] = {}
+    for flag, key in (("--max-model-calls", "max_model_calls"), ("--max-tokens", "max_tokens"),
+                      ("--max-steps", "max_steps")):
+        value = getattr(args, key, None)
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be at least 1")
+        out[key] = value
+    return out
 
 
 def recording_from_args(args: argparse.Namespace) -> Recording | None:

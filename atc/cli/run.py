@@ -73,7 +73,7 @@ def _run(args: argparse.Namespace) -> int:
     recording = recording_from_args(args)
     if recording is not None:
         toolset = recording.wrap_toolset(toolset)
-    from atc.workflows import tracing
+    from atc import tracing
 
     with tracing.span("atc.sandbox.run", {"atc.sandbox": args.sandbox}) as current:
         result = run(program, tracing.wrap_toolset(toolset), limits, sandbox=pending.backend())
