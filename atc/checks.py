@@ -31,6 +31,7 @@ from typing import Any
 from atc.extract import bound_names
 from protocols.building import RESERVED_ARGUMENTS
 from protocols.model import Tool
+from sandbox.lint import MAX_PROGRAM_CHARS, too_long
 
 __all__ = ["Issue", "find_issues", "check_program"]
 
@@ -111,7 +112,11 @@ def _check_tool_call(call: ast.Call, tool: Tool, lenient: bool = False) -> list[
 
 def find_issues(program: str, tools: Mapping[str, Tool], *, lenient: frozenset[str] = frozenset()) -> list[Issue]:
     """Every static mistake in ``program`` against ``tools`` (name -> Tool), in source order;
-    ``lenient`` names the tools whose arguments are not checked (validation warn/off)."""
+    ``lenient`` names the tools whose arguments are not checked (validation warn/off). A program
+    longer than the sandbox takes is that one mistake, found without parsing it (parsing costs
+    the host hundreds of bytes per character)."""
+    if len(program) > MAX_PROGRAM_CHARS:
+        return [Issue("SandboxError", f"program refused by the sandbox lint: {too_long(program)}", None)]
     try:
         tree = ast.parse(program, filename="<program>")
     except SyntaxError as exc:

@@ -85,7 +85,11 @@ class ToolCall:
     redirect responses on the way (``{"status", "location", "followed", "reason"?}``; a redirect
     that was not followed ends the call); ``warnings`` are what validation found in ``warn``
     mode (the call went out anyway); ``headers`` are the response headers (redacted; not in the
-    contract JSON unless asked for)."""
+    contract JSON unless asked for). ``summarized`` names what the log keeps of this call only as a
+    bounded summary, ``args``, ``response`` or ``headers``, with the bytes they held in the host
+    (counted up to 64 times the summary's limit: at least that many)
+    (large ones: the first and last items of long lists, the first keys of wide objects, the head
+    of long strings; ``sandbox.jsonbounds.summarize``); the program itself got them whole."""
 
     tool: str
     args: dict[str, Any]
@@ -103,6 +107,7 @@ class ToolCall:
     redirects: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     headers: dict[str, str] | None = None
+    summarized: dict[str, int] = field(default_factory=dict)
 
     @property
     def sent(self) -> bool:
@@ -126,6 +131,7 @@ class ToolCall:
             "failure": self.failure,
             "redirects": self.redirects,
             "warnings": self.warnings,
+            "summarized": self.summarized,
         }
         if with_response:
             d["response"] = self.response

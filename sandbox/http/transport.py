@@ -36,6 +36,7 @@ import httpx
 from protocols.errors import ConfigError, ToolError
 from protocols.model import Collection, SecurityScheme, Tool
 from sandbox.api import Limits, Toolset
+from sandbox.hostbounds import HostBounds
 from sandbox.http import credentials as creds
 from sandbox.http.decoding import BodyTooLarge, accept_encoding, read_body, to_data
 from sandbox.http.redirects import REDIRECT_STATUSES, next_hop, origin_of
@@ -333,7 +334,7 @@ class HttpTransport:
                 headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
         content_type = response_headers.get("content-type", "")
         try:
-            data = to_data(raw, content_type)
+            data = to_data(raw, content_type, HostBounds.of(self.limits).frame_values)
         except ValueError as exc:
             raise SendFailure(f"{tool.name}: {exc}", tool=tool.name, failure="response", status=status,
                               redirects=hops) from None
