@@ -47,8 +47,7 @@ def given_credentials(toolset: Toolset, collection: Collection) -> list[str]:
     """The ``--credential`` keys that reach ``collection`` (scheme names and placements)."""
     from sandbox.http.credentials import for_collection
 
-    names = [c.name for c in toolset.collections]
-    schemes, placements = for_collection(toolset.credentials, collection, names)
+    schemes, placements = for_collection(toolset.credentials, collection, list(toolset.collections))
     return [*schemes, *(p.kind + (f":{p.name}" if p.name else "") for p, _ in placements)]
 
 
