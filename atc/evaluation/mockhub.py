@@ -3,7 +3,8 @@
 A suite may use hundreds of collections (ToolBench: one per RapidAPI tool). Rather than one
 server and one port each, the hub serves collection ``NAME`` under ``/NAME/`` and hands each
 request to that collection's ``atc.mock.MockApp`` (built on its first request), so the answers
-are exactly ``atc mock``'s. ``base_urls`` is what the run's ``Toolset`` gets (``Toolset.base_urls``).
+are exactly ``atc mock``'s (``--no-auth``: credentials are not asked for, since a suite run on the
+mock has no real keys). ``base_urls`` is what the run's ``Toolset`` gets (``Toolset.base_urls``).
 It binds 127.0.0.1 only and answers nothing but the collections it was given.
 """
 
@@ -95,7 +96,9 @@ class MockHub:
                 collection = self.collections.get(name)
                 if collection is None:
                     return None
-                self._apps[name] = MockApp(collection)
+                # credentials are not checked: a suite run on the mock needs no real key, and the
+                # gateway sends one only when --credential gives it
+                self._apps[name] = MockApp(collection, auth=False)
             return self._apps[name]
 
     @property

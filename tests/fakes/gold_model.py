@@ -84,7 +84,7 @@ def _call(tool: Tool) -> str:
     for name in tool.required:
         schema = tool.parameters["properties"][name]
         binding = tool.bindings.get(name)
-        if binding is not None and binding.location == "path":
+        if binding is not None and binding.location == "path" and not schema.get("enum"):
             args.append(f"{name}=str(_id(last))" if schema.get("type") == "string" else f"{name}=_id(last)")
         else:
             args.append(f"{name}={_value(name, schema)}")
@@ -153,7 +153,7 @@ def _arguments(tool: Tool, last: str | None) -> dict[str, Any]:
     for name in tool.required:
         schema = tool.parameters["properties"][name]
         binding = tool.bindings.get(name)
-        if binding is not None and binding.location == "path":
+        if binding is not None and binding.location == "path" and not schema.get("enum"):
             args[name] = str(seen) if schema.get("type") == "string" else seen
         else:
             args[name] = _json_value(name, schema)
