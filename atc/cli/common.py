@@ -199,7 +199,9 @@ def _looks_like_url(item: str) -> bool:
     return "://" in item.split("=", 1)[0] or not _PER_COLLECTION.match(item)
 
 
-def toolset_from_args(args: argparse.Namespace) -> Toolset:
+def toolset_from_args(args: argparse.Namespace, collections: list[Any] | None = None) -> Toolset:
+    """The run's tools: ``collections`` (default: those of ``--tools``) with ``--base-url``,
+    ``--credential`` and ``--validation`` applied."""
     from sandbox.api import Toolset
 
     base_url, base_urls = split_per_collection("--base-url", list(args.base_url or []), is_default=_looks_like_url)
@@ -209,7 +211,7 @@ def toolset_from_args(args: argparse.Namespace) -> Toolset:
     validation, validations = split_per_collection(
         "--validation", list(getattr(args, "validation", None) or []), is_default=lambda item: "=" not in item)
     return Toolset(
-        collections=load_collections(args.tools),
+        collections=collections if collections is not None else load_collections(args.tools),
         base_url=base_url,
         credentials=parse_credentials(args.credential),
         base_urls=base_urls,
