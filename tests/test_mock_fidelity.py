@@ -405,3 +405,22 @@ def test_an_empty_required_array_is_present() -> None:
     assert app.handle("PUT", "/tags", {"content-type": "application/json"}, b'{"tags": []}').status == 200
     assert app.handle("PUT", "/tags", {"content-type": "application/json"}, b"{}").status == 400
     assert app.handle("PUT", "/tags", {"content-type": "application/json"}, b"null").status == 400
+
+
+def test_an_operation_without_a_not_found_answer_serves_any_well_formed_id() -> None:
+    """A spec that documents only the success of a detail operation gives the mock no way to say
+    "not found": every well-formed id is served. A name the schema requires without describing
+    it is still there (a spec's slip the answer must not repeat)."""
+    spec = {"openapi": "3.0.3", "info": {"title": "Cats", "version": "1"}, "paths": {
+        "/cats/{cat_id}": {"get": {"operationId": "getCat", "parameters": [
+            {"name": "cat_id", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}],
+            "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {
+                "type": "object", "required": ["file", "tags"],
+                "properties": {"id": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}},
+                               "createdAt": {"type": "string", "format": "datetime"}}}}}}}}}}}
+    app = MockApp(load_data(spec, source="cats"))
+    cat = app.handle("GET", "/cats/987654321")
+    assert cat.status == 200 and cat.body["id"] == 987654321 and "file" in cat.body and "tags" in cat.body
+    assert re.match(r"\d{4}-\d\d-\d\dT", cat.body["createdAt"])
+    # Input that breaks the schema is still refused (with 400: the operation documents no refusal).
+    assert app.handle("GET", "/cats/0").status == 400

@@ -34,7 +34,7 @@ from atc.mock.data import as_dict, rng, schema_type
 from atc.mock.gen import RequestContext, SchemaFaker
 from protocols.model import Tool
 
-__all__ = ["MockResponse", "NATURAL", "success_status", "error_status", "negotiate", "encode", "NOT_ACCEPTABLE",
+__all__ = ["MockResponse", "NATURAL", "success_status", "error_status", "documents_not_found", "negotiate", "encode", "NOT_ACCEPTABLE",
            "ErrorMaker", "is_json"]
 
 #: The status each kind of failure has when the operation documents nothing better.
@@ -106,6 +106,14 @@ def success_status(tool: Tool) -> str | None:
         if key in docs:
             return key
     return None
+
+
+def documents_not_found(tool: Tool) -> bool:
+    """Whether the operation can say "no such object": it documents a 404 or 410, a ``4XX`` or
+    ``default`` response, or nothing at all. One that documents only its success (and other
+    refusals, such as 401) answers every well-formed id, as the spec describes it."""
+    docs = {d.upper() for d in _documented(tool)}
+    return not docs or bool(docs & {"404", "410", "4XX", "DEFAULT"})
 
 
 def error_status(tool: Tool, kind: str) -> tuple[int, str | None]:

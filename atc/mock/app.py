@@ -27,6 +27,7 @@ from atc.mock.answers import (
     NOT_ACCEPTABLE,
     ErrorMaker,
     MockResponse,
+    documents_not_found,
     encode,
     is_json,
     negotiate,
@@ -179,7 +180,7 @@ class MockApp:
             creating = tool.method.upper() == "PUT" and ep.mode == "detail" and wire == ep.root_param
             # Ids of things the mock could not attribute (ANY_ENTITY: the ``cast`` of credits) are
             # accepted anywhere, so that a chain through such a list does not break.
-            if not creating and not self.state.exists(entity, raw, (ANY_ENTITY,)):
+            if not creating and not self.state.exists(entity, raw, (ANY_ENTITY,)) and documents_not_found(tool):
                 return self.errors.make(tool, "not_found", f"no {entity} with id {raw!r}", accept, parameter=wire)
         return self._respond(ep, args, key, media, content)
 

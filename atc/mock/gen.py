@@ -323,6 +323,13 @@ class SchemaFaker:
         if root:
             _fix_totals(out)
         extra = schema.get("additionalProperties")
+        if extra is not False:
+            # A name the schema requires without describing it (a spec's slip) still has to be
+            # there: a value from additionalProperties, else a plain string.
+            for k in sorted(required - set(out)):
+                if k not in (schema.get("properties") or {}):
+                    out[k] = self._value(extra, k, scope, f"{path}/{k}", depth + 1, ctx) if isinstance(extra, dict) \
+                        else string_value(k, {}, entity, rng(scope.key, path, k))
         low = schema.get("minProperties")
         low = low if isinstance(low, int) and not isinstance(low, bool) else 0
         if isinstance(extra, dict) and depth < MAX_DEPTH and (not props or len(out) < low):

@@ -111,7 +111,7 @@ def _by_format(fmt: str, r: random.Random) -> str | None:
     """A value of a JSON Schema / OpenAPI string ``format``, or None for a format not known here."""
     if fmt == "date":
         return _date(r).isoformat()
-    if fmt == "date-time":
+    if fmt in ("date-time", "datetime"):
         dt = datetime.combine(_date(r), datetime.min.time(), tzinfo=UTC) + timedelta(seconds=r.randrange(86400))
         return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
     if fmt == "time":
@@ -148,7 +148,7 @@ def string_value(name: str, schema: dict[str, Any], entity: str | None, r: rando
         return _fit_string(value, schema, r)
     if last in ("date", "birthday", "deathday") or n.endswith("_date"):
         value = _date(r).isoformat()
-    elif n.endswith("_at") or last in ("timestamp", "datetime"):
+    elif n.endswith("_at") or (last == "at" and len(words) > 1) or last in ("timestamp", "datetime"):
         value = _by_format("date-time", r)
     elif last in ("opens", "open", "opening", "start", "starts"):
         value = f"{r.randrange(7, 11):02d}:{r.choice((0, 30)):02d}"
