@@ -85,7 +85,11 @@ class ToolCall:
     redirect responses on the way (``{"status", "location", "followed", "reason"?}``; a redirect
     that was not followed ends the call); ``warnings`` are what validation found in ``warn``
     mode (the call went out anyway); ``headers`` are the response headers (redacted; not in the
-    contract JSON unless asked for)."""
+    contract JSON unless asked for). ``summarized`` names what the log keeps of this call only as a
+    bounded summary, ``args``, ``response`` or ``headers``, with the bytes they held in the host
+    (counted up to 64 times the summary's limit: at least that many)
+    (large ones: the first and last items of long lists, the first keys of wide objects, the head
+    of long strings; ``sandbox.jsonbounds.summarize``); the program itself got them whole."""
 
     tool: str
     args: dict[str, Any]
@@ -103,6 +107,7 @@ class ToolCall:
     redirects: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     headers: dict[str, str] | None = None
+    summarized: dict[str, int] = field(default_factory=dict)
 
     @property
     def sent(self) -> bool:
@@ -126,6 +131,7 @@ class ToolCall:
             "failure": self.failure,
             "redirects": self.redirects,
             "warnings": self.warnings,
+            "summarized": self.summarized,
         }
         if with_response:
             d["response"] = self.response
@@ -211,6 +217,7 @@ class Toolset:
     def __post_init__(self) -> None:
         self._tools: dict[str, Tool] = {}
         self._owner: dict[str, Collection] = {}
+        _refuse_shared_names(self.collections)
         for c in self.collections:
             for t in c.tools:
                 if t.name in self._tools and self._owner[t.name].name != c.name:
@@ -262,6 +269,30 @@ class Toolset:
 
     def names(self) -> list[str]:
         return list(self._tools)
+
+
+def _source_of(collection: Collection) -> str:
+    if collection.mcp_server is not None:
+        return f"the MCP server {collection.mcp_server.describe()!r}"
+    return repr(collection.source) if collection.source else "a collection given in code"
+
+
+def _refuse_shared_names(collections: list[Collection]) -> None:
+    """Two collections of one run never share a name: credentials, base URLs, validation modes
+    and MCP servers are looked up by it, so a shared name would route one API's calls (or its
+    key) to the other. The error names both sources."""
+    seen: dict[str, Collection] = {}
+    for c in collections:
+        first = seen.setdefault(c.name, c)
+        if first is c:
+            continue
+        from protocols.errors import ConfigError
+
+        a, b = _source_of(first), _source_of(c)
+        what = f"{a} is given twice" if a == b else f"{a} and {b}"
+        raise ConfigError(f"two collections of this run are named {c.name!r}: {what}",
+                          hint="give each its own name: a key of its own in an mcpServers file, or "
+                               "'atc tools import SOURCE --name NAME' and then --tools NAME")
 
 
 @runtime_checkable

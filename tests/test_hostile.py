@@ -246,6 +246,27 @@ for i in range(5000):
     read(chan)
 print("sent all")
 """, ("CallBudget",)),
+    # -- red team: frames that cost the sandbox nothing and the host much (issue 20; their cost
+    #    to the host is measured in tests/test_host_memory.py)
+    Hostile("forged_five_million_empty_lists", FORGE + """
+body = b'{"op":"call","id":1,"tool":"get_stats","args":{"a":[' + b"[]," * 5_000_000 + b'[]]}}'
+chan.sendall(struct.pack(">I", len(body)) + body)
+print(read(chan))
+""", ("SandboxError",)),
+    Hostile("forged_ready_frames", FORGE + """
+for i in range(100000):
+    frame(chan, {"op": "ready", "pid": 1, "python": "3.11"})
+""", ("SandboxError",)),
+    Hostile("forged_output_past_the_cap", FORGE + """
+for i in range(100):
+    frame(chan, {"op": "output", "stdout": "o" * 100_000, "stderr": ""})
+import time
+time.sleep(30)
+""", ("SandboxError",), answer_excludes=("o" * 200_001,)),
+    Hostile("forged_frame_flood", FORGE + """
+for i in range(1_000_000):
+    frame(chan, {"op": "output", "stdout": "", "stderr": ""})
+""", ("SandboxError",)),
     Hostile("huge_program", "x = 1\n" * 400_000 + "print(x)\n", ("SandboxError",)),
     Hostile("parser_recursion_bomb", "x = 1\nprint(x" + ".real" * 100_000 + ")\n", ("SandboxError",)),
     Hostile("parser_memory_bomb", "print(" + "-" * 100_000 + "1)\n", ("SandboxError",)),

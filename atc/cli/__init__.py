@@ -21,7 +21,7 @@ from atc.errors import AtcError, UsageError
 
 __all__ = ["main", "build_parser"]
 
-COMMAND_MODULES = ("tools", "run", "solve", "batch", "probe", "mock", "sandbox", "serve")
+COMMAND_MODULES = ("tools", "run", "solve", "batch", "eval", "probe", "mock", "sandbox", "serve")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -42,7 +42,7 @@ def add_run_options(p: argparse.ArgumentParser, *, tools_flag: bool = True, max_
     p.add_argument("--credential", action="append", default=[], metavar="KEY=env:VAR",
                    help="a secret read on the host from env var VAR (repeatable). KEY is a security scheme of the "
                         "spec, or where the secret goes: header:NAME, query:NAME, cookie:NAME, bearer, basic; "
-                        "prefix COLLECTION: to send it to one API only")
+                        "prefix COLLECTION. to say which API it is for (petstore.api_key)")
     p.add_argument("--validation", action="append", default=[], metavar="[NAME=]MODE",
                    help="argument checks before a call: strict (default: refuse), warn (send, log what failed), "
                         "off; for every collection, or for collection NAME (repeatable)")
@@ -145,6 +145,11 @@ def load_collections(specs: list[str], *, base_url: str | None = None) -> list[A
 
     store = None
     out = []
+    mcp_sources = [t for t in specs if _is_mcp(t)]
+    if len(mcp_sources) > 1:
+        from sandbox.mcp.sources import check_names
+
+        check_names(mcp_sources)  # before any server starts
     for t in specs:
         path = Path(t).expanduser()
         if _is_mcp(t):
@@ -154,14 +159,32 @@ def load_collections(specs: list[str], *, base_url: str | None = None) -> list[A
 
             servers().start_timeout = mcp_start_timeout()
             out += load_source(t)
-        elif path.exists() or t.startswith(("http://", "https://")):
-            out.append(load_spec(t if t.startswith(("http://", "https://")) else path))
+        elif t.startswith(("http://", "https://")):
+            out.append(load_spec(t))
+        elif path.exists() and not _stored_too(t, path):
+            out.append(load_spec(path))
         else:
             from protocols.store import Store
 
             store = store or Store(atc_home())
             out.append(store.get(t))
     return out
+
+
+def _stored_too(t: str, path: Path) -> bool:
+    """Does the bare word ``t``, which names a file or folder here, also name a stored collection?
+    Then the stored collection is taken (a word is a collection's name; ``./NAME`` is a path), and
+    a note says that both exist and how to pick the other."""
+    if "/" in t or "\\" in t or t.startswith(("~", ".")):
+        return False  # written as a path: the path it is
+    from protocols.store import Store
+
+    if not (atc_home() / "collections" / "index.json").exists() or not Store(atc_home()).has(t):
+        return False
+    kind = "folder" if path.is_dir() else "file"
+    sys.stderr.write(f"atc: note: {t!r} is both a stored collection and a {kind} here; using the stored "
+                     f"collection (give ./{t} for the {kind})\n")
+    return True
 
 
 def _is_mcp(t: str) -> bool:
@@ -176,7 +199,9 @@ def _looks_like_url(item: str) -> bool:
     return "://" in item.split("=", 1)[0] or not _PER_COLLECTION.match(item)
 
 
-def toolset_from_args(args: argparse.Namespace) -> Toolset:
+def toolset_from_args(args: argparse.Namespace, collections: list[Any] | None = None) -> Toolset:
+    """The run's tools: ``collections`` (default: those of ``--tools``) with ``--base-url``,
+    ``--credential`` and ``--validation`` applied."""
     from sandbox.api import Toolset
 
     base_url, base_urls = split_per_collection("--base-url", list(args.base_url or []), is_default=_looks_like_url)
@@ -186,7 +211,7 @@ def toolset_from_args(args: argparse.Namespace) -> Toolset:
     validation, validations = split_per_collection(
         "--validation", list(getattr(args, "validation", None) or []), is_default=lambda item: "=" not in item)
     return Toolset(
-        collections=load_collections(args.tools),
+        collections=collections if collections is not None else load_collections(args.tools),
         base_url=base_url,
         credentials=parse_credentials(args.credential),
         base_urls=base_urls,

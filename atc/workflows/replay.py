@@ -141,7 +141,8 @@ class ToolRecorder:
             raise
         clean = call.redact(reply)
         self.recording.tools.append(key, request, {"status": clean.status, "headers": clean.headers,
-                                                   "data": clean.data, "redirects": clean.redirects})
+                                                   "data": clean.data, "redirects": clean.redirects,
+                                                   "redacted": clean.redacted})
         return reply
 
 
@@ -170,8 +171,11 @@ class ToolReplayer:
             raise SendFailure(str(failure.get("message")), tool=call.tool.name,
                               failure=str(failure.get("failure") or "request"), status=failure.get("status"),
                               redirects=list(failure.get("redirects") or []))
-        return Reply(status=int(response["status"]), headers=dict(response.get("headers") or {}),
-                     data=response.get("data"), raw=b"", redirects=list(response.get("redirects") or []))
+        status = response.get("status")
+        redacted = response.get("redacted")
+        return Reply(status=status if isinstance(status, int) else None, headers=dict(response.get("headers") or {}),
+                     data=response.get("data"), raw=b"", redirects=list(response.get("redirects") or []),
+                     redacted=redacted if isinstance(redacted, int) else 0)
 
 
 def _short(args: dict[str, Any]) -> str:
