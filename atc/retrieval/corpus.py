@@ -19,9 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from protocols.bm25 import DocInfo, tokenize
-
-#: the BM25F weight of the response fields (see FIELDS)
-RETURNS_WEIGHT = 0.25
 from protocols.model import Tool
 
 if TYPE_CHECKING:
@@ -30,6 +27,9 @@ if TYPE_CHECKING:
     from atc.retrieval.base import Embedder
     from atc.retrieval.chargrams import CharGramIndex
     from atc.retrieval.lexical import LexicalIndex
+
+#: the BM25F weight of the response fields (see FIELDS)
+RETURNS_WEIGHT = 0.25
 
 __all__ = ["Doc", "doc_of", "docs_of", "FIELDS", "humanize", "Corpus", "MemoryCorpus", "producer_lists", "protocol_key",
            "documentation"]

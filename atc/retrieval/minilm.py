@@ -114,7 +114,7 @@ class _Layer:
     def project(self, x: np.ndarray) -> np.ndarray:
         """Q, K and V of the tokens ``x``, side by side (tokens, 1152), biases added."""
         if self.qkv is not None:
-            out = x @ self.qkv
+            out: np.ndarray = np.matmul(x, self.qkv)
         else:
             out = np.empty((x.shape[0], 3 * x.shape[1]), dtype=np.float32)
             for n, part in enumerate(self.parts):
