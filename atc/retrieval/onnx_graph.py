@@ -118,9 +118,18 @@ def quantize(source: Path, target: Path) -> None:
     """onnxruntime's dynamic int8 quantisation: the weights of every product in int8, one scale
     per output channel (one scale per matrix moved vectors by a cosine of 0.965 on average,
     per channel by 0.994); the activations are quantised per product at run time."""
+    import logging
+
     from onnx import TensorProto
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    # Shape inference does not know the com.microsoft ops: every tensor of the graph is float32.
-    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
-                     extra_options={"DefaultTensorType": TensorProto.FLOAT})
+    # Its advice (to pre-process the graph) is logged as a warning on the root logger: meant for
+    # who writes graphs, not for who imports tools.
+    before = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        # Shape inference does not know the com.microsoft ops: every tensor of the graph is float32.
+        quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
+                         extra_options={"DefaultTensorType": TensorProto.FLOAT})
+    finally:
+        logging.disable(before)
