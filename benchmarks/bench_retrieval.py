@@ -26,6 +26,7 @@ Set OPENBLAS_NUM_THREADS=1 on a shared machine (the numpy model is faster single
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import shutil
@@ -232,6 +233,17 @@ def speed(embedder: Any, runs: int) -> None:
             p50, p95 = _percentiles(lat)
             rows.append(f"| in-process query, {name} (index open) | p50 {p50:.2f} ms | p95 {p95:.2f} ms |")
         if embedder is not None:
+            one_line = [q.text for s in all_sets(10, held_out=False) if s.name in ("TMDB", "Spotify")
+                        for q in s.queries][:60]
+            r = make_retriever("hybrid", index, embedder=embedder)
+            lat = []
+            for q in one_line:
+                t0 = time.perf_counter()
+                r.search(q, 5)
+                lat.append((time.perf_counter() - t0) * 1000)
+            p50, p95 = _percentiles(lat)
+            rows.append(f"| in-process query, hybrid, one-line requests (index open) | p50 {p50:.2f} ms | "
+                        f"p95 {p95:.2f} ms |")
             from atc.retrieval.hybrid import HybridRetriever, sentences
 
             # The same run, the hybrid as before the n-grams (two signals), and the n-grams alone.
@@ -341,6 +353,13 @@ def speed(embedder: Any, runs: int) -> None:
                     t0 = time.perf_counter()
                     subprocess.run(make(qs[i % len(qs)]), env=e, check=True, capture_output=True)
                     walls[label].append((time.perf_counter() - t0) * 1000)
+            status = json.loads(subprocess.run([atc, "tools", "server", "status", "--json"], env=warm_env,
+                                               capture_output=True, text=True).stdout)
+            if status.get("pid"):
+                rss = [line.split()[1] for line in Path(f"/proc/{status['pid']}/status").read_text().splitlines()
+                       if line.startswith("VmRSS")]
+                rows.append(f"| search server's resident memory after {status.get('queries')} queries | "
+                            f"{int(rss[0]) / 1024:.0f} MB | |")
         finally:
             subprocess.run([atc, "tools", "server", "stop"], env=warm_env, capture_output=True)
         if embedder is not None:
