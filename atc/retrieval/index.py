@@ -292,7 +292,8 @@ def _build(home: Path, root: Path, store: Store, embedder: Embedder | None,
     stamp = _stamp(store)  # taken before reading: a change made meanwhile shows as a newer stamp
     wanted = _store_collections(store)
     reused: dict[str, list[Doc]] = {}
-    if previous is not None:
+    # Documents are reused only from a generation of this version: an older one lacks fields.
+    if previous is not None and previous.meta.get("version") == _VERSION:
         old = previous.collections
         start = 0
         # Documents of unchanged collections come from the previous generation, in its order.
