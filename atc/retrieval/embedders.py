@@ -6,8 +6,8 @@ Three choices, from ``ATC_EMBED_MODEL`` (see ``atc.config.EmbedSettings``):
 * the local all-MiniLM-L6-v2 in numpy (:class:`atc.retrieval.minilm.MiniLM`, ``atc[embed]``),
 * none: the retrievers fall back to BM25 alone, which works everywhere.
 
-Vectors are cached in ``ATC_HOME/embeddings/<embedder>.npy``, keyed by a hash of the text and
-kept apart per embedder name, so that an unchanged tool is never embedded twice, whether it sits
+Vectors are cached in ``ATC_HOME/embeddings/<embedder>.vec`` (vectorstore.py: append-only),
+keyed by a hash of the text and kept apart per embedder name, so that an unchanged tool is never embedded twice, whether it sits
 in the store's index or in a spec file given with ``--tools``.
 """
 
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
-import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from atc.config import EmbedSettings, embed_settings
 from atc.errors import ConfigError, ModelError
 from atc.retrieval.base import Embedder
-from protocols.files import atomic_write
+from atc.retrieval.vectorstore import HASH_BYTES, VectorCache
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,12 +39,9 @@ _NONE = {"none", "off", "no", "bm25", "0", "false"}
 _LOCAL = {"local", "minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 
 
-_HASH_BYTES = 16
-
-
 def text_hash(text: str) -> bytes:
     """16 bytes that identify a text (the cache key of its vector)."""
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=_HASH_BYTES).digest()
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=HASH_BYTES).digest()
 
 
 def local_available() -> bool:
@@ -285,71 +280,13 @@ class SentenceTransformerEmbedder:
         return np.asarray(out, dtype=np.float32)
 
 
-class VectorCache:
-    """Vectors of one embedder by text hash, in one ``.npy`` file of records (hash, vector).
-
-    Written atomically (a temporary file, then ``os.replace``); readers memory-map it."""
-
-    def __init__(self, home: Path, embedder_name: str) -> None:
-        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", embedder_name)[:100]
-        self.path = Path(home) / "embeddings" / f"{slug}.npy"
-        self._loaded: tuple[float, dict[bytes, int], np.ndarray] | None = None
-
-    def _table(self) -> tuple[dict[bytes, int], np.ndarray | None]:
-        import numpy as np
-
-        try:
-            stamp = self.path.stat().st_mtime_ns
-        except FileNotFoundError:
-            return {}, None
-        if self._loaded and self._loaded[0] == stamp:
-            return self._loaded[1], self._loaded[2]
-        try:
-            records = np.load(self.path, mmap_mode="r")
-            # numpy's fixed-width bytes drop trailing NULs on the way out: pad them back, or
-            # about one text in 256 (a hash ending in 0x00) would never be found again.
-            keys = {bytes(h).ljust(_HASH_BYTES, b"\0"): i for i, h in enumerate(records["h"])}
-        except (OSError, ValueError, KeyError, IndexError):
-            return {}, None  # an unreadable cache is only a cache: vectors get computed again
-        self._loaded = (stamp, keys, records)
-        return keys, records
-
-    def get(self, hashes: Sequence[bytes]) -> list[np.ndarray | None]:
-        keys, records = self._table()
-        if records is None:
-            return [None] * len(hashes)
-        return [records["v"][keys[h]] if h in keys else None for h in hashes]
-
-    def put(self, hashes: Sequence[bytes], vectors: np.ndarray) -> None:
-        import numpy as np
-
-        if not len(hashes):
-            return
-        keys, old = self._table()
-        dim = vectors.shape[1]
-        if old is not None and old["v"].shape[1] != dim:
-            old, keys = None, {}
-        fresh = [i for i, h in enumerate(hashes) if h not in keys]
-        dtype = np.dtype([("h", "S16"), ("v", np.float32, (dim,))])
-        merged = np.zeros((0 if old is None else len(old)) + len(fresh), dtype=dtype)
-        if old is not None:
-            merged[: len(old)] = old
-        start = 0 if old is None else len(old)
-        merged["h"][start:] = [hashes[i] for i in fresh]
-        merged["v"][start:] = vectors[fresh]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        buffer = io.BytesIO()
-        np.save(buffer, merged)
-        atomic_write(self.path, buffer.getvalue())
-        self._loaded = None
-
-
 #: Texts embedded per step of a long embedding (progress is reported, and work kept, per step).
 EMBED_STEP = 512
 #: Texts of the first step: the rate seen there says early whether the wait will be long.
 EMBED_FIRST = 64
 #: Seconds of embedding between two writes of the cache: an interrupted import keeps its vectors.
-SAVE_EVERY = 20.0
+#: Every step (appending costs what it adds: vectorstore.py).
+SAVE_EVERY = 0.0
 
 Progress = Callable[[int, int], None]
 
