@@ -65,7 +65,7 @@ def test_document_vector_is_the_mean_of_its_views(emb_server: FakeEmbeddings, tm
     store = Store(home)
     store.add(_coll("zoo", ["lion", "tiger"]))
     index = update_index(home, store=store, embedder=emb)
-    assert index.meta["version"] == 4  # vectors of version 1 (one view) are never reused
+    assert index.meta["version"] == 5  # vectors of version 1 (one view) are never reused
     assert np.allclose(index.vectors(emb), expected, atol=1e-6)
     q = emb.embed(["lion"])[0]
     assert np.allclose(expected @ q, [float(np.mean(v @ q)) for v in views], atol=1e-6)

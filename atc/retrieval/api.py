@@ -57,7 +57,11 @@ def make_retriever(name: str | None, corpus: Corpus, *, embedder: Embedder | Non
         emb = embedder or make_embedder()
         notes: list[str] = []
         if emb is not None:
+            from atc.retrieval.twostage import stages_of
+
             in_memory = isinstance(corpus, MemoryCorpus)
+            if stages_of(corpus, emb) is not None:  # two stages: static vectors now, full ones as needed
+                return factory("hybrid")(corpus=corpus, embedder=emb, **options)
             missing = corpus.uncached(emb) if isinstance(corpus, MemoryCorpus) else 0
             if missing > MAX_AUTO_EMBED:
                 notes.append(f"{missing} tools have no vectors yet: BM25 ran "
@@ -109,7 +113,9 @@ def _embedded(home: Path, store: Any, corpus: Any, embedder: Embedder | None, pr
 
     emb = embedder or make_embedder(required=True)
     assert emb is not None
-    if corpus.vectors(emb, compute=False) is not None:
+    from atc.retrieval.twostage import stages_of
+
+    if stages_of(corpus, emb) is not None or corpus.vectors(emb, compute=False) is not None:
         return corpus
     if progress is not None and getattr(progress, "embedder", False) is None:
         progress.embedder = emb  # a reporter that prepares the model and names the runtime

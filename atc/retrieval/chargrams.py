@@ -9,8 +9,8 @@ substrings of ``N_MIN``..``N_MAX`` characters (``" crypto "`` -> ``" cr"``, ``"c
 against it is the dot product with the query's ``(1 + log tf) * idf`` weights (the query's
 own length is left out: the hybrid divides every score by the best one).
 
-Same layout as the BM25F index (lexical.py): a vocabulary (``grams.json``: gram -> [start, df],
-with the document count) and two runs of postings, document ids (``grams.i32``) and the
+Same layout as the BM25F index (lexical.py): a vocabulary (``grams.terms``, ``grams.idx``: per
+gram its start and document count; ``grams.json``: the document count) and two runs of postings, document ids (``grams.i32``) and the
 document's normalised weight (``grams.f32``); ``idf`` is recomputed at query time from df.
 The index reads a tool's name and group only (the words a request shares letters with most
 often: ``geocoding`` and ``geocode``, brand names written as one word): grams of the description
@@ -78,7 +78,7 @@ def _text(d: Doc) -> str:
 class CharGramIndex:
     """TF-IDF over character n-grams; build with :meth:`build`, persist with :meth:`save`, reopen with :meth:`open`."""
 
-    def __init__(self, vocab: dict[str, list[int]], docs: Any, weights: Any, n: int) -> None:
+    def __init__(self, vocab: Any, docs: Any, weights: Any, n: int) -> None:
         self.vocab = vocab
         self._docs = docs  # int32 sequence
         self._weights = weights  # float32 sequence

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from atc.retrieval.base import Embedder
     from atc.retrieval.chargrams import CharGramIndex
+    from atc.retrieval.exact import Stages
     from atc.retrieval.lexical import LexicalIndex
 
 #: the BM25F weight of the response fields (see FIELDS)
@@ -259,6 +260,7 @@ class MemoryCorpus:
         self._chargrams: CharGramIndex | None = None
         self._producers: list[list[list[int]]] | None = None
         self._vectors: dict[str, np.ndarray] = {}
+        self._stages: dict[str, Stages] = {}
         self._groups: tuple[list[int], list[int]] | None | bool = False
 
     @property
@@ -300,6 +302,29 @@ class MemoryCorpus:
             canon, ring, hidden = groups(self.docs)
             self._groups = (canon, ring) if hidden else None
         return self._groups  # type: ignore[return-value]
+
+    def stages(self, embedder: Embedder) -> Stages | None:
+        """The two stages of an embedder with a static first stage (the local model: exact.py):
+        static vectors of every tool now (about 0.2 s per thousand tools), the full
+        model's for the tools a search short-lists, when it does (cached in ``home``)."""
+        static = getattr(embedder, "static", None)
+        if static is None:
+            return None
+        found = self._stages.get(embedder.name)
+        if found is None:
+            import numpy as np
+
+            from atc.retrieval.exact import ExactRows, Stages
+            from atc.retrieval.stagebuild import static_rows
+
+            groups = self.duplicates()
+            shown = [i for i in range(self.n) if groups is None or groups[0][i] == i]
+            matrix = static_rows(static, [self.docs[i].views for i in shown]) if shown \
+                else np.zeros((0, static.dim), dtype=np.float32)
+            exact = ExactRows(len(shown), int(static.dim), lambda r: list(self.docs[shown[r]].views), home=self.home)
+            found = Stages.of(matrix, exact, groups)
+            self._stages[embedder.name] = found
+        return found
 
     def uncached(self, embedder: Embedder) -> int:
         """How many documents' vectors are neither in memory nor in the cache (what ``vectors``

@@ -102,6 +102,9 @@ def _local_model_for(runtime: str, models: str) -> Embedder:
     return LocalMiniLM(runtime, Path(models))
 
 
+#: onnxruntime's threads for one request (measured: benchmarks/RESULTS.md, issue #25)
+REQUEST_THREADS = 1
+
 #: ``ATC_EMBED_RUNTIME`` values: what embeds requests, and what embeds tool texts
 RUNTIMES = {"auto": ("numpy", "int8"), "numpy": ("numpy", "numpy"), "onnx": ("fp32", "fp32"),
             "onnx-int8": ("int8", "int8")}
@@ -132,6 +135,9 @@ class LocalMiniLM:
         self.models = Path(models) if models is not None else models_dir()
         self.fallback: str | None = None
         self._models: dict[str, Embedder] = {}
+        self._static: Embedder | None = None
+        self._resident = False
+        self._resident_kind: str | None = None
 
     def _model(self, kind: str) -> Embedder:
         found = self._models.get(kind)
@@ -181,16 +187,58 @@ class LocalMiniLM:
         precision = getattr(model, "precision", None)
         return f"onnxruntime {precision}" if precision else "numpy"
 
+    @property
+    def static(self) -> Embedder:
+        """The static first stage of this model (static.py): a first ranking of every tool."""
+        if self._static is None:
+            from atc.retrieval.static import StaticEmbedder
+
+            self._static = StaticEmbedder(models=self.models)
+        return self._static
+
     def keep_resident(self) -> None:
-        """For a long-lived process (the search server): contiguous copies of the numpy weights."""
+        """For a long-lived process (the search server, a program that searches again and
+        again): requests are embedded by onnxruntime fp32 when it is installed (the numpy
+        model's vectors to 1e-6, about twice as fast: a process that embeds one request does not
+        pay 0.1-0.2 s to load it), else by numpy with contiguous copies of its weights."""
+        self._resident = True
+        if self.runtime == "auto" and self._requests() != "numpy":
+            return
         model = self._model(RUNTIMES[self.runtime][0])
         resident = getattr(model, "keep_resident", None)
         if callable(resident):
             resident()
 
+    def _requests(self) -> str:
+        """What embeds requests: the runtime's choice; ``auto`` in a resident process: fp32 when
+        onnxruntime can run it."""
+        kind = RUNTIMES[self.runtime][0]
+        if self.runtime != "auto" or not self._resident:
+            return kind
+        if self._resident_kind is None:
+            self._resident_kind = "numpy"
+            from atc.retrieval.onnx_minilm import onnx_available
+
+            if onnx_available():
+                from atc.retrieval.onnx_minilm import OnnxMiniLM
+
+                try:
+                    if "fp32" not in self._models:
+                        self._models["fp32"] = OnnxMiniLM(self.models, "fp32", threads=REQUEST_THREADS)
+                    self._resident_kind = "fp32"
+                except Exception:  # a model that cannot be written or loaded: numpy still works
+                    pass
+        return self._resident_kind
+
+    @property
+    def requests_runtime(self) -> str:
+        """What embeds requests now: ``numpy`` or ``onnxruntime fp32`` (or ``int8``)."""
+        kind = self._requests()
+        return "numpy" if kind == "numpy" else f"onnxruntime {kind}"
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of requests (exact by default)."""
-        return self._model(RUNTIMES[self.runtime][0]).embed(texts)
+        return self._model(self._requests()).embed(texts)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of tool texts (fast by default)."""

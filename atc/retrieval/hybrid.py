@@ -27,7 +27,8 @@ from atc.retrieval.corpus import Corpus
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Bm25Retriever", "DenseRetriever", "HybridRetriever", "expand", "finish", "ALPHA", "CHARS", "POOL", "RRF_K"]
+__all__ = ["Bm25Retriever", "DenseRetriever", "HybridRetriever", "expand", "finish", "fuse_scores", "ALPHA", "CHARS",
+           "POOL", "RRF_K"]
 
 #: the weights of BM25F and of the character n-grams in the fused score (the embedder has the rest)
 ALPHA = 0.3
@@ -114,6 +115,45 @@ def _hits(corpus: Corpus, ranked: Sequence[tuple[int, float]], found: Any = None
     return out
 
 
+def fuse_scores(lexical: np.ndarray, ngrams: np.ndarray, sims: np.ndarray, alpha: float, chars: float,
+                fusion: str = "score") -> list[tuple[int, float]]:
+    """The first ``POOL`` of the fused ranking of three score arrays over the same documents
+    (see the module doc), best first; ``fusion="rrf"``: reciprocal-rank fusion instead."""
+    import numpy as np
+
+    hit = np.flatnonzero(lexical)
+    lex_top = hit[_best(lexical[hit], POOL)]
+    dense_top = _best(sims, POOL)
+    dense_w = 1.0 - alpha - chars
+    if chars > 0:
+        hit = np.flatnonzero(ngrams)
+        gram_top = hit[_best(ngrams[hit], POOL)]
+    else:
+        gram_top = np.zeros(0, dtype=np.int64)
+    if fusion == "rrf":
+        acc: dict[int, float] = {}
+        for weight, top in ((alpha, lex_top), (chars, gram_top), (dense_w, dense_top)):
+            for rank, i in enumerate(top):
+                acc[int(i)] = acc.get(int(i), 0.0) + weight / (RRF_K + rank + 1)
+        return _top(acc, POOL)
+    # The union, sorted, by a mask: np.union1d would import numpy.ma (40 ms of a command's start).
+    chosen = np.zeros(len(sims), dtype=bool)
+    chosen[lex_top] = True
+    chosen[gram_top] = True
+    chosen[dense_top] = True
+    candidates = np.flatnonzero(chosen)
+    lex_max = float(lexical[lex_top[0]]) if len(lex_top) else 1.0
+    gram_max = float(ngrams[gram_top[0]]) if len(gram_top) else 1.0
+    dense_max = float(sims[dense_top[0]]) if len(dense_top) else 1.0
+    dense_floor = float(sims[dense_top[-1]]) if len(dense_top) else 0.0
+    span = (dense_max - dense_floor) or 1.0
+    fused = (alpha * lexical[candidates] / (lex_max or 1.0)
+             + chars * ngrams[candidates] / (gram_max or 1.0)
+             + dense_w * np.maximum(sims[candidates] - dense_floor, 0.0) / span)
+    order = np.lexsort((candidates, -fused))[:POOL]
+    return [(int(candidates[j]), float(fused[j])) for j in order]
+
+
 class Bm25Retriever:
     """BM25F over names (split at case and underscores), groups, descriptions, parameters and paths."""
 
@@ -160,7 +200,12 @@ class DenseRetriever:
         return sims
 
     def search(self, query: str, k: int = 5) -> SearchResult:
+        from atc.retrieval.twostage import dense_two_stage, stages_of
 
+        stages = stages_of(self.corpus, self.embedder)
+        if stages is not None:
+            ranked = dense_two_stage(stages, self.embedder, query, max(k, POOL))
+            return SearchResult(hits=finish(self.corpus, ranked, k, self.producers), retriever=self.name)
         sims = self.similarities(query)
         if sims is None:
             return _fallback(self.corpus, query, k, self.embedder)
@@ -187,45 +232,26 @@ class HybridRetriever:
         self._dense = DenseRetriever(corpus, embedder)
 
     def fused(self, query: str) -> list[tuple[int, float]] | None:
-        import numpy as np
+        """The fused ranking (documents, best first), or None when the corpus has no vectors."""
+        from atc.retrieval.twostage import hybrid_two_stage, stages_of
 
+        stages = stages_of(self.corpus, self.embedder)
+        if stages is not None:
+            return hybrid_two_stage(stages, self.embedder, query, self.corpus.lexical.score_array(query),
+                                    self._ngrams(query), self.alpha, self.chars, self.fusion)
         sims = self._dense.similarities(query)
         if sims is None:
             return None
-        lexical = self.corpus.lexical.score_array(query)
-        hit = np.flatnonzero(lexical)
-        lex_top = hit[_best(lexical[hit], POOL)]
-        dense_top = _best(sims, POOL)
-        dense_w = 1.0 - self.alpha - self.chars
+        return fuse_scores(self.corpus.lexical.score_array(query), self._ngrams(query), sims, self.alpha,
+                           self.chars, self.fusion)
+
+    def _ngrams(self, query: str) -> np.ndarray:
+        import numpy as np
+
         if self.chars > 0:
-            ngrams = self.corpus.chargrams.score_array(query)
-            hit = np.flatnonzero(ngrams)
-            gram_top = hit[_best(ngrams[hit], POOL)]
-        else:
-            ngrams = np.zeros(len(sims))
-            gram_top = np.zeros(0, dtype=np.int64)
-        if self.fusion == "rrf":
-            acc: dict[int, float] = {}
-            for weight, top in ((self.alpha, lex_top), (self.chars, gram_top), (dense_w, dense_top)):
-                for rank, i in enumerate(top):
-                    acc[int(i)] = acc.get(int(i), 0.0) + weight / (RRF_K + rank + 1)
-            return _top(acc, POOL)
-        # The union, sorted, by a mask: np.union1d would import numpy.ma (40 ms of a command's start).
-        chosen = np.zeros(len(sims), dtype=bool)
-        chosen[lex_top] = True
-        chosen[gram_top] = True
-        chosen[dense_top] = True
-        candidates = np.flatnonzero(chosen)
-        lex_max = float(lexical[lex_top[0]]) if len(lex_top) else 1.0
-        gram_max = float(ngrams[gram_top[0]]) if len(gram_top) else 1.0
-        dense_max = float(sims[dense_top[0]]) if len(dense_top) else 1.0
-        dense_floor = float(sims[dense_top[-1]]) if len(dense_top) else 0.0
-        span = (dense_max - dense_floor) or 1.0
-        fused = (self.alpha * lexical[candidates] / (lex_max or 1.0)
-                 + self.chars * ngrams[candidates] / (gram_max or 1.0)
-                 + dense_w * np.maximum(sims[candidates] - dense_floor, 0.0) / span)
-        order = np.lexsort((candidates, -fused))[:POOL]
-        return [(int(candidates[j]), float(fused[j])) for j in order]
+            scores: np.ndarray = self.corpus.chargrams.score_array(query)
+            return scores
+        return np.zeros(self.corpus.n)
 
     def search(self, query: str, k: int = 5) -> SearchResult:
         ranked = self.fused(query)

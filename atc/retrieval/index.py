@@ -8,6 +8,10 @@ Layout under ``ATC_HOME/retrieval/``::
     gen-<id>/postings.i32, weights.f32, lexical.json   the BM25F index (lexical.py)
     gen-<id>/grams.i32, grams.f32, grams.json   the character n-grams (chargrams.py), when an embedder ran
     gen-<id>/vectors.f32  the documents' vectors (mean of their views' unit vectors) (float32, row-major), when an embedder ran
+    gen-<id>/static.f32, exact.u8   with the local model: one row per shown document (one per group
+                        of copies): its static vector (static.py), and in vectors.f32 the full
+                        model's vector, present where exact.u8 says so (filled as searches need
+                        them, or in the background: exact.py, fill.py)
     gen-<id>/dups.i32   copies of one tool in several collections (duplicates.py), when there are any
     .lock              flock'ed while a generation is built
 
@@ -29,7 +33,7 @@ import shutil
 import sys
 import time
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,13 +51,16 @@ if TYPE_CHECKING:
 
     from atc.retrieval.base import Embedder
     from atc.retrieval.embedders import Progress
+    from atc.retrieval.exact import Stages
 
 __all__ = ["StoreIndex", "update_index", "open_index", "index_dir"]
 
 #: 2: a document's vector is the mean of its views' vectors (corpus.Doc.dense_views)
 #: 3: the character n-gram index of the hybrid (chargrams.py) is written with the vectors
 #: 4: documents carry their protocol key and documentation score; copies are grouped (dups.i32)
-_VERSION = 4
+#: 5: an embedder with a static first stage (the local model) writes static.f32, and the full
+#:    model's vectors of the shown documents as they come (vectors.f32, exact.u8: exact.py)
+_VERSION = 5
 
 
 def index_dir(home: Path) -> Path:
@@ -92,6 +99,7 @@ class StoreIndex:
         self._producers: dict[int, list[list[int]]] = {}
         self._vectors: np.ndarray | None = None
         self._groups: tuple[array[int], array[int]] | None = None
+        self._stages: Stages | None = None
 
     @property
     def n(self) -> int:
@@ -169,10 +177,33 @@ class StoreIndex:
                 return t
         return None
 
+    @property
+    def home(self) -> Path:
+        return Path(self.store.home)
+
+    def stages(self, embedder: Embedder) -> Stages | None:
+        """The two stages of the local model (exact.py), when this generation has them for ``embedder``."""
+        static = getattr(embedder, "static", None)
+        if static is None or self.embedder != embedder.name or self.meta.get("static") != static.name:
+            return None
+        if self._stages is None:
+            import numpy as np
+
+            from atc.retrieval.exact import STATIC, ExactRows, Stages
+
+            rows, dim = int(self.meta["rows"]), int(self.meta["dim"])
+            matrix = np.memmap(self.folder / STATIC, dtype="<f4", mode="r", shape=(rows, dim)) if rows \
+                else np.zeros((0, dim), dtype=np.float32)
+            exact = ExactRows(rows, dim, lambda r: self.doc(found.doc(r)).views, folder=self.folder, home=self.home)
+            found = Stages.of(matrix, exact, self.duplicates())
+            self._stages = found
+        return self._stages
+
     def vectors(self, embedder: Embedder, *, compute: bool = True) -> np.ndarray | None:
         """The stored vectors when they are this embedder's; else None (the index is rebuilt with
-        vectors by ``update_index``, not at query time)."""
-        if self.embedder != embedder.name:
+        vectors by ``update_index``, not at query time). A generation of two stages has the full
+        vectors of some tools only: None (``stages`` reads it)."""
+        if self.embedder != embedder.name or self.meta.get("static"):
             return None
         if self._vectors is None:
             import numpy as np
@@ -292,6 +323,7 @@ def _build(home: Path, root: Path, store: Store, embedder: Embedder | None,
     stamp = _stamp(store)  # taken before reading: a change made meanwhile shows as a newer stamp
     wanted = _store_collections(store)
     reused: dict[str, list[Doc]] = {}
+    every: list[Doc] = []
     # Documents are reused only from a generation of this version: an older one lacks fields.
     if previous is not None and previous.meta.get("version") == _VERSION:
         old = previous.collections
@@ -318,7 +350,9 @@ def _build(home: Path, root: Path, store: Store, embedder: Embedder | None,
     folder.mkdir()
     try:
         _write_generation(folder, home, docs, {c: wanted[c] for c in counts}, counts, embedder, stamp, progress,
-                          imported=_imported(store), deferred=deferred)
+                          imported=_imported(store), deferred=deferred,
+                          previous=previous if previous is not None and previous.meta.get("version") == _VERSION
+                          else None, previous_docs=lambda: every or (previous.all_docs() if previous else []))
         atomic_write(root / "CURRENT", folder.name + "\n")
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
@@ -330,7 +364,8 @@ def _build(home: Path, root: Path, store: Store, embedder: Embedder | None,
 def _write_generation(folder: Path, home: Path, docs: Sequence[Doc], collections: dict[str, str],
                       counts: dict[str, int], embedder: Embedder | None, stamp: list[int],
                       progress: Progress | None = None, imported: dict[str, str] | None = None,
-                      deferred: bool = False) -> None:
+                      deferred: bool = False, previous: StoreIndex | None = None,
+                      previous_docs: Callable[[], list[Doc]] | None = None) -> None:
     producers = producer_lists(docs)
     canon, ring, hidden = groups(docs, imported)
     if hidden:
@@ -348,18 +383,26 @@ def _write_generation(folder: Path, home: Path, docs: Sequence[Doc], collections
     LexicalIndex.build(docs).save(folder)
     dim = 0
     name = None
+    stages: dict[str, Any] = {}
     if embedder is not None and docs:
-        from atc.retrieval.embedders import VectorCache, doc_vectors
+        if getattr(embedder, "static", None) is not None:
+            from atc.retrieval.stagebuild import write_stages
 
-        vectors = doc_vectors(embedder, docs, VectorCache(home, embedder.name), progress=progress)
-        dim = int(vectors.shape[1])
+            stages = write_stages(folder, home, docs, canon if hidden else None, embedder, previous, progress,
+                                  previous_docs)
+            dim = int(stages["dim"])
+        else:
+            from atc.retrieval.embedders import VectorCache, doc_vectors
+
+            vectors = doc_vectors(embedder, docs, VectorCache(home, embedder.name), progress=progress)
+            dim = int(vectors.shape[1])
+            (folder / "vectors.f32").write_bytes(vectors.astype("<f4").tobytes())
         name = embedder.name
-        (folder / "vectors.f32").write_bytes(vectors.astype("<f4").tobytes())
         # Only the hybrid reads the n-grams, and only with vectors: a BM25-only import skips them.
         CharGramIndex.build(docs).save(folder)
     meta = {"version": _VERSION, "n": len(docs), "collections": collections, "counts": counts,
             "embedder": name, "dim": dim, "built_at": time.time(), "store_stamp": stamp, "duplicates": hidden,
-            "deferred": bool(deferred and name is None)}
+            "deferred": bool(deferred and name is None), **stages}
     (folder / "meta.json").write_text(json.dumps(meta))
     for path in folder.iterdir():  # the data reaches the disk before CURRENT names it
         with open(path, "rb") as f:

@@ -23,7 +23,7 @@ import numpy as np
 
 from atc.errors import ConfigError
 from atc.retrieval.embedders import INSTALL_HINT, model_dir
-from atc.retrieval.wordpiece import WordPiece
+from atc.retrieval.wordpiece import WordPiece, vocabulary
 
 __all__ = ["MiniLM", "read_safetensors"]
 
@@ -180,7 +180,7 @@ class MiniLM:
         if len(texts) > _PLAIN_TEXTS and self._fast is not None:
             return [e.ids for e in self._fast.encode_batch([t or " " for t in texts])]
         if self._wordpiece is None:
-            self._wordpiece = WordPiece(self._folder / "vocab.txt")
+            self._wordpiece = vocabulary(self._folder / "vocab.txt")
         return [self._wordpiece.ids(t or " ", max_length=_MAX_TOKENS) for t in texts]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

@@ -45,7 +45,7 @@ def onnx_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "onnx"))
 
 
-def _weights_key(weights: Path) -> str:
+def weights_key(weights: Path) -> str:
     """A hash of the weights file's header (names, shapes, offsets) and size: another version of
     the weights package gives another key."""
     with open(weights, "rb") as f:
@@ -63,7 +63,7 @@ def model_path(models: Path, precision: str) -> Path:
     folder = model_dir()
     if folder is None:
         raise ConfigError("the local embedding model is not installed", hint=INSTALL_HINT)
-    return Path(models) / f"all-MiniLM-L6-v2-{_weights_key(folder / 'model.safetensors')}-{precision}.onnx"
+    return Path(models) / f"all-MiniLM-L6-v2-{weights_key(folder / 'model.safetensors')}-{precision}.onnx"
 
 
 def prepared_model(models: Path, precision: str) -> Path:
@@ -95,6 +95,11 @@ def prepared_model(models: Path, precision: str) -> Path:
                 with open(out, "rb") as f:
                     os.fsync(f.fileno())
                 os.replace(out, target)  # complete, or not there at all
+                if out != fp32 and not model_path(models, "fp32").is_file():
+                    # kept: a long-lived process embeds requests with it (embedders.LocalMiniLM)
+                    with open(fp32, "rb") as f:
+                        os.fsync(f.fileno())
+                    os.replace(fp32, model_path(models, "fp32"))
         finally:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
     return target
