@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 __all__ = ["atc_home", "ModelSettings", "model_settings", "EmbedSettings", "embed_settings", "embed_runtime", "models_dir",
            "mcp_start_timeout", "trace_exporter", "ray_address", "search_server_mode", "search_server_idle", "temp_dir",
+           "embed_background",
            "serve_token", "JudgeSettings", "judge_settings", "bench_data"]
 
 
@@ -97,6 +98,14 @@ def search_server_mode() -> str:
     """``ATC_SEARCH_SERVER``: ``auto`` (default: the first hybrid search of a store leaves a warm
     search server behind, later searches ask it; atc/retrieval/server.py) or ``off`` (never)."""
     value = (os.environ.get("ATC_SEARCH_SERVER") or "auto").strip().lower()
+    return "off" if value in {"off", "0", "no", "false", "none"} else "auto"
+
+
+def embed_background() -> str:
+    """``ATC_EMBED_BACKGROUND``: ``auto`` (default: after an import, the full model's vectors of
+    the new tools are computed by a background process; atc/retrieval/fill.py) or ``off`` (only
+    searches compute them, for the tools they short-list)."""
+    value = (os.environ.get("ATC_EMBED_BACKGROUND") or "auto").strip().lower()
     return "off" if value in {"off", "0", "no", "false", "none"} else "auto"
 
 

@@ -49,6 +49,8 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models_dir: P
     # No test leaves a warm search server behind (each would outlive its test by minutes); the
     # tests of the server (test_search_server.py) turn it on and stop what they start.
     monkeypatch.setenv("ATC_SEARCH_SERVER", "off")
+    # Nor a background embedder (atc/retrieval/fill.py): its tests turn it on and wait for it.
+    monkeypatch.setenv("ATC_EMBED_BACKGROUND", "off")
     yield
 
 

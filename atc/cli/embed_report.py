@@ -47,6 +47,10 @@ class EmbedReport:
         yet, saying so (once per models folder, a few seconds), so that the estimate of the
         embedding is not thrown by it; and learn which runtime embeds."""
         embedder = self.embedder
+        static = getattr(embedder, "static", None)
+        if static is not None:  # two stages: the import embeds with the static first stage only
+            self.runtime = "static first stage"
+            return
         ready = getattr(embedder, "documents_ready", None)
         if callable(ready) and not ready():
             self._write("atc: preparing the fast encoder from the installed weights (once)...\n")
@@ -82,6 +86,15 @@ class EmbedReport:
                 self._write("\n")
             if self.tty or self._announced or elapsed > ANNOUNCE_AFTER_S:
                 self._write(f"atc: embedded {total} tools in {elapsed:.1f} s{self._with()}\n")
+
+    def background(self, tools: int, pid: int | None) -> None:
+        """Say that the full model's vectors of ``tools`` tools come later (from process ``pid``,
+        or, when None, from the searches that short-list them)."""
+        if pid is not None:
+            self._write(f"atc: the full model embeds {tools} tools in the background (pid {pid}); searches "
+                        "meanwhile embed the few they short-list\n")
+        elif self.tty:
+            self._write(f"atc: searches will embed {tools} tools with the full model as they short-list them\n")
 
     def _with(self) -> str:
         return f" ({self.runtime})" if self.runtime else ""

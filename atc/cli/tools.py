@@ -138,8 +138,19 @@ def _index_with_report(store: Any, embedder: Any, *, deferred: bool = False) -> 
         update_index(atc_home(), store=store, embedder=None, deferred=deferred)
         return None
     report = EmbedReport(embedder)
-    update_index(atc_home(), store=store, embedder=embedder, progress=report)
-    return report.to_dict() if report.done else None
+    index = update_index(atc_home(), store=store, embedder=embedder, progress=report)
+    out = report.to_dict() if report.done else None
+    # Two stages (the local model): the full model's vectors of the new tools are computed by a
+    # process of their own after the import returns; searches compute what they need meanwhile.
+    from atc.retrieval.fill import pending, spawn
+
+    waiting = pending(index, embedder)
+    if waiting:
+        pid = spawn(atc_home())
+        report.background(waiting, pid)
+        if out is not None:
+            out["background"] = waiting if pid is not None else 0
+    return out
 
 
 def _import_embedder(args: argparse.Namespace) -> Any:

@@ -11,7 +11,11 @@ change is never embedded again.
 
 from __future__ import annotations
 
-import hashlib
+try:  # the C module: hashlib's import loads OpenSSL too (about 4 ms of a command's start)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - an interpreter without it
+    from hashlib import blake2b
+
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -88,7 +92,7 @@ class Doc:
         return {f: tokenize(text) for f, text in self.fields.items() if text}
 
     def hash(self) -> str:
-        h = hashlib.blake2b(digest_size=12)
+        h = blake2b(digest_size=12)
         for part in (self.collection, self.name, self.path, *self.views, *sorted(self.fields.items())):
             h.update(repr(part).encode("utf-8"))
         return h.hexdigest()
@@ -181,7 +185,7 @@ def protocol_key(tool: Tool) -> str:
     and case aside) and the parameters' names. A collection imported twice, or its copy written
     by ``atc probe`` (which adds response schemas, examples and learnt ``required`` lists, none of
     them part of the key), gives the same keys; two APIs that merely share a path do not."""
-    h = hashlib.blake2b(digest_size=10)
+    h = blake2b(digest_size=10)
     template = re.sub(r"\{[^}]*\}", "{}", tool.path or "")
     for part in (tool.method.upper(), template, tool.name.lower(), " ".join(tool.group.lower().split()),
                  " ".join(tool.description.lower().split()), ",".join(sorted(tool.properties))):

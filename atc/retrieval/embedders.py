@@ -13,8 +13,12 @@ in the store's index or in a spec file given with ``--tools``.
 
 from __future__ import annotations
 
+try:  # the C module: hashlib's import loads OpenSSL too (about 4 ms of a command's start)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - an interpreter without it
+    from hashlib import blake2b
+
 import functools
-import hashlib
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -41,7 +45,7 @@ _LOCAL = {"local", "minilm", "all-minilm-l6-v2", "sentence-transformers/all-mini
 
 def text_hash(text: str) -> bytes:
     """16 bytes that identify a text (the cache key of its vector)."""
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=HASH_BYTES).digest()
+    return blake2b(text.encode("utf-8"), digest_size=HASH_BYTES).digest()
 
 
 def local_available() -> bool:

@@ -17,8 +17,12 @@ Texts are tokenised by ``tokenizers``, sorted by length and run in batches of ab
 
 from __future__ import annotations
 
+try:  # the C module: hashlib's import loads OpenSSL too (about 4 ms of a command's start)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - an interpreter without it
+    from hashlib import blake2b
+
 import fcntl
-import hashlib
 import importlib.util
 import os
 import tempfile
@@ -51,7 +55,7 @@ def weights_key(weights: Path) -> str:
     with open(weights, "rb") as f:
         size = int.from_bytes(f.read(8), "little")
         header = f.read(min(size, 1 << 20))
-    h = hashlib.blake2b(digest_size=8)
+    h = blake2b(digest_size=8)
     h.update(header + str(weights.stat().st_size).encode() + f":{_GRAPH_VERSION}".encode())
     return h.hexdigest()
 
