@@ -19,7 +19,12 @@ onnxruntime fp32 and int8, the shipped mix, a static distilled one) on every set
 and memory. Probed knowledge (``--probed``): TMDB and Spotify with their response schemas
 stripped, then probed against ``atc mock``, with and without the response fields in the index.
 
+Two stages (``--stages``, ``--stages-speed [--before TREE]``; retrieval_stages.py,
+retrieval_speed.py): the static first stage re-ranked by the full model on a short list, its
+quality on every set and its speed at 17,353 tools, against the code before in the same run.
+
 Usage: .venv/bin/python benchmarks/bench_retrieval.py [--tune] [--speed] [--no-quality] [--encoders] [--probed]
+       [--stages] [--stages-speed [--before TREE]]
 Set OPENBLAS_NUM_THREADS=1 on a shared machine (the numpy model is faster single-threaded there).
 """
 
@@ -491,6 +496,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--encoders", action="store_true", help="each encoder's quality, speed and memory")
     parser.add_argument("--encoder-speed", action="store_true", help="each encoder's speed and memory only")
     parser.add_argument("--probed", action="store_true", help="TMDB and Spotify stripped, then probed")
+    parser.add_argument("--stages", action="store_true", help="the two-stage hybrid's quality against one stage")
+    parser.add_argument("--stages-speed", action="store_true",
+                        help="the two-stage hybrid's speed at 17,353 tools against the code before (--before)")
+    parser.add_argument("--before", type=Path, default=None, metavar="TREE",
+                        help="a source tree of the code before (git archive COMMIT atc protocols sandbox probes)")
     args = parser.parse_args(argv)
     from atc.retrieval.embedders import make_embedder
 
@@ -509,6 +519,15 @@ def main(argv: list[str] | None = None) -> int:
         retrieval_encoders.run(CACHE_HOME, args.toole_limit, quality_rows=args.encoders)
     if args.probed:
         probed(exact)
+    if args.stages:
+        import retrieval_stages
+
+        retrieval_stages.run(CACHE_HOME, args.toole_limit)
+    if args.stages_speed:
+        import retrieval_speed
+
+        os.environ.setdefault("ATC_MODELS_DIR", str(CACHE_HOME / "models"))
+        retrieval_speed.run(CACHE_HOME, args.before.resolve() if args.before else None, args.n)
     if args.speed and embedder is not None and embedder.name == "all-MiniLM-L6-v2":
         embed_speed()
     if args.speed:

@@ -115,6 +115,28 @@ def test_onnxruntime_encoders_rank_as_the_exact_model(sample: tuple[list[Any], l
     assert local.documents_runtime == "onnxruntime int8" and local.documents_ready()
 
 
+@needs_onnx
+def test_a_process_that_searches_again_moves_requests_to_fp32_and_the_server_stays_on_numpy(models_dir: Path) -> None:
+    from atc.retrieval.embedders import FAST_AFTER
+
+    texts = ["search for a movie by title", "get the weather forecast for a city. Then convert 10 usd to eur."]
+    exact = MiniLM().embed(texts)
+    loop = LocalMiniLM("auto", models_dir)
+    for _ in range(FAST_AFTER):  # requests_runtime: what embeds the next request
+        assert loop.requests_runtime == "numpy" and np.array_equal(loop.embed(texts), exact)
+    assert loop.requests_runtime == "onnxruntime fp32"
+    assert np.abs(loop.embed(texts) - exact).max() < 1e-5  # the same vectors, so the same rankings
+    server = LocalMiniLM("auto", models_dir)
+    server.keep_resident()
+    for _ in range(FAST_AFTER + 2):
+        assert np.allclose(server.embed(texts), exact, atol=1e-6)
+    assert server.requests_runtime == "numpy" and "fp32" not in server._models
+    exact_only = LocalMiniLM("numpy", models_dir)  # an explicit runtime is kept
+    for _ in range(FAST_AFTER + 2):
+        exact_only.embed(texts)
+    assert exact_only.requests_runtime == "numpy"
+
+
 def test_without_onnxruntime_numpy_embeds_everything(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import atc.retrieval.onnx_minilm as onnx_minilm
 

@@ -106,6 +106,8 @@ def _local_model_for(runtime: str, models: str) -> Embedder:
     return LocalMiniLM(runtime, Path(models))
 
 
+#: requests a process embeds on numpy before ``auto`` moves them to onnxruntime fp32
+FAST_AFTER = 2
 #: onnxruntime's threads for one request (measured: benchmarks/RESULTS.md, issue #25)
 REQUEST_THREADS = 1
 
@@ -140,7 +142,8 @@ class LocalMiniLM:
         self.fallback: str | None = None
         self._models: dict[str, Embedder] = {}
         self._static: Embedder | None = None
-        self._resident = False
+        self._pinned = False  # keep_resident: requests stay on numpy
+        self._requests_seen = 0
         self._resident_kind: str | None = None
 
     def _model(self, kind: str) -> Embedder:
@@ -201,23 +204,23 @@ class LocalMiniLM:
         return self._static
 
     def keep_resident(self) -> None:
-        """For a long-lived process (the search server, a program that searches again and
-        again): requests are embedded by onnxruntime fp32 when it is installed (the numpy
-        model's vectors to 1e-6, about twice as fast: a process that embeds one request does not
-        pay 0.1-0.2 s to load it), else by numpy with contiguous copies of its weights."""
-        self._resident = True
-        if self.runtime == "auto" and self._requests() != "numpy":
-            return
+        """For the search server: requests stay on numpy, with contiguous copies of its weights.
+        onnxruntime fp32 would embed a request about twice as fast, but costs the server about
+        47 MB more (measured: 242 MB against 195 MB at 17,353 tools), and the server's memory is
+        held to what it was before the two stages (benchmarks/RESULTS.md, issue #25)."""
+        self._pinned = True
         model = self._model(RUNTIMES[self.runtime][0])
         resident = getattr(model, "keep_resident", None)
         if callable(resident):
             resident()
 
     def _requests(self) -> str:
-        """What embeds requests: the runtime's choice; ``auto`` in a resident process: fp32 when
-        onnxruntime can run it."""
+        """What embeds requests: the runtime's choice; with ``auto``, from the ``FAST_AFTER``-th
+        request of a process on (a program that searches again and again), onnxruntime fp32 when
+        it can run: the numpy model's vectors to 3e-7, so the same rankings, in about half the
+        time; a process that embeds one request does not pay the 0.1-0.2 s of loading it."""
         kind = RUNTIMES[self.runtime][0]
-        if self.runtime != "auto" or not self._resident:
+        if self.runtime != "auto" or self._pinned or self._requests_seen < FAST_AFTER:
             return kind
         if self._resident_kind is None:
             self._resident_kind = "numpy"
@@ -242,7 +245,9 @@ class LocalMiniLM:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of requests (exact by default)."""
-        return self._model(self._requests()).embed(texts)
+        model = self._model(self._requests())
+        self._requests_seen += 1
+        return model.embed(texts)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of tool texts (fast by default)."""

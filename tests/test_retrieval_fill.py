@@ -1,0 +1,122 @@
+"""The background filler (atc/retrieval/fill.py) and what ``atc tools import`` says about it: real
+``atc`` commands and filler processes over a store of RestBench TMDB (54 tools), the local model
+on numpy (``ATC_EMBED_RUNTIME=numpy``: exact vectors, no onnxruntime model to prepare)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from atc.retrieval.embedders import LocalMiniLM, local_available
+from atc.retrieval.exact import mean_of_views
+from atc.retrieval.fill import fill
+from atc.retrieval.index import index_dir, open_index
+from protocols.store import Store
+
+pytestmark = pytest.mark.skipif(not local_available(), reason="atc[embed] is not installed")
+ROOT = Path(__file__).resolve().parents[1]
+ATC = Path(sys.executable).with_name("atc")
+
+
+def _atc(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(ATC), *args], capture_output=True, text=True, timeout=300, env={**os.environ, **env})
+
+
+def _flags(home: Path) -> np.ndarray:
+    live = (index_dir(home) / "CURRENT").read_text().strip()
+    return np.fromfile(index_dir(home) / live / "exact.u8", dtype=np.uint8)
+
+
+def _wait(predicate: object, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.1)
+    raise AssertionError("timed out")
+
+
+def _check_rows(home: Path, model: LocalMiniLM) -> int:
+    """Every row marked present holds the mean of its views' vectors; how many are."""
+    index = open_index(home, store=Store(home), embedder=model, refresh=False)
+    stages = index.stages(model)
+    assert stages is not None
+    vectors, flags = stages.exact._maps()
+    present = [r for r in range(stages.rows) if flags[r]]
+    if present:
+        views = [index.doc(stages.doc(r)).views for r in present]
+        expected = mean_of_views(model.embed_documents([t for v in views for t in v]), [len(v) for v in views])
+        assert np.allclose(np.asarray(vectors[present]), expected, atol=1e-5)
+    return len(present)
+
+
+@pytest.fixture()
+def env(tmp_path: Path) -> dict[str, str]:
+    return {"ATC_HOME": str(tmp_path / "home"), "ATC_EMBED_RUNTIME": "numpy", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def test_an_import_embeds_the_full_vectors_in_the_background(bench_data: Path, env: dict[str, str]) -> None:
+    spec = bench_data / "restbench" / "specs" / "tmdb_oas.json"
+    proc = _atc("tools", "import", str(spec), "--name", "tmdb", "--json", env={**env, "ATC_EMBED_BACKGROUND": "auto"})
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["embedded"]["tools"] == 54 and doc["embedded"]["background"] == 54
+    assert doc["embedded"]["runtime"] == "static first stage"
+    found = re.search(r"atc: the full model embeds 54 tools in the background \(pid (\d+)\)", proc.stderr)
+    assert found, proc.stderr
+    home = Path(env["ATC_HOME"])
+    _wait(lambda: bool(_flags(home).all()))
+    pid = int(found.group(1))
+    _wait(lambda: not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text())
+    assert _check_rows(home, LocalMiniLM("numpy")) == 54
+    # A search now computes nothing: every vector is there.
+    search = _atc("tools", "search", "the cast of a movie", "--json", env=env)
+    assert json.loads(search.stdout)["retriever"] == "hybrid"
+    assert _flags(home).all()
+
+
+def test_without_the_background_a_search_embeds_what_it_short_lists(bench_data: Path, env: dict[str, str]) -> None:
+    spec = bench_data / "restbench" / "specs" / "tmdb_oas.json"
+    proc = _atc("tools", "import", str(spec), "--name", "tmdb", env={**env, "ATC_EMBED_BACKGROUND": "off"})
+    assert proc.returncode == 0 and "background" not in proc.stderr, proc.stderr
+    home = Path(env["ATC_HOME"])
+    assert not _flags(home).any()
+    search = _atc("tools", "search", "the cast of a movie", "--json", env=env)
+    assert search.returncode == 0 and json.loads(search.stdout)["retriever"] == "hybrid"
+    assert _flags(home).all()  # 54 tools: all of them are the short list
+    assert _check_rows(home, LocalMiniLM("numpy")) == 54
+
+
+def test_one_filler_per_store_and_a_killed_one_loses_nothing(bench_data: Path, env: dict[str, str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = bench_data / "restbench" / "specs" / "tmdb_oas.json"
+    assert _atc("tools", "import", str(spec), "--name", "tmdb", env=env).returncode == 0  # background off
+    home = Path(env["ATC_HOME"])
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with open(index_dir(home) / ".fill.lock", "a+b") as lock:  # another filler is at work
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        assert fill(home, nice=0) == 0
+        fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    code = "import sys, atc.retrieval.fill as f; f.BATCH = 4; f.main([sys.argv[1]])"
+    proc = subprocess.Popen([sys.executable, "-c", code, str(home)], env={**os.environ, **env}, cwd=ROOT)
+    try:
+        _wait(lambda: int(_flags(home).sum()) >= 8 or proc.poll() is not None)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    model = LocalMiniLM("numpy")
+    kept = _check_rows(home, model)  # what it marked is there, and right
+    assert kept >= 8
+    assert fill(home, nice=0) == 54 - kept
+    assert _check_rows(home, model) == 54
