@@ -14,53 +14,57 @@ backend (``sandbox/docker_cells.py``):
 - ``{"op": "hello", "pid": 1, "isolated": bool, "why": str}`` first: ``isolated`` says whether
   runs get namespaces of their own here (below; ``why`` says why not). A container whose runs
   are not isolated is never reused.
-- ``{"op": "spawn", "id": N}`` with the runner's socket attached (SCM_RIGHTS): start a runner
-  (its limits are the container's, from the command line; ``cpu`` and ``fsize`` in the message
-  are ignored). It sends ``ready`` and waits for ``start`` like any runner.
-  Answer: ``{"op": "spawned", "id": N, "pid": R}`` -- ``R`` is the server's handle of the run
-  (not a process id: the server never learns the run's pids, below).
-- ``"reset": true`` in a ``spawn`` sent after a run that ended normally: before it starts the
-  next runner, the server checks that the last run is gone -- its keeper reported the end of
-  the run's PID 1 (so of every process of the run), the container's writable places and its
-  network's socket tables are empty -- and answers ``"clean": bool``. The backend removes
-  a container that is not clean.
+- ``{"op": "spawn", "id": N}``: hand over a runner (its limits are the container's, from the
+  command line). Answer: ``{"op": "spawned", "id": N, "pid": R}`` with the host's end of the
+  runner's socket attached (SCM_RIGHTS, a ``SOCK_STREAM`` Unix socket pair the server made; the
+  runner holds the other end). The runner has sent, or will send, ``ready`` on it and waits for
+  ``start`` like any runner. ``R`` is the server's handle of the run (not a process id: the
+  server never learns the run's pids, below).
+- ``"reset": true`` in a ``spawn`` sent after a run that ended normally: before it hands over the
+  next runner, the server checks that the last run is gone -- its PID 1 reported that it killed
+  and reaped every other process of the run, and the container's writable places are empty and
+  its network has no socket in use or in ``TIME_WAIT`` -- and answers ``"clean": bool``. The
+  backend removes a container that is not clean.
 - ``{"op": "exit", "pid": R, "status": S}`` when run ``R`` has ended (``Popen.returncode`` style:
   the runner's exit code, 128 + N for a signal).
 
 **A run in its own namespaces.** Where the kernel lets an unprivileged process make a user
-namespace (``isolated``), each run is three processes:
+namespace (``isolated``), each run is two processes:
 
-1. a *keeper*, forked by the template (below): it makes a user namespace (uid and gid 65534 map
-   to themselves), and in it new mount, network, PID, IPC and UTS namespaces, forks 2, waits for
-   it and writes its exit status to a pipe the server reads;
-2. the run's *init*, PID 1 of the new PID namespace (when it exits the kernel kills every
-   process of the run): a new root -- the container's read-only image, bound alone (none of the
-   container's mounts come along: not its ``/proc``, ``/tmp``, ``/atc`` or ``/etc/hosts``), a
-   fresh ``/tmp`` tmpfs, a ``/dev`` of its own (the container's device nodes and a fresh
-   ``/dev/shm``), a ``/proc`` showing the run's processes only (``subset=pid``) -- entered with
-   ``pivot_root``, the old root detached; then every capability dropped and the ``atc-v2``
-   filter installed (``--seccomp``, compiled on the host), and it forks 3 and only reaps;
-3. the *runner* (PID 2): stdio on ``/dev/null``; it waits for the server to hand it the run's
-   socket, sends ``ready`` and waits for ``start``; then its rlimits (CPU time, file size, open
-   files, no core), ``HOME``, cwd ``/tmp``, and the program.
+1. the run's *init*, cloned by the template (below) straight into a new user namespace (uid and
+   gid 65534 map to themselves) and, owned by it, new mount, network, PID, IPC and UTS
+   namespaces: it is PID 1 of the new PID namespace. It builds a new root -- the container's
+   read-only image, bound alone (none of the container's mounts come along: not its ``/proc``,
+   ``/tmp``, ``/atc`` or ``/etc/hosts``), a fresh ``/tmp`` tmpfs, a ``/dev`` of its own (the
+   container's device nodes and a fresh ``/dev/shm``), a ``/proc`` showing the run's processes
+   only (``subset=pid``) -- entered with ``pivot_root``, the old root detached; then drops every
+   capability, installs the ``atc-v2`` filter (``--seccomp``, compiled on the host) and forks 2.
+   When 2 exits it kills every other process of the run, reaps them all, checks that its
+   ``/proc`` shows itself alone and only then writes the run's status to a pipe the server reads;
+2. the *runner* (PID 2): stdio on ``/dev/null``; it sends ``ready`` on its socket and waits for
+   ``start``; then its rlimits (CPU time, file size, open files, no core), ``HOME``, cwd
+   ``/tmp``, and the program.
 
-The next run's three processes are made while a run runs (a *spare*: in namespaces of its own,
-out of the running program's reach), so that a ``spawn`` only hands the spare its socket.
+The next run's processes are made while a run runs (a *spare*: in namespaces of its own, out of
+the running program's reach), so that a ``spawn`` only hands over a socket whose ``ready`` is
+already there. The end of a run costs its init a wake-up and the server a read; the release of
+the run's mounts and network (the init's own exit) is the kernel's business, off every path.
 
 So nothing a run can reach is left for the next one: not its files (its tmpfs goes with its
 mount namespace), processes (its PID namespace), sockets, ``TIME_WAIT`` entries, port and SNMP
 counters (its network namespace, whose loopback is down), PID counter (``/proc`` and ``getpid``
 count from 1 in each run), or the server's own ``/proc/1``.
 
-**Nothing of a run flows back into the next one's memory.** Every runner is a fork of one
+**Nothing of a run flows back into the next one's memory.** Every run's init is a clone of one
 *template* process, forked from the server before the first run and never told anything about a
-run: it receives a fixed message with the runner's socket and a status pipe, forks (through
-libc, so that the new process's pid never becomes a Python object in the template's memory),
-ignores its children's ends (the kernel reaps them) and goes back to waiting. What the server
-learns of runs (their handles, exit statuses) stays in the server, which never forks a runner.
+run: it receives a fixed message with the runner's socket and a status pipe, clones (through
+libc's ``syscall``, so that the new process's pid never becomes a Python object in the
+template's memory), ignores its children's ends (the kernel reaps them) and goes back to
+waiting. What the server learns of runs (their handles, exit statuses) stays in the server,
+which never forks a runner.
 
 **Without user namespaces** (a kernel or host policy that refuses them, or Docker's own profile
-on an architecture the policy has no profile for) runs are the same three processes without the
+on an architecture the policy has no profile for) runs are the same two processes without the
 namespaces, as uid 65534 like the server, in the container's ``/tmp``; ``isolated`` is false and
 the backend uses such a container for one run only.
 
@@ -90,8 +94,14 @@ if TYPE_CHECKING:
 RUN_UID = 65534
 #: Where uid 65534 can write in the container; checked empty after every run.
 WRITABLE = ("/tmp", "/dev/shm", "/dev/mqueue")
-#: The container network's socket tables; a run has its own network, so they stay empty.
-NET_TABLES = ("tcp", "tcp6", "udp", "udp6", "raw", "raw6")
+#: The container network's socket counters (``/proc/net/sockstat`` and ``sockstat6``: sockets in
+#: use and in TIME_WAIT, per network namespace); a run has its own network, so they stay at 0.
+#: Read instead of the socket tables (``/proc/net/tcp``...), which walk the kernel's whole
+#: connection hash -- shared by every network namespace of the host -- on each read: 10-20 ms of
+#: CPU per check on a loaded machine, where these cost 0.1 ms.
+NET_COUNTERS = ("sockstat", "sockstat6")
+#: The counters of ``NET_COUNTERS`` that belong to the namespace (the others are the host's).
+NET_OWN = ("inuse", "tw")
 _MAX_MESSAGE = 1 << 16
 _RUNNER_MODULES = ("builtins", "io", "json", "re", "struct", "threading", "time", "traceback")
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
@@ -103,7 +113,11 @@ MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 #: Where the run's root is built: the image's empty ``/mnt``.
 NEW_ROOT = "/mnt"
-_STATUS = struct.Struct("=i")
+#: What a run's init writes to the server at its end: the runner's status, and 1 when it saw every
+#: other process of the run gone.
+_STATUS = struct.Struct("=ii")
+#: How long a reset waits for the last run's init to report.
+_RESET_WAIT = 3.0
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -128,13 +142,12 @@ def _send(ctl: socket.socket, msg: dict[str, Any]) -> None:
 
 # -- the processes of one run ---------------------------------------------------------------------
 
-def enter_run_namespaces() -> None:
-    """In the keeper: a user namespace in which uid and gid 65534 are themselves (an unprivileged
-    process may map its own ids; no setgroups), and new mount, network, PID, IPC and UTS
-    namespaces owned by it (the UTS namespace keeps the container's hostname, "sandbox")."""
-    uid, gid = os.geteuid(), os.getegid()
-    _check(_libc.unshare(RUN_NAMESPACES), "unshare")
-    # The server is not dumpable, and neither would this process be: its /proc/self files would
+def map_ids(uid: int, gid: int) -> None:
+    """In the run's init, just cloned into a new user namespace: uid ``uid`` and gid ``gid`` (the
+    container's 65534) map to themselves (an unprivileged process may map its own ids; no
+    setgroups). The mount, network, PID, IPC and UTS namespaces the clone made are owned by this
+    user namespace (the UTS namespace keeps the container's hostname, "sandbox")."""
+    # The template is not dumpable, and neither would this process be: its /proc/self files would
     # then belong to root, and it could not write its own maps. Out of every run's reach anyway.
     _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
     with open("/proc/self/setgroups", "w") as f:
@@ -174,16 +187,55 @@ def build_run_root(jail: Any, tmpfs_mb: int, isolation: list[str]) -> None:
     isolation.extend(["mountns", "tmpfs:/tmp:fresh"])
 
 
-#: pivot_root's number (glibc has no wrapper): x86_64 155, aarch64 41.
+#: pivot_root's and clone's numbers (glibc has no wrapper for the first; the second is called raw
+#: so that the C library's fork handling stays out of it): x86_64 155 and 56, aarch64 41 and 220.
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine, -1)
+_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine, -1)
 
 
-def run_init(jail: Any, opts: dict[str, Any], runner: dict[str, Any], isolated: bool) -> int:
-    """The run's init (PID 1 of the run's namespaces when ``isolated``): root, capabilities,
-    filter; then the runner as its child, and reap until it exits."""
+def end_run() -> bool:
+    """In the run's init (PID 1 of the run) once the runner has exited: kill every other process of
+    the run and reap them all, then check that the run's ``/proc`` shows this process alone.
+
+    ``kill(-1)`` reaches every process of the run's PID namespace and nothing outside it, and
+    orphans come to PID 1, so the reaping ends with the last of them; the kernel would kill them
+    anyway once PID 1 exits, but only after this process's descriptors are closed -- the status
+    written here is the server's proof that the run is over. False if something stayed."""
+    for _ in range(20):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # nothing left to signal
+        while True:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            except InterruptedError:
+                continue
+        try:
+            if not [name for name in os.listdir("/proc") if name.isdigit() and name != "1"]:
+                return True
+        except OSError:
+            return False
+    return False
+
+
+def init(jail: Any, opts: dict[str, Any], runner: dict[str, Any], isolated: bool, ids: tuple[int, int]) -> int:
+    """The run's first process (PID 1 of the run's namespaces when ``isolated``; fd 3: the runner's
+    socket, fd 4: the status pipe): root, capabilities, filter; then the runner as its child, and
+    reap until it exits; then the end of the run and its status on fd 4."""
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGCHLD, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    # A session and process group of its own: the run's kill(0) and killpg reach no process of
+    # the container (a process group is not bounded by PID namespaces).
+    os.setsid()
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    isolation: list[str] = ["userns"] if isolated else []
+    isolation: list[str] = []
     if isolated:
+        map_ids(*ids)
+        isolation.append("userns")
         build_run_root(jail, int(opts["tmpfs-mb"]), isolation)
     else:
         os.chdir("/tmp")
@@ -195,12 +247,18 @@ def run_init(jail: Any, opts: dict[str, Any], runner: dict[str, Any], isolated: 
     if program == 0:
         status = 1
         try:
+            os.close(4)
             _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
             status = _run_runner(runner, opts)
         finally:
             os._exit(status)
     os.close(3)
-    return int(jail.namespace_init(program))
+    status = int(jail.namespace_init(program))
+    # Without namespaces there is no run of its own to end (kill(-1) would reach the server): the
+    # container then serves this run only.
+    gone = end_run() if isolated else True
+    os.write(4, _STATUS.pack(status, int(gone)))
+    return 0
 
 
 def _before_program(cpu: int, fsize: int) -> None:
@@ -217,62 +275,27 @@ def _before_program(cpu: int, fsize: int) -> None:
 
 
 def _run_runner(runner: dict[str, Any], opts: dict[str, Any]) -> int:
-    """The runner: made ahead of its run, it first waits for the server to hand it the run's
-    socket (on fd 3, a link to the server), which then takes fd 3."""
+    """The runner, on its socket (fd 3): made ahead of its run, it says ``ready`` at once and waits
+    for ``start``."""
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    link = socket.socket(fileno=3)
-    _data, fds, _flags, _addr = socket.recv_fds(link, 16, 1)
-    if len(fds) != 1:
-        return 0  # the server is gone, or dropped this runner
-    os.dup2(fds[0], 3)  # closes the link
-    os.close(fds[0])
-    link.detach()
     cpu, fsize = int(opts.get("cpu") or 0), int(opts.get("fsize") or 1 << 30)
     return int(runner["main"](["--fd", "3"], before_program=lambda: _before_program(cpu, fsize)))
 
 
-def keeper(jail: Any, opts: dict[str, Any], runner: dict[str, Any], isolated: bool) -> int:
-    """The run's first process (fd 3: the runner's link to the server, fd 4: the status pipe): namespaces,
-    then the run's init as its child; writes the init's exit status to fd 4."""
-    signal.set_wakeup_fd(-1)
-    for sig in (signal.SIGCHLD, signal.SIGPIPE):
-        signal.signal(sig, signal.SIG_DFL)
-    os.setsid()
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if isolated:
-        enter_run_namespaces()
-    init = os.fork()
-    if init == 0:
-        status = 1
-        try:
-            os.close(4)
-            status = run_init(jail, opts, runner, isolated)
-        finally:
-            os._exit(status)
-    os.close(3)
-    while True:
-        try:
-            _pid, status = os.waitpid(init, 0)
-            break
-        except InterruptedError:
-            continue
-    code = os.waitstatus_to_exitcode(status)
-    os.write(4, _STATUS.pack(code if code >= 0 else 128 - code))
-    return 0
+# -- the template: clones runs, knows nothing of them ---------------------------------------------
+
+class _Pid(ctypes.c_long):
+    """clone()'s result kept in C memory: a subclass is not turned into a Python int."""
 
 
-# -- the template: forks runners, knows nothing of runs ---------------------------------------------
-
-class _Pid(ctypes.c_int):
-    """fork()'s result kept in C memory: a subclass is not turned into a Python int."""
-
-
-def _fork_blind(pylibc: Any) -> str:
-    """fork() through libc with the GIL held, the child's pid never becoming a Python object:
-    "child", "parent" or "failed". Python's own fork hooks do not run (the template has one
-    thread and holds no lock), so the new process does not record its pid either."""
+def _clone_blind(pylibc: Any, flags: int) -> str:
+    """clone() with ``flags`` (no new stack: like fork) through libc's ``syscall`` with the GIL
+    held, the child's pid never becoming a Python object: "child", "parent" or "failed". Neither
+    Python's nor the C library's fork hooks run (the template has one thread and holds no lock),
+    so the new process does not record its pid either."""
     ctypes.set_errno(0)
-    result = pylibc.fork()
+    zero = ctypes.c_long(0)
+    result = pylibc.syscall(ctypes.c_long(_CLONE), ctypes.c_ulong(flags), zero, zero, zero, zero)
     if not result:
         return "child"
     failed = ctypes.get_errno() != 0
@@ -281,21 +304,24 @@ def _fork_blind(pylibc: Any) -> str:
 
 
 def template(link: socket.socket, jail: Any, opts: dict[str, Any], runner: dict[str, Any], isolated: bool) -> int:
-    """Wait for ``b"spawn"`` with the runner's link to the server and the status pipe's write
-    end, fork a keeper with them, answer b"1" (or b"0"), close them; until the server goes."""
+    """Wait for ``b"spawn"`` with the runner's socket and the status pipe's write end, clone a
+    run's init with them (into new namespaces when ``isolated``), answer b"1" (or b"0"), close
+    them; until the server goes."""
     signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps keepers: no status lands here
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps inits: no status lands here
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     jail.rename_process()
     pylibc = ctypes.PyDLL(None, use_errno=True)
-    pylibc.fork.restype = _Pid
+    pylibc.syscall.restype = _Pid
+    flags = (RUN_NAMESPACES if isolated else 0) | signal.SIGCHLD
+    ids = (os.geteuid(), os.getegid())
     while True:
         data, fds, _flags, _addr = socket.recv_fds(link, 64, 2)
         if not data:
             return 0
         ok = data == b"spawn" and len(fds) == 2
         if ok:
-            how = _fork_blind(pylibc)
+            how = _clone_blind(pylibc, flags)
             if how == "child":
                 status = 1
                 try:
@@ -303,8 +329,7 @@ def template(link: socket.socket, jail: Any, opts: dict[str, Any], runner: dict[
                     os.dup2(fds[0], 3)
                     os.dup2(fds[1], 4)
                     os.closerange(5, os.sysconf("SC_OPEN_MAX"))
-                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                    status = keeper(jail, opts, runner, isolated)
+                    status = init(jail, opts, runner, isolated, ids)
                 finally:
                     os._exit(status)
             ok = how == "parent"
@@ -335,30 +360,31 @@ class _Module:
 
 
 def probe(jail: Any, opts: dict[str, Any]) -> str:
-    """Can runs have namespaces here? Builds one run's namespaces and root for nothing, in a child;
-    "" when it worked, else why not."""
+    """Can runs have namespaces here? Clones a process into one run's namespaces and builds its
+    root for nothing; "" when it worked, else why not."""
+    if _CLONE < 0:
+        return "no clone number for this architecture"
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    ids = (os.geteuid(), os.getegid())
+    ctypes.set_errno(0)
+    zero = ctypes.c_long(0)
+    pid = _libc.syscall(ctypes.c_long(_CLONE), ctypes.c_ulong(RUN_NAMESPACES | signal.SIGCHLD), zero, zero, zero, zero)
     if pid == 0:
         status = 1
         try:
             os.close(read_end)
             _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            enter_run_namespaces()
-            inner = os.fork()
-            if inner == 0:
-                try:
-                    build_run_root(jail, 1, [])
-                    os._exit(0)
-                except BaseException as exc:
-                    os.write(write_end, str(exc).encode()[:500])
-                    os._exit(1)
-            status = 0 if os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1]) == 0 else 1
+            map_ids(*ids)
+            build_run_root(jail, 1, [])
+            status = 0
         except BaseException as exc:
             os.write(write_end, str(exc).encode()[:500])
         finally:
             os._exit(status)
     os.close(write_end)
+    if pid < 0:
+        os.close(read_end)
+        return f"clone: {os.strerror(ctypes.get_errno())}"
     why = os.read(read_end, 1000).decode(errors="replace")
     os.close(read_end)
     status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
@@ -367,22 +393,82 @@ def probe(jail: Any, opts: dict[str, Any]) -> str:
 
 def _leftovers() -> list[str]:
     """What the container holds that a run could have left: files in its writable places,
-    sockets in its network's tables."""
+    sockets in its network (in use or in TIME_WAIT)."""
     found = []
     for top in WRITABLE:
         try:
             found += [f"{top}/{name}" for name in os.listdir(top)]
         except OSError:
             continue
-    for table in NET_TABLES:
+    for table in NET_COUNTERS:
         try:
             with open(f"/proc/net/{table}") as f:
-                rows = f.read().splitlines()[1:]
+                rows = f.read().splitlines()
         except OSError:
             continue
-        if rows:
-            found.append(f"/proc/net/{table}: {len(rows)} sockets")
+        for row in rows:  # "TCP: inuse 0 orphan 0 tw 0 alloc 35 mem 0"
+            proto, _, counts = row.partition(":")
+            fields = counts.split()
+            for name, value in zip(fields[::2], fields[1::2], strict=False):
+                if name in NET_OWN and value != "0":
+                    found.append(f"/proc/net/{table}: {proto} {name} {value}")
     return found
+
+
+class _Spares:
+    """The next runs' processes, made ahead by the template (isolated only: a run cannot reach
+    them). Each is the host's end of its runner's socket and its status pipe; ``pending`` ones
+    were asked for and not yet acknowledged (the template answers in order)."""
+
+    def __init__(self, link: socket.socket) -> None:
+        self.link = link
+        self.ready: list[tuple[socket.socket, int]] = []
+        self.pending: list[tuple[socket.socket, int]] = []
+
+    def ask(self) -> bool:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        status_r, status_w = os.pipe()
+        try:
+            socket.send_fds(self.link, [b"spawn"], [theirs.fileno(), status_w])
+        except OSError:
+            ours.close()
+            os.close(status_r)
+            return False
+        finally:
+            theirs.close()
+            os.close(status_w)
+        self.pending.append((ours, status_r))
+        return True
+
+    def acknowledged(self) -> None:
+        """Read the template's answer for the oldest pending spare."""
+        answer = self.link.recv(8)
+        if not answer:
+            raise SystemExit(1)  # the template died: no run can be started any more
+        made = self.pending.pop(0)
+        if answer == b"1":
+            self.ready.append(made)
+        else:
+            _close(made)
+
+    def take(self) -> tuple[socket.socket, int] | None:
+        """A spare whose init is alive (it writes its pipe only at its end), made now if there is
+        none; None if the template could not clone."""
+        for _ in range(3):
+            while self.ready:
+                made = self.ready.pop(0)
+                if not select.select([made[1]], [], [], 0)[0]:
+                    return made
+                _close(made)
+            if not self.pending and not self.ask():
+                return None
+            self.acknowledged()
+        return None
+
+
+def _close(made: tuple[socket.socket, int]) -> None:
+    made[0].close()
+    os.close(made[1])
 
 
 def serve(opts: dict[str, Any]) -> int:
@@ -408,6 +494,7 @@ def serve(opts: dict[str, Any]) -> int:
     me = os.getpid()
     gc.collect()
     gc.freeze()  # a forked runner's collections then do not copy the server's pages
+    _libc.malloc_trim(0)  # freed heap given back: every clone copies the page tables of what is left
     link, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     template_pid = os.fork()
     if template_pid == 0:
@@ -426,32 +513,10 @@ def serve(opts: dict[str, Any]) -> int:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     runs: dict[int, int] = {}  # the status pipe of each live run, by handle
     handles = iter(range(1, 1 << 62))
-    # The next run's processes, made ahead (isolated only: a run cannot reach them): the link its
-    # runner waits on for the run's socket, and its status pipe.
-    spare: list[tuple[socket.socket, int]] = []
-
-    def make_spare() -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        status_r, status_w = os.pipe()
-        socket.send_fds(link, [b"spawn"], [theirs.fileno(), status_w])
-        theirs.close()
-        os.close(status_w)
-        if link.recv(8) == b"1":
-            spare.append((ours, status_r))
-        else:
-            ours.close()
-            os.close(status_r)
-
-    def take_spare() -> tuple[socket.socket, int] | None:
-        """The spare runner, made now if there is none or it died while waiting."""
-        while spare:
-            ours, status_r = spare.pop()
-            if not select.select([status_r], [], [], 0)[0]:
-                return ours, status_r
-            ours.close()
-            os.close(status_r)
-        make_spare()
-        return spare.pop() if spare else None
+    spares = _Spares(link)
+    #: A run whose end was not proven (its init died without saying that the run is gone): the
+    #: container is then never reported clean again.
+    doubt: list[int] = []
 
     def reap() -> None:
         """The server is PID 1: orphans of runs without namespaces come here."""
@@ -466,37 +531,38 @@ def serve(opts: dict[str, Any]) -> int:
                 raise SystemExit(1)  # the template died: no runner can be started any more
 
     def finish(handle: int) -> None:
-        """The run's keeper wrote its status (or died). It writes it once it has reaped the run's
-        PID 1, whose exit the kernel completes only when every process of the run's PID namespace
-        is gone; the keeper's own exit (the release of the run's mounts and network) need not be
-        waited for."""
+        """The run's init wrote its status (or died): it writes it once it has killed and reaped
+        every other process of the run; its own exit (the release of the run's mounts and
+        network) need not be waited for."""
         fd = runs.pop(handle)
         try:
             data = os.read(fd, _STATUS.size)
         except OSError:
             data = b""
         os.close(fd)
-        status = _STATUS.unpack(data)[0] if len(data) == _STATUS.size else -signal.SIGKILL
+        status, gone = _STATUS.unpack(data) if len(data) == _STATUS.size else (-signal.SIGKILL, 0)
+        if not gone:
+            doubt.append(handle)
         _send(ctl, {"op": "exit", "pid": handle, "status": status})
 
     def clean() -> bool:
-        """Is the last run gone, leaving nothing behind? Waits up to 3 s for its end. (Runs are
-        isolated here: a container whose runs are not is never reset.)"""
-        deadline = time.monotonic() + 3
-        while True:
-            for handle, fd in list(runs.items()):
-                if select.select([fd], [], [], 0)[0]:
-                    finish(handle)
-            reap()
-            if not runs and not _leftovers():
-                return True
-            if time.monotonic() > deadline:
+        """Is the last run gone, leaving nothing behind? Waits up to ``_RESET_WAIT`` s for its init
+        to report. (Runs are isolated here: a container whose runs are not is never reset.)"""
+        deadline = time.monotonic() + _RESET_WAIT
+        while runs:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 return False
-            time.sleep(0.002)
+            for fd in select.select(list(runs.values()), [], [], left)[0]:
+                finish(next(handle for handle, run_fd in runs.items() if run_fd == fd))
+        reap()
+        return not doubt and not _leftovers()
 
     _send(ctl, {"op": "hello", "pid": me, "isolated": isolated, "why": why})
+    if isolated:
+        spares.ask()  # the first run's processes get ready while the host waits for its turn
     while True:
-        ready = select.select([ctl.fileno(), wake_r, *runs.values()], [], [])[0]
+        ready = select.select([ctl.fileno(), link.fileno(), wake_r, *runs.values()], [], [])[0]
         if wake_r in ready:
             try:
                 while os.read(wake_r, 512):
@@ -504,12 +570,16 @@ def serve(opts: dict[str, Any]) -> int:
             except BlockingIOError:
                 pass
             reap()
+        if link.fileno() in ready:
+            spares.acknowledged()
         for handle, fd in list(runs.items()):
             if fd in ready:
                 finish(handle)
         if ctl.fileno() not in ready:
             continue
         data, fds, _flags, _addr = socket.recv_fds(ctl, _MAX_MESSAGE, 2)
+        for fd in fds:  # the host sends none
+            os.close(fd)
         if not data:
             return 0  # the backend is gone: the container stops with everything in it
         try:
@@ -517,31 +587,26 @@ def serve(opts: dict[str, Any]) -> int:
         except ValueError:
             msg = {}
         op = msg.get("op") if isinstance(msg, dict) else None
-        if op == "spawn" and len(fds) == 1:
-            reply: dict[str, Any] = {"op": "spawned", "id": msg.get("id")}
-            if msg.get("reset"):
-                reply["clean"] = clean()
-            made = take_spare()
-            try:
-                if made is None:
-                    raise OSError("the container's template could not fork")
-                socket.send_fds(made[0], [b"go"], [fds[0]])
-            except OSError as exc:
-                reply["error"] = str(exc)
-                if made is not None:
-                    os.close(made[1])
-            else:
-                handle = next(handles)
-                runs[handle] = made[1]
-                reply["pid"] = handle
-            finally:
-                if made is not None:
-                    made[0].close()
+        if op != "spawn":
+            continue
+        reply: dict[str, Any] = {"op": "spawned", "id": msg.get("id")}
+        if msg.get("reset"):
+            reply["clean"] = clean()
+        made = spares.take()
+        if made is None:
+            reply["error"] = "the container's template could not start a run"
             _send(ctl, reply)
-            if isolated and "pid" in reply:
-                make_spare()  # the next run's processes get ready while this one runs
-        for fd in fds:
-            os.close(fd)
+            continue
+        handle = next(handles)
+        runs[handle] = made[1]
+        reply["pid"] = handle
+        try:
+            socket.send_fds(ctl, [json.dumps(reply).encode()], [made[0].fileno()])
+        except OSError:
+            pass
+        made[0].close()
+        if isolated:
+            spares.ask()  # the next run's processes get ready while this one runs
 
 
 def main(argv: list[str]) -> int:

@@ -376,7 +376,7 @@ class DockerBackend:
                                                + self._in_use.get(key, 0) > self._demand_of(key).wanted())
                 if surplus:
                     raise CellError("not wanted")
-                cell.prime(key.cpu_seconds or 0, key.file_bytes, self.start_timeout, reset=True)
+                cell.prime(self.start_timeout, reset=True)
             except CellError:
                 cell.close()
                 self._discard(cell)
@@ -465,7 +465,7 @@ class DockerBackend:
                 self._check_peer(conn, cid)
                 cell.hello(self.start_timeout)
                 self.isolated = cell.isolated
-                cell.prime(key.cpu_seconds or 0, key.file_bytes, self.start_timeout)
+                cell.prime(self.start_timeout)
             except (OSError, CellError) as exc:
                 cell.close()
                 raise SandboxError(f"the sandbox runner did not start: {exc}") from exc

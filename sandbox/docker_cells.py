@@ -16,7 +16,9 @@ for memory is told apart from one that killed itself.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import socket
 import time
 from dataclasses import dataclass, field
@@ -37,6 +39,29 @@ _CGROUP_FILES = ("/sys/fs/cgroup/memory/docker/{cid}/memory.oom_control",
 
 class CellError(Exception):
     """The server broke the protocol, went away or refused: the cell must be removed."""
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _stream_socket(fds: list[int]) -> socket.socket | None:
+    """The runner's socket the server handed over: exactly one descriptor, and a Unix stream
+    socket (anything else is closed and refused)."""
+    if len(fds) != 1:
+        _close_all(fds)
+        return None
+    try:
+        sock = socket.socket(fileno=fds[0])
+    except OSError:
+        _close_all(fds)
+        return None
+    if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
+        sock.close()
+        return None
+    return sock
 
 
 def oom_kills(cid: str) -> int | None:
@@ -74,75 +99,82 @@ class Cell:
     exits: dict[int, int] = field(default_factory=dict)
     _next_id: int = 0
 
-    def _request(self, msg: dict[str, Any], want: str, timeout: float, fds: tuple[int, ...] = ()) -> dict[str, Any]:
+    def _request(self, msg: dict[str, Any], want: str, timeout: float) -> tuple[dict[str, Any], list[int]]:
+        """Send ``msg`` and wait for its answer ``want``: the answer and the descriptors it carried
+        (the caller's to close)."""
         self._next_id += 1
         msg = {**msg, "id": self._next_id}
         try:
             self.ctl.settimeout(timeout)
-            if fds:
-                socket.send_fds(self.ctl, [json.dumps(msg).encode()], list(fds))
-            else:
-                self.ctl.send(json.dumps(msg).encode())
+            self.ctl.send(json.dumps(msg).encode())
         except OSError as exc:
             raise CellError(f"the container's fork server is gone: {exc}") from exc
         deadline = time.monotonic() + timeout
         while True:
-            reply = self._next(max(0.001, deadline - time.monotonic()))
+            reply, fds = self._next(max(0.001, deadline - time.monotonic()), keep_fds=True)
             if reply.get("op") == want and reply.get("id") == self._next_id:
-                return reply
+                return reply, fds
+            _close_all(fds)
 
-    def _next(self, timeout: float) -> dict[str, Any]:
-        """The server's next message (exit reports are recorded on the way)."""
+    def _next(self, timeout: float, *, keep_fds: bool = False) -> tuple[dict[str, Any], list[int]]:
+        """The server's next message and the descriptors it carried (closed unless ``keep_fds``);
+        exit reports are recorded on the way."""
         self.ctl.settimeout(timeout)
         try:
-            data = self.ctl.recv(1 << 16)
+            data, fds, flags, _addr = socket.recv_fds(self.ctl, 1 << 16, 1)
         except OSError as exc:
             raise CellError(f"no answer from the container's fork server: {exc}") from exc
-        if not data:
-            raise CellError("the container's fork server closed its connection")
+        if not keep_fds or flags & socket.MSG_CTRUNC:
+            _close_all(fds)
+            fds = []
         try:
-            msg = json.loads(data)
-        except ValueError as exc:
-            raise CellError("the container's fork server sent garbage") from exc
-        if not isinstance(msg, dict):
-            raise CellError("the container's fork server sent garbage")
+            if not data:
+                raise CellError("the container's fork server closed its connection")
+            try:
+                msg = json.loads(data)
+            except ValueError as exc:
+                raise CellError("the container's fork server sent garbage") from exc
+            if not isinstance(msg, dict):
+                raise CellError("the container's fork server sent garbage")
+        except CellError:
+            _close_all(fds)
+            raise
         if msg.get("op") == "exit" and isinstance(msg.get("pid"), int):
             self.exits[msg["pid"]] = int(msg.get("status") or 0)
-        return msg
+        return msg, fds
 
     def hello(self, timeout: float) -> None:
-        msg = self._next(timeout)
+        msg, _fds = self._next(timeout)
         if msg.get("op") != "hello":
             raise CellError("the container's fork server did not say hello")
         self.isolated = msg.get("isolated") is True
         self.why = str(msg.get("why") or "")
 
-    def prime(self, cpu_seconds: int, file_bytes: int, timeout: float, *, reset: bool = False) -> None:
-        """Have the server start the next runner and wait for its ``ready``. ``reset``: after a run
-        that ended normally -- the server first checks that the run is gone and left nothing, and
-        the cell is kept only if it came back clean."""
+    def prime(self, timeout: float, *, reset: bool = False) -> None:
+        """Take the server's next runner and wait for its ``ready`` (usually there already: the
+        server makes each runner while the run before it runs). ``reset``: after a run that ended
+        normally -- the server first checks that the run is gone and left nothing, and the cell is
+        kept only if it came back clean."""
         if self.runner is not None:
             self.runner.close()
             self.runner = None
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        reply, fds = self._request({"op": "spawn", "reset": reset}, "spawned", timeout)
+        ours = _stream_socket(fds)
         try:
-            reply = self._request({"op": "spawn", "cpu": cpu_seconds, "fsize": file_bytes, "reset": reset},
-                                  "spawned", timeout, fds=(theirs.fileno(),))
-            theirs.close()
-            if not isinstance(reply.get("pid"), int):
-                raise CellError(f"the container's fork server could not fork: {reply.get('error')}")
             if reset and reply.get("clean") is not True:
                 raise CellError("the container could not be reset to its first state")
+            if not isinstance(reply.get("pid"), int) or ours is None:
+                raise CellError(f"the container's fork server could not start a runner: {reply.get('error')}")
             wait_ready(ours, timeout)
             ours.settimeout(None)
         except (OSError, wire.FrameError) as exc:
-            ours.close()
+            if ours is not None:
+                ours.close()
             raise CellError(f"the sandbox runner did not start: {exc}") from exc
         except BaseException:
-            ours.close()
+            if ours is not None:
+                ours.close()
             raise
-        finally:
-            theirs.close()
         if reset:
             self.runs += 1
         self.runner, self.runner_pid = ours, int(reply["pid"])
