@@ -14,17 +14,17 @@ backend (``sandbox/docker_cells.py``):
 - ``{"op": "hello", "pid": 1, "isolated": bool, "why": str}`` first: ``isolated`` says whether
   runs get namespaces of their own here (below; ``why`` says why not). A container whose runs
   are not isolated is never reused.
-- ``{"op": "spawn", "id": N}``: hand over a runner (its limits are the container's, from the
-  command line). Answer: ``{"op": "spawned", "id": N, "pid": R}`` with the host's end of the
-  runner's socket attached (SCM_RIGHTS, a ``SOCK_STREAM`` Unix socket pair the server made; the
-  runner holds the other end). The runner has sent, or will send, ``ready`` on it and waits for
-  ``start`` like any runner. ``R`` is the server's handle of the run (not a process id: the
-  server never learns the run's pids, below).
-- ``"reset": true`` in a ``spawn`` sent after a run that ended normally: before it hands over the
-  next runner, the server checks that the last run is gone -- its PID 1 reported that it killed
-  and reaped every other process of the run, and the container's writable places are empty and
-  its network has no socket in use or in ``TIME_WAIT`` -- and answers ``"clean": bool``. The
-  backend removes a container that is not clean.
+- ``{"op": "runner", "pid": R}`` right after ``hello``, and after each run of an ``isolated``
+  container ``{"op": "runner", "pid": R, "clean": bool}``, unasked: the next runner, with the
+  host's end of its socket attached (SCM_RIGHTS, a ``SOCK_STREAM`` Unix socket pair the server
+  made; the runner holds the other end). The runner has sent, or will send, ``ready`` on it and
+  waits for ``start`` like any runner. ``R`` is the server's handle of the run (not a process id:
+  the server never learns the run's pids, below). ``clean`` says whether the last run is gone --
+  its PID 1 reported that it killed and reaped every other process of the run -- and left
+  nothing: the container's writable places are empty and its network has no socket in use or
+  in ``TIME_WAIT``. After a run that was not clean no runner comes; the backend removes the
+  container (as it does after a run that did not end normally: it takes the next runner only
+  after a run that did). ``"error"`` instead of ``pid``: no runner could be made.
 - ``{"op": "exit", "pid": R, "status": S}`` when run ``R`` has ended (``Popen.returncode`` style:
   the runner's exit code, 128 + N for a signal).
 
@@ -46,9 +46,10 @@ namespace (``isolated``), each run is two processes:
    ``/tmp``, and the program.
 
 The next run's processes are made while a run runs (a *spare*: in namespaces of its own, out of
-the running program's reach), so that a ``spawn`` only hands over a socket whose ``ready`` is
-already there. The end of a run costs its init a wake-up and the server a read; the release of
-the run's mounts and network (the init's own exit) is the kernel's business, off every path.
+the running program's reach), so that the end of a run only hands over a socket whose
+``ready`` is already there, before the host asks for the next run. The end of a run costs its
+init a wake-up and the server a read; the release of the run's mounts and network (the init's
+own exit) is the kernel's business, off every path.
 
 So nothing a run can reach is left for the next one: not its files (its tmpfs goes with its
 mount namespace), processes (its PID namespace), sockets, ``TIME_WAIT`` entries, port and SNMP
@@ -116,8 +117,6 @@ NEW_ROOT = "/mnt"
 #: What a run's init writes to the server at its end: the runner's status, and 1 when it saw every
 #: other process of the run gone.
 _STATUS = struct.Struct("=ii")
-#: How long a reset waits for the last run's init to report.
-_RESET_WAIT = 3.0
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -511,7 +510,7 @@ def serve(opts: dict[str, Any]) -> int:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    runs: dict[int, int] = {}  # the status pipe of each live run, by handle
+    runs: dict[int, int] = {}  # the status pipe of the live run (at most one), by handle
     handles = iter(range(1, 1 << 62))
     spares = _Spares(link)
     #: A run whose end was not proven (its init died without saying that the run is gone): the
@@ -533,7 +532,7 @@ def serve(opts: dict[str, Any]) -> int:
     def finish(handle: int) -> None:
         """The run's init wrote its status (or died): it writes it once it has killed and reaped
         every other process of the run; its own exit (the release of the run's mounts and
-        network) need not be waited for."""
+        network) need not be waited for. Then, if runs are isolated, the next runner."""
         fd = runs.pop(handle)
         try:
             data = os.read(fd, _STATUS.size)
@@ -544,23 +543,35 @@ def serve(opts: dict[str, Any]) -> int:
         if not gone:
             doubt.append(handle)
         _send(ctl, {"op": "exit", "pid": handle, "status": status})
+        if isolated and not runs:
+            reap()
+            hand_over(not doubt and not _leftovers())
 
-    def clean() -> bool:
-        """Is the last run gone, leaving nothing behind? Waits up to ``_RESET_WAIT`` s for its init
-        to report. (Runs are isolated here: a container whose runs are not is never reset.)"""
-        deadline = time.monotonic() + _RESET_WAIT
-        while runs:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            for fd in select.select(list(runs.values()), [], [], left)[0]:
-                finish(next(handle for handle, run_fd in runs.items() if run_fd == fd))
-        reap()
-        return not doubt and not _leftovers()
+    def hand_over(clean: bool | None) -> None:
+        """Give the host the next runner, unasked, its socket attached; ``clean`` after a run (and
+        no runner once a run was not)."""
+        msg: dict[str, Any] = {"op": "runner"}
+        if clean is not None:
+            msg["clean"] = clean
+        made = spares.take() if clean is not False else None
+        if made is None:
+            if clean is not False:
+                msg["error"] = "the container's template could not start a run"
+            _send(ctl, msg)
+            return
+        handle = next(handles)
+        runs[handle] = made[1]
+        msg["pid"] = handle
+        try:
+            socket.send_fds(ctl, [json.dumps(msg).encode()], [made[0].fileno()])
+        except OSError:
+            pass
+        made[0].close()
+        if isolated:
+            spares.ask()  # the next run's processes get ready while this one runs
 
     _send(ctl, {"op": "hello", "pid": me, "isolated": isolated, "why": why})
-    if isolated:
-        spares.ask()  # the first run's processes get ready while the host waits for its turn
+    hand_over(None)
     while True:
         ready = select.select([ctl.fileno(), link.fileno(), wake_r, *runs.values()], [], [])[0]
         if wake_r in ready:
@@ -575,38 +586,12 @@ def serve(opts: dict[str, Any]) -> int:
         for handle, fd in list(runs.items()):
             if fd in ready:
                 finish(handle)
-        if ctl.fileno() not in ready:
-            continue
-        data, fds, _flags, _addr = socket.recv_fds(ctl, _MAX_MESSAGE, 2)
-        for fd in fds:  # the host sends none
-            os.close(fd)
-        if not data:
-            return 0  # the backend is gone: the container stops with everything in it
-        try:
-            msg = json.loads(data)
-        except ValueError:
-            msg = {}
-        op = msg.get("op") if isinstance(msg, dict) else None
-        if op != "spawn":
-            continue
-        reply: dict[str, Any] = {"op": "spawned", "id": msg.get("id")}
-        if msg.get("reset"):
-            reply["clean"] = clean()
-        made = spares.take()
-        if made is None:
-            reply["error"] = "the container's template could not start a run"
-            _send(ctl, reply)
-            continue
-        handle = next(handles)
-        runs[handle] = made[1]
-        reply["pid"] = handle
-        try:
-            socket.send_fds(ctl, [json.dumps(reply).encode()], [made[0].fileno()])
-        except OSError:
-            pass
-        made[0].close()
-        if isolated:
-            spares.ask()  # the next run's processes get ready while this one runs
+        if ctl.fileno() in ready:
+            data, fds, _flags, _addr = socket.recv_fds(ctl, _MAX_MESSAGE, 2)
+            for fd in fds:  # the host sends nothing
+                os.close(fd)
+            if not data:
+                return 0  # the backend is gone: the container stops with everything in it
 
 
 def main(argv: list[str]) -> int:

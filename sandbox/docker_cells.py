@@ -2,11 +2,12 @@
 
 The Docker backend keeps cells ready. A cell holds one runner started by the server, connected
 and blocked on ``start``. A run takes the cell, serves the program on the runner's socket and
-then either hands the cell back for *recycling* -- the server checks that the run is gone and
-left nothing (each run has namespaces and a root of its own, which die with it) and starts the
-next runner -- or, after anything abnormal, the backend removes the container. A cell whose
-server cannot give runs namespaces of their own (``isolated`` false, from its ``hello``) serves
-one run only.
+then either hands the cell back *resetting* -- the server checks, on its own, that the run is
+gone and left nothing (each run has namespaces and a root of its own, which die with it) and
+hands over the next runner, made while the run ran; whoever takes the cell next reads it
+(``take_runner``) -- or, after anything abnormal, the backend removes the container. A cell
+whose server cannot give runs namespaces of their own (``isolated`` false, from its ``hello``)
+serves one run only.
 
 This module speaks the server's control protocol (one JSON message per ``SOCK_SEQPACKET``
 packet; the runner's socket travels as SCM_RIGHTS) and reads what the kernel knows about a
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import socket
 import time
 from dataclasses import dataclass, field
@@ -97,24 +99,10 @@ class Cell:
     why: str = ""
     oom_before: int | None = None
     exits: dict[int, int] = field(default_factory=dict)
-    _next_id: int = 0
-
-    def _request(self, msg: dict[str, Any], want: str, timeout: float) -> tuple[dict[str, Any], list[int]]:
-        """Send ``msg`` and wait for its answer ``want``: the answer and the descriptors it carried
-        (the caller's to close)."""
-        self._next_id += 1
-        msg = {**msg, "id": self._next_id}
-        try:
-            self.ctl.settimeout(timeout)
-            self.ctl.send(json.dumps(msg).encode())
-        except OSError as exc:
-            raise CellError(f"the container's fork server is gone: {exc}") from exc
-        deadline = time.monotonic() + timeout
-        while True:
-            reply, fds = self._next(max(0.001, deadline - time.monotonic()), keep_fds=True)
-            if reply.get("op") == want and reply.get("id") == self._next_id:
-                return reply, fds
-            _close_all(fds)
+    #: A run ended normally and the server's next runner has not been taken yet (``take_runner``).
+    resetting: bool = False
+    #: When that run ended (monotonic).
+    ended: float = 0.0
 
     def _next(self, timeout: float, *, keep_fds: bool = False) -> tuple[dict[str, Any], list[int]]:
         """The server's next message and the descriptors it carried (closed unless ``keep_fds``);
@@ -150,22 +138,32 @@ class Cell:
         self.isolated = msg.get("isolated") is True
         self.why = str(msg.get("why") or "")
 
-    def prime(self, timeout: float, *, reset: bool = False) -> None:
-        """Take the server's next runner and wait for its ``ready`` (usually there already: the
-        server makes each runner while the run before it runs). ``reset``: after a run that ended
-        normally -- the server first checks that the run is gone and left nothing, and the cell is
-        kept only if it came back clean."""
+    def due(self) -> bool:
+        """Has the server's next message come (after a run: the next runner, or that there is
+        none)? Then ``take_runner`` does not wait."""
+        return bool(select.select([self.ctl], [], [], 0)[0])
+
+    def take_runner(self, timeout: float, ready_timeout: float | None = None, *, after_run: bool = False) -> None:
+        """Take the runner the server hands over unasked (after its ``hello``, and after each run)
+        and wait for its ``ready`` (usually there already: the server makes each runner while
+        the run before it runs). ``after_run``: the server must also have found the last run gone
+        and nothing left (``clean``); the cell is kept only then."""
         if self.runner is not None:
             self.runner.close()
             self.runner = None
-        reply, fds = self._request({"op": "spawn", "reset": reset}, "spawned", timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            msg, fds = self._next(max(0.001, deadline - time.monotonic()), keep_fds=True)
+            if msg.get("op") == "runner":
+                break
+            _close_all(fds)
         ours = _stream_socket(fds)
         try:
-            if reset and reply.get("clean") is not True:
+            if after_run and msg.get("clean") is not True:
                 raise CellError("the container could not be reset to its first state")
-            if not isinstance(reply.get("pid"), int) or ours is None:
-                raise CellError(f"the container's fork server could not start a runner: {reply.get('error')}")
-            wait_ready(ours, timeout)
+            if not isinstance(msg.get("pid"), int) or ours is None:
+                raise CellError(f"the container's fork server could not start a runner: {msg.get('error')}")
+            wait_ready(ours, max(0.001, deadline - time.monotonic()) if ready_timeout is None else ready_timeout)
             ours.settimeout(None)
         except (OSError, wire.FrameError) as exc:
             if ours is not None:
@@ -175,9 +173,9 @@ class Cell:
             if ours is not None:
                 ours.close()
             raise
-        if reset:
+        if after_run:
             self.runs += 1
-        self.runner, self.runner_pid = ours, int(reply["pid"])
+        self.runner, self.runner_pid = ours, int(msg["pid"])
         self.oom_before = oom_kills(self.cid)
 
     def exit_status(self, timeout: float) -> int | None:
@@ -206,8 +204,6 @@ class Cell:
     def waiting(self) -> bool:
         """Is the runner still waiting? A waiting runner sends nothing: anything readable (EOF) means
         it died while pooled."""
-        import select
-
         if self.runner is None:
             return False
         return not select.select([self.runner], [], [], 0)[0]
