@@ -142,12 +142,10 @@ def _send(ctl: socket.socket, msg: dict[str, Any]) -> None:
 # -- the processes of one run ---------------------------------------------------------------------
 
 def map_ids(uid: int, gid: int) -> None:
-    """In the run's init, just cloned into a new user namespace: uid ``uid`` and gid ``gid`` (the
-    container's 65534) map to themselves (an unprivileged process may map its own ids; no
-    setgroups). The mount, network, PID, IPC and UTS namespaces the clone made are owned by this
-    user namespace (the UTS namespace keeps the container's hostname, "sandbox")."""
-    # The template is not dumpable, and neither would this process be: its /proc/self files would
-    # then belong to root, and it could not write its own maps. Out of every run's reach anyway.
+    """Just after entering a new user namespace: uid ``uid`` and gid ``gid`` (the container's
+    65534) map to themselves (an unprivileged process may map its own ids; no setgroups)."""
+    # Not dumpable (the server and the template are not), its /proc/self files would belong to
+    # root and it could not write its own maps. Out of every run's reach anyway.
     _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
     with open("/proc/self/setgroups", "w") as f:
         f.write("deny")
@@ -157,26 +155,43 @@ def map_ids(uid: int, gid: int) -> None:
         f.write(f"{gid} {gid} 1")
 
 
-def build_run_root(jail: Any, tmpfs_mb: int, isolation: list[str]) -> None:
-    """In the run's init: the run's root, entered with ``pivot_root``; ends in ``/tmp``.
-
-    Like the local jail's (``jail.build_root``): a small tmpfs holding a read-only bind of the
-    image's ``/usr`` (with its ``bin``, ``lib``... links), ``/dev/{null,zero,random,urandom}`` and a
-    fresh ``/dev/shm``, a fresh ``/tmp`` and a ``/proc`` of the run's processes; then read-only.
-    None of the container's mounts comes along (its ``/proc``, ``/tmp``, ``/atc``, ``/etc/hosts``):
-    the old root is detached, so they are not even listed in ``/proc/self/mountinfo``."""
+def prepare_template(jail: Any, uid: int, gid: int) -> None:
+    """In the template, once: a user namespace of its own (``uid``/``gid`` map to themselves), in
+    which it may mount, and a mount namespace holding the *skeleton* of every run's root at
+    ``NEW_ROOT``: a small read-only tmpfs with a read-only bind of the image's ``/usr`` (and its
+    ``bin``, ``lib``... links), the container's device nodes, and empty ``/tmp``, ``/dev/shm`` and
+    ``/proc`` on which each run mounts its own. A run's mount namespace is a copy of this one, so
+    that a run mounts only what is its own (``enter_run_root``). Like the local fork server's
+    skeleton (``jail.build_skeleton``)."""
+    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare")
+    map_ids(uid, gid)
+    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     root = NEW_ROOT
     _mount("sandbox", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,nr_inodes=64,mode=755")
     jail._populate_root(root, [])
-    os.mkdir(root + "/dev/shm", 0o1777)
+    for place in ("/dev/shm", "/tmp", "/proc"):
+        os.mkdir(root + place, 0o755)
+    _mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def enter_run_root(jail: Any, tmpfs_mb: int, isolation: list[str]) -> None:
+    """In the run's init, in its copy of the template's mount namespace: the run's root, entered
+    with ``pivot_root``; ends in ``/tmp``.
+
+    The skeleton (``prepare_template``) bound again as a mount of the run's own (the kernel locks
+    the mounts of a copy made for a less privileged user namespace, and will not pivot into a
+    locked one; the binds inside it stay locked and read-only), with a fresh ``/tmp`` and
+    ``/dev/shm`` and a ``/proc`` of the run's processes on it. None of the container's mounts
+    comes along (its ``/proc``, ``/tmp``, ``/atc``, ``/etc/hosts``): the old root is detached, so
+    they are not even listed in ``/proc/self/mountinfo``."""
+    root = NEW_ROOT
+    _mount(root, root, None, MS_BIND | MS_REC)
     _mount("sandbox-shm", root + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
            f"size={tmpfs_mb}m,nr_inodes=4096,mode=1777")
-    os.mkdir(root + "/tmp", 0o1777)
     _mount("sandbox-tmp", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
            f"size={tmpfs_mb}m,nr_inodes=32768,mode=1777")
     jail.mount_proc(root + "/proc", isolation)
-    _mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     os.chdir(root)
     # new_root and put_old the same directory: the old root ends up on top of the new one, and
     # goes with the detach.
@@ -235,7 +250,7 @@ def init(jail: Any, opts: dict[str, Any], runner: dict[str, Any], isolated: bool
     if isolated:
         map_ids(*ids)
         isolation.append("userns")
-        build_run_root(jail, int(opts["tmpfs-mb"]), isolation)
+        enter_run_root(jail, int(opts["tmpfs-mb"]), isolation)
     else:
         os.chdir("/tmp")
     jail.drop_privileges({}, isolation)  # capabilities: none in the user namespace either
@@ -310,10 +325,12 @@ def template(link: socket.socket, jail: Any, opts: dict[str, Any], runner: dict[
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps inits: no status lands here
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     jail.rename_process()
+    ids = (os.geteuid(), os.getegid())
+    if isolated:
+        prepare_template(jail, *ids)
     pylibc = ctypes.PyDLL(None, use_errno=True)
     pylibc.syscall.restype = _Pid
     flags = (RUN_NAMESPACES if isolated else 0) | signal.SIGCHLD
-    ids = (os.geteuid(), os.getegid())
     while True:
         data, fds, _flags, _addr = socket.recv_fds(link, 64, 2)
         if not data:
@@ -358,32 +375,39 @@ class _Module:
         raise AttributeError(name)
 
 
-def probe(jail: Any, opts: dict[str, Any]) -> str:
-    """Can runs have namespaces here? Clones a process into one run's namespaces and builds its
-    root for nothing; "" when it worked, else why not."""
-    if _CLONE < 0:
-        return "no clone number for this architecture"
+def probe(jail: Any) -> str:
+    """Can runs have namespaces here? A child prepares as the template would and clones one run's
+    init, which enters its root for nothing; "" when it worked, else why not."""
+    if _CLONE < 0 or _PIVOT_ROOT < 0:
+        return f"no clone or pivot_root number for {os.uname().machine}"
     read_end, write_end = os.pipe()
     ids = (os.geteuid(), os.getegid())
-    ctypes.set_errno(0)
-    zero = ctypes.c_long(0)
-    pid = _libc.syscall(ctypes.c_long(_CLONE), ctypes.c_ulong(RUN_NAMESPACES | signal.SIGCHLD), zero, zero, zero, zero)
+    pid = os.fork()
     if pid == 0:
         status = 1
         try:
             os.close(read_end)
             _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            map_ids(*ids)
-            build_run_root(jail, 1, [])
-            status = 0
+            prepare_template(jail, *ids)
+            zero = ctypes.c_long(0)
+            run = _libc.syscall(ctypes.c_long(_CLONE), ctypes.c_ulong(RUN_NAMESPACES | signal.SIGCHLD), zero, zero,
+                                zero, zero)
+            if run == 0:
+                try:
+                    map_ids(*ids)
+                    enter_run_root(jail, 1, [])
+                    os._exit(0)
+                except BaseException as exc:
+                    os.write(write_end, str(exc).encode()[:500])
+                    os._exit(1)
+            if run < 0:
+                raise OSError(ctypes.get_errno(), f"clone: {os.strerror(ctypes.get_errno())}")
+            status = 0 if os.waitstatus_to_exitcode(os.waitpid(run, 0)[1]) == 0 else 1
         except BaseException as exc:
             os.write(write_end, str(exc).encode()[:500])
         finally:
             os._exit(status)
     os.close(write_end)
-    if pid < 0:
-        os.close(read_end)
-        return f"clone: {os.strerror(ctypes.get_errno())}"
     why = os.read(read_end, 1000).decode(errors="replace")
     os.close(read_end)
     status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
@@ -488,7 +512,7 @@ def serve(opts: dict[str, Any]) -> int:
     jail.quiet_stdio()  # nothing in the container keeps the pipes to the container daemon
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     jail.rename_process()
-    why = probe(jail, opts) if _PIVOT_ROOT > 0 else "no pivot_root number for this architecture"
+    why = probe(jail)
     isolated = not why
     me = os.getpid()
     gc.collect()
