@@ -112,8 +112,10 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
-#: Where the run's root is built: the image's empty ``/mnt``.
+#: Where the template's root is built: the image's empty ``/mnt``.
 NEW_ROOT = "/mnt"
+#: Where the skeleton of every run's root is, in the template's root.
+RUN_ROOT = "/run"
 #: What a run's init writes to the server at its end: the runner's status, and 1 when it saw every
 #: other process of the run gone.
 _STATUS = struct.Struct("=ii")
@@ -157,22 +159,41 @@ def map_ids(uid: int, gid: int) -> None:
 
 def prepare_template(jail: Any, uid: int, gid: int) -> None:
     """In the template, once: a user namespace of its own (``uid``/``gid`` map to themselves), in
-    which it may mount, and a mount namespace holding the *skeleton* of every run's root at
-    ``NEW_ROOT``: a small read-only tmpfs with a read-only bind of the image's ``/usr`` (and its
-    ``bin``, ``lib``... links), the container's device nodes, and empty ``/tmp``, ``/dev/shm`` and
-    ``/proc`` on which each run mounts its own. A run's mount namespace is a copy of this one, so
-    that a run mounts only what is its own (``enter_run_root``). Like the local fork server's
-    skeleton (``jail.build_skeleton``)."""
+    which it may mount, and a mount namespace in which its root is a small read-only tmpfs holding
+    the container's ``/proc`` (bound: the kernel lets a run mount a ``/proc`` of its own only
+    where one is fully visible) and the *skeleton* of every run's root at ``RUN_ROOT``: a small
+    read-only tmpfs with a read-only bind of the image's ``/usr`` (and its ``bin``, ``lib``...
+    links), the container's device nodes, and empty ``/tmp``, ``/dev/shm`` and ``/proc`` on
+    which each run mounts its own. A run's mount namespace is a copy of this one -- a dozen
+    mounts, not the container's two dozen -- so that a run mounts only what is its own
+    (``enter_run_root``). Like the local fork server's skeleton (``jail.build_skeleton``)."""
     _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare")
     map_ids(uid, gid)
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    root = NEW_ROOT
+    top = NEW_ROOT
+    _mount("sandbox-top", top, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=16k,nr_inodes=16,mode=755")
+    os.mkdir(top + "/proc", 0o755)
+    _mount("/proc", top + "/proc", None, MS_BIND | MS_REC)
+    root = top + RUN_ROOT
+    os.mkdir(root, 0o755)
     _mount("sandbox", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,nr_inodes=64,mode=755")
     jail._populate_root(root, [])
     for place in ("/dev/shm", "/tmp", "/proc"):
         os.mkdir(root + place, 0o755)
     _mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    _mount(None, top, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _pivot_into(top)
+    os.chdir("/")
+
+
+def _pivot_into(root: str) -> None:
+    """Make ``root`` (a mount point) this mount namespace's root and detach the old one, with
+    everything mounted in it (new_root and put_old the same directory: the old root ends up on
+    top of the new one, and goes with the detach)."""
+    os.chdir(root)
+    _check(_libc.syscall(ctypes.c_long(_PIVOT_ROOT), b".", b"."), "pivot_root")
+    _check(_libc.umount2(b".", MNT_DETACH), "umount old root")
 
 
 def enter_run_root(jail: Any, tmpfs_mb: int, isolation: list[str]) -> None:
@@ -185,18 +206,14 @@ def enter_run_root(jail: Any, tmpfs_mb: int, isolation: list[str]) -> None:
     ``/dev/shm`` and a ``/proc`` of the run's processes on it. None of the container's mounts
     comes along (its ``/proc``, ``/tmp``, ``/atc``, ``/etc/hosts``): the old root is detached, so
     they are not even listed in ``/proc/self/mountinfo``."""
-    root = NEW_ROOT
+    root = RUN_ROOT
     _mount(root, root, None, MS_BIND | MS_REC)
     _mount("sandbox-shm", root + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
            f"size={tmpfs_mb}m,nr_inodes=4096,mode=1777")
     _mount("sandbox-tmp", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
            f"size={tmpfs_mb}m,nr_inodes=32768,mode=1777")
     jail.mount_proc(root + "/proc", isolation)
-    os.chdir(root)
-    # new_root and put_old the same directory: the old root ends up on top of the new one, and
-    # goes with the detach.
-    _check(_libc.syscall(ctypes.c_long(_PIVOT_ROOT), b".", b"."), "pivot_root")
-    _check(_libc.umount2(b".", MNT_DETACH), "umount old root")
+    _pivot_into(root)
     os.chdir("/tmp")
     isolation.extend(["mountns", "tmpfs:/tmp:fresh"])
 
