@@ -91,6 +91,8 @@ __all__ = [
 #: How long after a run its container's server may take to report the run gone and hand over the
 #: next runner; then the container is removed.
 RESET_WAIT = 5.0
+#: A run that waits longer than this for a container's reset, none starting, grows the pool.
+LATE_SECONDS = 0.001
 
 
 def _pick(pool: list[Cell]) -> Cell | None:
@@ -353,6 +355,9 @@ class DockerBackend:
                 if self._closed:
                     raise SandboxError("this Docker backend is closed")
                 cell = _pick(self._pools.setdefault(key, []))
+                # Late: the pool had no container ready, none starting, and the one taken is still
+                # being reset (its next runner has not come).
+                late = cell is not None and cell.resetting and not self._starting.get(key) and not cell.due()
                 # Counted before the refill threads look: a cell in use comes back after its run.
                 self._in_use[key] = self._in_use.get(key, 0) + 1
                 if self.pool_size:
@@ -375,9 +380,14 @@ class DockerBackend:
                 try:
                     # The run before ended normally: its end is the server's to check, for a few
                     # seconds at most; the runner it hands over may still be starting.
-                    cell.take_runner(max(0.5, cell.ended + RESET_WAIT - time.monotonic()), self.start_timeout,
+                    taking = time.monotonic()
+                    cell.take_runner(max(0.5, cell.ended + RESET_WAIT - taking), self.start_timeout,
                                      after_run=True)
                     cell.resetting = False
+                    if late and time.monotonic() - taking > LATE_SECONDS and self.pool_size:
+                        with self._lock:
+                            self._demand_of(key).late()
+                            self._lock.notify_all()
                     return cell
                 except CellError:
                     pass
