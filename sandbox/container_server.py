@@ -149,12 +149,12 @@ def map_ids(uid: int, gid: int) -> None:
     # Not dumpable (the server and the template are not), its /proc/self files would belong to
     # root and it could not write its own maps. Out of every run's reach anyway.
     _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
-    with open("/proc/self/setgroups", "w") as f:
-        f.write("deny")
-    with open("/proc/self/uid_map", "w") as f:
-        f.write(f"{uid} {uid} 1")
-    with open("/proc/self/gid_map", "w") as f:
-        f.write(f"{gid} {gid} 1")
+    for name, data in (("setgroups", b"deny"), ("uid_map", b"%d %d 1" % (uid, uid)), ("gid_map", b"%d %d 1" % (gid, gid))):
+        fd = os.open("/proc/self/" + name, os.O_WRONLY)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
 
 
 def prepare_template(jail: Any, uid: int, gid: int) -> None:
@@ -348,6 +348,12 @@ def template(link: socket.socket, jail: Any, opts: dict[str, Any], runner: dict[
     pylibc = ctypes.PyDLL(None, use_errno=True)
     pylibc.syscall.restype = _Pid
     flags = (RUN_NAMESPACES if isolated else 0) | signal.SIGCHLD
+    # Every clone copies the page tables of what this process holds, and each run's two processes
+    # release them again: hold as little as possible (measured: each megabyte costs a run about
+    # 0.3 ms of CPU).
+    gc.collect()
+    gc.freeze()
+    _libc.malloc_trim(0)
     while True:
         data, fds, _flags, _addr = socket.recv_fds(link, 64, 2)
         if not data:

@@ -273,10 +273,11 @@ def test_docker_pool_follows_concurrency_within_its_bound_and_shrinks_when_idle(
     with DockerBackend(pool_size=1, pool_max=3) as backend:
         backend.prewarm(LIMITS)
         most = 0
-        for _ in range(20):  # one after another: one container running, one being reset
+        for _ in range(20):  # one after another: one container running, one being reset (and one
+            # more if a run had to wait for a reset: a loaded machine), never beyond the bound
             assert backend.run("print(1)", TOOLS, LIMITS).ok
             most = max(most, backend.pool_stats(LIMITS)["containers"])
-        assert backend.pool_stats(LIMITS)["peak"] == 2 and most <= 3, (backend.pool_stats(LIMITS), most)
+        assert 2 <= backend.pool_stats(LIMITS)["peak"] <= 3 and most <= 3, (backend.pool_stats(LIMITS), most)
 
         failures: list[object] = []
 
@@ -325,6 +326,19 @@ def test_demand_follows_runs_at_once_when_not_following_the_rate() -> None:
     assert demand.wanted(now=10.1) == 2  # one running, one being reset
     demand.busy(7, now=10.1)
     assert demand.wanted(now=10.1) == 4
+
+
+def test_demand_grows_by_one_per_late_run_up_to_the_bound_and_falls_back_when_idle() -> None:
+    demand = Demand(PoolBounds(1, 4, idle_seconds=5), follow_rate=False)
+    demand.taken(missed=False, now=10.0)
+    demand.busy(1, now=10.0)
+    assert demand.wanted(now=10.0) == 2  # one running, one being reset
+    demand.late(now=10.01)  # a run waited for a reset: the resets take longer than a run
+    assert demand.wanted(now=10.01) == 3
+    for _ in range(5):
+        demand.late(now=10.02)
+    assert demand.wanted(now=10.02) == 4 and demand.peak == 4  # never beyond the bound
+    assert demand.wanted(now=20.0) == 1  # idle: back to the minimum
 
 
 def test_demand_keeps_enough_to_cover_one_start_at_the_observed_rate() -> None:
