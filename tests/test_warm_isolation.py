@@ -143,6 +143,38 @@ def test_every_forked_jail_has_namespaces_of_its_own_and_the_server_keeps_its_ow
         assert before["mnt"] != host["mnt"]
 
 
+RUN_NAMESPACES = ("user", "mnt", "net", "pid", "ipc", "uts")
+
+
+@pytest.mark.docker
+def test_every_run_in_a_reused_container_has_namespaces_and_mounts_of_its_own() -> None:
+    """Runs one after another in one container: each in user, mount, network, PID, IPC and UTS
+    namespaces that are neither the last run's nor the container's server's or template's, and
+    whose mount table holds the run's own root and nothing of the container."""
+    from sandbox.docker_backend import DockerBackend, docker_available
+
+    if not docker_available():
+        pytest.skip("no Docker engine or no sandbox image (atc sandbox build)")
+    read = (f"import json, os\nseen = {{n: os.readlink('/proc/self/ns/' + n) for n in {RUN_NAMESPACES!r}}}\n"
+            "seen['mounts'] = sorted(line.split()[4] for line in open('/proc/self/mountinfo'))\n"
+            "print(json.dumps(seen))")
+    with DockerBackend(pool_size=1, pool_max=1) as backend:
+        runs = [_json(backend.run(read, TOOLS, LIMITS)) for _ in range(4)]
+        [cid] = backend._live  # one container served every run
+        server = int(backend.client.api.inspect_container(cid)["State"]["Pid"])
+        try:  # the server and its template (its first child)
+            template = int(Path(f"/proc/{server}/task/{server}/children").read_text().split()[0])
+            theirs = {os.readlink(f"/proc/{pid}/ns/{n}") for pid in (server, template) for n in RUN_NAMESPACES}
+        except (OSError, IndexError):  # not allowed to look into another uid's processes here
+            theirs = set()
+    for before, after in zip(runs, runs[1:], strict=False):  # made while the one before was alive
+        assert all(before[n] != after[n] for n in RUN_NAMESPACES), (before, after)
+    for run in runs:
+        assert not theirs & {run[n] for n in RUN_NAMESPACES}, (run, theirs)
+        assert run["mounts"] == sorted(["/", "/usr", "/dev/null", "/dev/zero", "/dev/random", "/dev/urandom",
+                                        "/dev/shm", "/tmp", "/proc"]), run["mounts"]
+
+
 def test_a_fork_server_that_cannot_make_the_namespaces_lets_each_jail_make_its_own(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the server cannot take the namespaces and the root skeleton on itself (not root, or
