@@ -17,11 +17,13 @@ Start-up cost is hidden by a pool of ready containers per set of container limit
 observed demand (``sandbox/pool.py``). Each container runs a fork server
 (``sandbox/container_server.py``, mounted read-only like the runner); each run gets user, mount,
 network, PID, IPC and UTS namespaces and a root of its own inside the container, and the
-``atc-v2`` filter. A container runs one program at a time. After a run that ended normally the
-server checks that the run is gone and left nothing and starts the next runner
-(``sandbox/docker_cells.py``); after anything else (timeout, a runner that died, a check that did
-not come back clean) the container is removed. ``pool_size=0`` never reuses a container, and
-neither does an engine whose kernel refuses user namespaces.
+``atc-v2`` filter. A container runs one program at a time, and makes the next run's processes
+while it runs. After a run that ended normally the container goes back to the pool at once: its
+server checks on its own that the run is gone and left nothing and hands over the next runner,
+which whoever takes the container next reads (``sandbox/docker_cells.py``; usually it is there
+already). After anything else (timeout, a runner that died, a check that did not come back
+clean) the container is removed. ``pool_size=0`` never reuses a container, and neither does an
+engine whose kernel refuses user namespaces.
 
 Containers are always removed: after an abnormal run (also on timeout), when the pool shrinks, on
 ``close()``, at interpreter exit, and, for owners that died without cleaning up (``kill -9``), by the next backend that starts
@@ -391,6 +393,13 @@ class DockerBackend:
                     return cell
                 except CellError:
                     pass
+                except BaseException:  # interrupted while waiting: the cell is not handed out
+                    cell.close()
+                    self._discard(cell)
+                    with self._lock:
+                        self._in_use[key] -= 1
+                        self._lock.notify_all()
+                    raise
             elif cell.waiting():
                 return cell
             # Not clean, or its runner died while pooled: replaced.

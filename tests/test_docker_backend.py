@@ -29,7 +29,6 @@ from atc.errors import SandboxError
 from sandbox import wire
 from sandbox.api import Backend, ExecutionResult, Limits, Toolset
 from sandbox.container_server import sockets_in_use
-from sandbox.docker_cells import Cell, CellError
 from sandbox.docker_backend import (
     DEFAULT_IMAGE,
     HOST_LABEL,
@@ -40,6 +39,7 @@ from sandbox.docker_backend import (
     docker_available,
     translate_docker_error,
 )
+from sandbox.docker_cells import Cell, CellError
 from tests.apis.library import SECRET, LibraryAPI
 
 REPO = Path(__file__).resolve().parents[1]
