@@ -41,14 +41,20 @@ _LAZY: dict[str, str] = {
     "ErrorInfo": "sandbox.api",
     "run": "sandbox.execute",
     "arun": "sandbox.execute",
+    "session": "atc.sessions",
+    "asession": "atc.sessions",
+    "Session": "sandbox.interactive",
+    "AsyncSession": "atc.sessions",
+    "SessionLimits": "sandbox.api",
     "load_mcp": "sandbox.mcp.sources",
     "close_mcp_servers": "sandbox.mcp.connections",
     # solve
     "solve": "atc.solving",
     "asolve": "atc.solving",
-    "solve_many": "atc.solving",
+    "solve_many": "atc.workflows.many",
     "Solution": "atc.solving",
     "Attempt": "atc.solving",
+    "Strategy": "atc.strategies",
     # probing
     "probe": "probes.probing",
     "probe_many": "probes.many",
@@ -60,6 +66,7 @@ _LAZY: dict[str, str] = {
     "ProtocolError": "atc.errors",
     "ToolError": "atc.errors",
     "SandboxError": "atc.errors",
+    "SessionEnded": "atc.errors",
     "ModelError": "atc.errors",
 }
 

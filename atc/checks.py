@@ -31,6 +31,7 @@ from typing import Any
 from atc.extract import bound_names
 from protocols.building import RESERVED_ARGUMENTS
 from protocols.model import Tool
+from sandbox.lint import MAX_PROGRAM_CHARS, too_long
 
 __all__ = ["Issue", "find_issues", "check_program"]
 
@@ -87,8 +88,10 @@ def _check_tool_call(call: ast.Call, tool: Tool, lenient: bool = False) -> list[
                 issues.append(found)
     if lenient:
         return issues
-    given = {k.arg for k in call.keywords if k.arg is not None and (k.arg not in RESERVED_ARGUMENTS or
-                                                                    k.arg in tool.properties)}
+    aliases = tool.wire_aliases()  # the API's own names (userId for user_id) are accepted too
+    given = {aliases.get(k.arg, k.arg) if k.arg not in tool.properties else k.arg
+             for k in call.keywords if k.arg is not None and (k.arg not in RESERVED_ARGUMENTS or
+                                                              k.arg in tool.properties)}
     missing = [p for p in tool.required if p not in given] if not has_spread and not call.args else []
     for name in sorted(given - set(params)):
         close = difflib.get_close_matches(name, params, n=1, cutoff=0.6)
@@ -109,7 +112,11 @@ def _check_tool_call(call: ast.Call, tool: Tool, lenient: bool = False) -> list[
 
 def find_issues(program: str, tools: Mapping[str, Tool], *, lenient: frozenset[str] = frozenset()) -> list[Issue]:
     """Every static mistake in ``program`` against ``tools`` (name -> Tool), in source order;
-    ``lenient`` names the tools whose arguments are not checked (validation warn/off)."""
+    ``lenient`` names the tools whose arguments are not checked (validation warn/off). A program
+    longer than the sandbox takes is that one mistake, found without parsing it (parsing costs
+    the host hundreds of bytes per character)."""
+    if len(program) > MAX_PROGRAM_CHARS:
+        return [Issue("SandboxError", f"program refused by the sandbox lint: {too_long(program)}", None)]
     try:
         tree = ast.parse(program, filename="<program>")
     except SyntaxError as exc:

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 __all__ = ["atc_home", "ModelSettings", "model_settings", "EmbedSettings", "embed_settings", "mcp_start_timeout",
-           "trace_exporter", "ray_address", "search_server_mode", "search_server_idle", "temp_dir"]
+           "trace_exporter", "ray_address", "search_server_mode", "search_server_idle", "temp_dir", "serve_token",
+           "JudgeSettings", "judge_settings", "bench_data"]
 
 
 def atc_home(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -49,6 +50,27 @@ def model_settings(model: str | None = None, *, temperature: float | None = None
         temperature=0.0 if temperature is None else temperature,
         client=(os.environ.get("ATC_MODEL_CLIENT") or "http").strip().lower(),
     )
+
+
+class JudgeSettings(NamedTuple):
+    """The judge model of ``atc eval``: its name (None: no judge) and server (None: the solving
+    model's, ``OPENAI_BASE_URL``)."""
+
+    model: str | None
+    base_url: str | None
+
+
+def judge_settings(model: str | None = None) -> JudgeSettings:
+    """``model``, else ``$ATC_JUDGE_MODEL``; the server from ``$ATC_JUDGE_BASE_URL``."""
+    return JudgeSettings(model=model or os.environ.get("ATC_JUDGE_MODEL") or None,
+                         base_url=os.environ.get("ATC_JUDGE_BASE_URL") or None)
+
+
+def bench_data() -> Path | None:
+    """``$ATC_BENCH_DATA``: the folder holding public benchmark data, read by ``atc eval FORMAT``
+    when no path is given."""
+    value = os.environ.get("ATC_BENCH_DATA")
+    return Path(value).expanduser() if value else None
 
 
 def mcp_start_timeout(explicit: float | None = None) -> float:
@@ -91,6 +113,12 @@ def search_server_idle() -> float:
     except ValueError:
         return 600.0
     return value if value > 0 else 600.0
+
+
+def serve_token(var: str = "ATC_SERVE_TOKEN") -> str | None:
+    """The bearer token ``atc serve --transport http`` requires, from the variable ``--token-env``
+    names (default ``ATC_SERVE_TOKEN``); None when unset or empty."""
+    return os.environ.get(var) or None
 
 
 def ray_address() -> str | None:

@@ -69,7 +69,7 @@ def main() -> None:
         names = frozenset(toolset.names())
         for case in CASES:
             t = time.perf_counter()
-            result = run(case.program, toolset, Limits(timeout=30), backend="local")
+            result = run(case.program, toolset, Limits(timeout=30), sandbox="local")
             run_ms.append((time.perf_counter() - t) * 1000)
             err = result.error
             assert err is not None, case.name

@@ -39,7 +39,7 @@ import httpx  # noqa: E402
 from atc import examples  # noqa: E402
 from atc.mock import MockServer  # noqa: E402
 from atc.model import make_client  # noqa: E402
-from atc.solving import solve_many  # noqa: E402
+from atc.workflows.many import solve_many  # noqa: E402
 from protocols import load_spec  # noqa: E402
 from sandbox.api import ExecutionResult, Limits  # noqa: E402
 from tests.fakes.openai_server import ScriptedOpenAI  # noqa: E402

@@ -14,7 +14,16 @@ inferred response schemas against the original ones (over every tool with a true
 the documented ones), wall time; ``atc probe`` with one sample per tool (no gap-driven extra
 samples, no cache) and with the defaults; then a second default run on the same cache.
 
-Usage: .venv/bin/python benchmarks/bench_probe.py [--n 3] [--spec tmdb|spotify|all]
+Two more servers, written for the tests (issue 21), each against the same naive baseline:
+
+- ``rest``: a JSON REST server whose relations are optional filters (``/comments?postId=``,
+  tests/apis/jsonrest.py); the extra column counts the relations found out of the 6 it has, with
+  and without trying the filters;
+- ``mcp-text``: an MCP file server whose every answer is text (tests/mcp_servers/files.py, a real
+  process over stdio): documented read-only tools, requests, and how many paths the server was
+  sent that it never handed out (made up).
+
+Usage: .venv/bin/python benchmarks/bench_probe.py [--n 3] [--spec tmdb|spotify|rest|mcp-text|all]
 """
 
 from __future__ import annotations
@@ -134,16 +143,135 @@ def atc_probe(blind: Collection, truth: Collection, url: str, label: str, **opti
     return Row(label, len(safe), report.count("documented"), report.calls, all_, doc, seconds)
 
 
+def _naive_calls(toolset: Toolset, n: int) -> tuple[int, int, int]:
+    """(documented, requests, tools) of the naive baseline over a toolset (safe tools only)."""
+    tools = [(t, c) for c in toolset.collections for t in c.tools if call_safety(t, c).safe]
+    gateway = Gateway(toolset, Limits(max_calls=10**6, call_timeout=10))
+    documented = 0
+    for tool, _ in tools:
+        made = {p: schema_values(tool.properties.get(p), param_role(tool, p)) for p in tool.required}
+        worked = False
+        for i in range(n):
+            args = {p: values[min(i, len(values) - 1)].value for p, values in made.items() if values}
+            outcome = gateway.call(tool.name, args)
+            worked = worked or (outcome.ok and classify_body(outcome.data) == "ok")
+        documented += worked
+    return documented, len(gateway.calls), len(tools)
+
+
+RELATIONS = {("list_users", "list_posts"), ("list_posts", "list_comments"), ("list_users", "list_albums"),
+             ("list_albums", "list_photos"), ("list_users", "list_todos"), ("list_users", "list_repos")}
+
+
+def rest_rows(n: int) -> None:
+    """The JSON REST server whose relations are optional filters."""
+    import probes.chain
+    from tests.apis.jsonrest import JsonRestAPI
+
+    def links(report: Any) -> int:
+        found = {(f["tool"], t.name) for t in report.tools for f in t.filters.values()}
+        return len(found & RELATIONS)
+
+    with JsonRestAPI() as api:
+        collection = load_data(api.spec(), source="rest")
+        started = time.perf_counter()
+        base_doc, base_calls, safe = _naive_calls(Toolset([collection], base_url=api.url), n)
+        base_s = time.perf_counter() - started
+        keep = probes.chain.probe_filters
+        probes.chain.probe_filters = lambda session, round_: None  # the probe before issue 21
+        try:
+            started = time.perf_counter()
+            before = probe(collection, no_llm=True, cache=False)
+            before_s = time.perf_counter() - started
+        finally:
+            probes.chain.probe_filters = keep
+        started = time.perf_counter()
+        ours = probe(collection, no_llm=True, cache=False)
+        ours_s = time.perf_counter() - started
+    print(f"\nJSON REST with optional foreign-key filters ({safe} tools, {len(RELATIONS)} relations), 127.0.0.1")
+    print("| method | documented | requests | requests / documented tool | relations found | wall s |")
+    print("|---|---|---|---|---|---|")
+    print(f"| naive (each tool alone, N={n}) | {base_doc}/{safe} | {base_calls} | {base_calls / max(1, base_doc):.2f} "
+          f"| 0/{len(RELATIONS)} | {base_s:.2f} |")
+    for label, rep, secs in (("atc probe --no-llm, filters not tried", before, before_s),
+                             ("atc probe --no-llm", ours, ours_s)):
+        doc = rep.count("documented")
+        print(f"| {label} | {doc}/{safe} | {rep.calls} | {rep.calls / max(1, doc):.2f} | "
+              f"{links(rep)}/{len(RELATIONS)} | {secs:.2f} |")
+    print(f"ratios atc/naive: requests per documented tool x{ours.calls / max(1, ours.count('documented')) / (base_calls / max(1, base_doc)):.3f}; "
+          f"filters cost {ours.calls - before.calls} requests for {links(ours) - links(before)} relations")
+
+
+def mcp_text_rows(n: int) -> None:
+    """The MCP file server whose every answer is text."""
+    from probes.probing import resolve_toolset
+    from sandbox.mcp.connections import close_servers
+
+    root = Path(tempfile.mkdtemp(prefix="atc-bench-files-"))
+    (root / "docs").mkdir()
+    (root / "notes.txt").write_text("hello\n")
+    (root / "docs" / "plan.md").write_text("# plan\n")
+    log = root.parent / f"{root.name}.log"
+    config = root.parent / f"{root.name}-servers.json"
+    config.write_text(json.dumps({"mcpServers": {"files": {
+        "command": sys.executable, "args": ["-m", "tests.mcp_servers.files", str(root)], "cwd": str(ROOT),
+        "env": {"FILES_LOG": str(log)}}}}))
+    try:
+        toolset = resolve_toolset(str(config))
+        started = time.perf_counter()
+        base_doc, base_calls, safe = _naive_calls(toolset, n)
+        base_s = time.perf_counter() - started
+        base_made = _made_up(log, root)
+        log.unlink(missing_ok=True)
+        started = time.perf_counter()
+        ours = probe(toolset, no_llm=True, cache=False)
+        ours_s = time.perf_counter() - started
+        ours_made = _made_up(log, root)
+    finally:
+        close_servers()
+    doc = ours.count("documented")
+    print(f"\nMCP file server, text answers ({safe} read-only tools), stdio")
+    print("| method | documented | requests | requests / documented tool | paths made up | wall s |")
+    print("|---|---|---|---|---|---|")
+    print(f"| naive (each tool alone, N={n}) | {base_doc}/{safe} | {base_calls} | {base_calls / max(1, base_doc):.2f} "
+          f"| {base_made} | {base_s:.2f} |")
+    print(f"| atc probe --no-llm | {doc}/{safe} | {ours.calls} | {ours.calls / max(1, doc):.2f} | {ours_made} | "
+          f"{ours_s:.2f} |")
+    print(f"ratios atc/naive: documented x{doc / max(1, base_doc):.2f}, requests per documented tool "
+          f"x{ours.calls / max(1, doc) / (base_calls / max(1, base_doc)):.3f}")
+
+
+def _made_up(log: Path, root: Path) -> int:
+    """Paths the file server was sent that do not lie under its root (made up, like ``test``)."""
+    if not log.exists():
+        return 0
+    count = 0
+    for line in log.read_text().splitlines():
+        args = json.loads(line)["args"]
+        for key in ("path", "paths"):
+            for value in (args.get(key) if isinstance(args.get(key), list) else [args.get(key)]):
+                if isinstance(value, str) and not value.startswith(str(root)):
+                    count += 1
+    return count
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=3, help="calls per tool of the naive baseline (the paper's N)")
-    parser.add_argument("--spec", choices=[*SPECS, "all"], default="all")
+    parser.add_argument("--spec", choices=[*SPECS, "rest", "mcp-text", "all"], default="all")
     args = parser.parse_args()
-    names = list(SPECS) if args.spec == "all" else [args.spec]
+    if args.spec in ("rest", "all"):
+        rest_rows(args.n)
+    if args.spec in ("mcp-text", "all"):
+        mcp_text_rows(args.n)
+    names = list(SPECS) if args.spec == "all" else [args.spec] if args.spec in SPECS else []
     for name in names:
+        if not SPECS[name].exists():
+            print(f"\n{name.upper()}: skipped (no RestBench data at {SPECS[name]})")
+            continue
         truth = load_spec(SPECS[name])
         blind = blind_copy(SPECS[name])
-        with MockServer(truth, keep_requests=100_000) as mock:
+        with MockServer(truth, keep_requests=100_000, auth=False) as mock:
             base = naive(blind, truth, mock.url, args.n)
             single = atc_probe(blind, truth, mock.url, "atc probe --no-llm --samples 1 (no extra samples)",
                                samples=1, cache=False)

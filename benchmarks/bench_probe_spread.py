@@ -105,7 +105,7 @@ def main() -> None:
     for name in names:
         truth, blind = load_spec(SPECS[name]), blind_copy(SPECS[name])
         groups = probe_groups(Toolset([blind]))
-        with MockServer(truth, keep_requests=100_000) as mock:
+        with MockServer(truth, keep_requests=100_000, auth=False) as mock:
             proxy = SlowProxy(mock.url, args.latency / 1000)
             try:
                 base, base_s = run(blind, proxy.url)

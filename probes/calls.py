@@ -11,12 +11,15 @@ validated, and timeouts and size caps apply. ``Caller`` adds what probing needs 
   two answers when you probe: ``ok`` (2xx with data), ``empty`` (2xx without a body), ``garbage``
   (a 2xx body that claims to be JSON and is not, or an HTML page), ``redirect``, ``http`` (an
   error status), ``timeout``, ``network``, ``too_large``, ``invalid`` (refused before sending),
-  ``budget``.
+  ``budget``, ``tool_error`` (an MCP tool answered ``isError`` or a JSON-RPC error: the request
+  was sent and counts against the budget), ``refused`` (a 2xx body, or a text, that only reports
+  an error).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -59,7 +62,8 @@ class Observation:
 
     @property
     def sent(self) -> bool:
-        """Whether this request reached the API (not a cache hit, not refused before sending)."""
+        """Whether this request reached the API (not a cache hit, not refused before sending; an
+        MCP ``isError`` answer was sent)."""
         return not self.cached and self.kind not in ("invalid", "budget")
 
     def record(self) -> dict[str, Any]:
@@ -77,12 +81,26 @@ def classify_body(data: Any) -> str:
         return "empty"
     if isinstance(data, str):
         head = data.lstrip()[:15].lower()
-        if head.startswith(("{", "[")) or head.startswith(("<!doctype", "<html", "<?xml", "<head", "<body")):
+        if _JSON_START.match(data) or head.startswith(("<!doctype", "<html", "<?xml", "<head", "<body")):
             return "garbage"
+        if _ERROR_TEXT.match(data):
+            return "refused"
     if isinstance(data, dict) and _error_shaped(data):
         return "refused"
     return "ok"
 
+
+#: A text that starts like JSON (and did not parse): ``{"a"``, ``[1``, ``[{``, ``[]``, ``[true``. Not
+#: ``[FILE] notes.txt``, how listing tools start their lines.
+_JSON_START = re.compile(r'^\s*(\{\s*("|\}|$)|\[\s*([\[{"\]\d-]|true|false|null|$))')
+
+#: The first words of a text answer that reports a failure instead of data ("Error: ENOENT...",
+#: "Access denied - path outside allowed directories", "Unknown tool"): many MCP servers answer
+#: errors as ordinary text, and such a text documents nothing.
+_ERROR_TEXT = re.compile(
+    r"^\s*(error\b|errors?:|exception\b|failed\b|failure\b|fatal\b|invalid\b|access denied|permission denied|"
+    r"forbidden\b|unauthori[sz]ed\b|not found\b|no such\b|unknown (tool|command|argument|parameter)\b|"
+    r"cannot\b|can't\b|could not\b|unable to\b|\w+error:|enoent|eacces|eperm|traceback)", re.IGNORECASE)
 
 #: Keys of a body that says only "this failed" (many APIs answer errors with status 200).
 _ERROR_KEYS = frozenset({"error", "errors", "message", "msg", "status", "code", "success", "ok", "detail",
@@ -99,15 +117,19 @@ def _error_shaped(data: dict[str, Any]) -> bool:
 
 @dataclass
 class Budget:
-    """The global request budget and the per-tool cap; ``spent`` counts requests sent."""
+    """The global request budget and the per-tool cap; ``spent`` counts requests sent; ``reserved``
+    requests are kept back (the write plan keeps one per planned delete, so that what it creates
+    can always be deleted)."""
 
     total: int
     per_tool: int
     spent: int = 0
     by_tool: dict[str, int] = field(default_factory=dict)
+    #: Requests kept back for later (the deletes of what a probe's writes create).
+    reserved: int = 0
 
     def left(self, tool: str | None = None) -> int:
-        overall = self.total - self.spent
+        overall = self.total - self.spent - self.reserved
         if tool is None:
             return max(0, overall)
         return max(0, min(overall, self.per_tool - self.by_tool.get(tool, 0)))
@@ -151,12 +173,14 @@ class Caller:
         return None if error is None else str(error.message)[:200]
 
     def call(self, tool: Tool, args: dict[str, Any], *, provenance: dict[str, Source] | None = None,
-             round_: int = 0, charge_to: str | None = None) -> Observation:
-        """Send (or replay) one request; never raises for what the API does."""
+             round_: int = 0, charge_to: str | None = None, fresh: bool = False, cache: bool = True) -> Observation:
+        """Send (or replay) one request; never raises for what the API does. ``fresh`` asks the
+        API even when an answer is recorded; ``cache=False`` neither reads nor records (a write:
+        its answer says what it did once, and must never stand in for doing it again)."""
         extra = {"provenance": dict(provenance or {}), "round": round_}
         payer = charge_to or tool.name
-        key = self.cache.key(tool, args, self.server(tool)) if self.cache is not None else None
-        if self.cache is not None and key is not None:
+        key = self.cache.key(tool, args, self.server(tool)) if self.cache is not None and cache else None
+        if self.cache is not None and key is not None and not fresh:
             hit = self.cache.get(key)
             if hit is not None:
                 return self._new(tool.name, args, str(hit.get("kind")), status=hit.get("status"),
@@ -171,8 +195,8 @@ class Caller:
         duration = (time.perf_counter() - started) * 1000
         if outcome.ok:
             kind = "redirect" if status is not None and 300 <= status < 400 else classify_body(outcome.data)
-            if kind == "empty" and tool.method.upper() == "HEAD":
-                kind = "ok"  # a HEAD answer has no body by definition: its status is the answer
+            if kind == "empty" and tool.method.upper() not in ("GET", "MCP"):
+                kind = "ok"  # a HEAD answer has no body by definition, nor a 204 to a DELETE: the status is the answer
             error = None if kind == "ok" else _body_problem(kind, status, outcome.data)
             obs = self._new(tool.name, args, kind, status=status, data=outcome.data, error=error,
                             duration_ms=duration, **extra)
@@ -180,7 +204,7 @@ class Caller:
             err = outcome.error or {}
             message = str(err.get("message") or "the call failed")
             status = err.get("status") if isinstance(err.get("status"), int) else status
-            kind = _failure_kind(message, status, str(err.get("kind") or ""))
+            kind = _failure_kind(message, status, str(err.get("kind") or ""), str(err.get("failure") or ""))
             data = record.response if record is not None else None
             obs = self._new(tool.name, args, kind, status=status, data=data, error=message, duration_ms=duration,
                             **extra)
@@ -194,17 +218,20 @@ class Caller:
 
 
 def _body_problem(kind: str, status: int | None, data: Any = None) -> str:
+    where = f"HTTP {status}" if status is not None else "the MCP result"
     if kind == "refused":
-        return f"HTTP {status} with an error body: {_said(data)}"
+        return f"{where} {'with an error body' if status is not None else 'reports an error'}: {_said(data)}"
     if kind == "empty":
-        return f"HTTP {status}: the answer has no body"
+        return f"{where}: the answer has no body"
     if kind == "redirect":
-        return f"HTTP {status}: a redirect, not data"
-    return f"HTTP {status}: the body is not JSON data (malformed JSON or an HTML page)"
+        return f"{where}: a redirect, not data"
+    return f"{where}: the body is not JSON data (malformed JSON or an HTML page)"
 
 
 def _said(data: Any) -> str:
     """The words of an error body, short."""
+    if isinstance(data, str):
+        return " ".join(data.split())[:200]
     if isinstance(data, dict):
         for key in ("message", "error_message", "status_message", "detail", "msg", "error", "errors"):
             value = data.get(key)
@@ -215,11 +242,20 @@ def _said(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, default=str)[:200]
 
 
-def _failure_kind(message: str, status: int | None, kind: str) -> str:
+#: The gateway's ``failure`` of a call -> the prober's kind (``sandbox.api.FAILURE_KINDS``). An MCP
+#: server's ``isError`` result (``tool``) or JSON-RPC error (``protocol``) was sent and answered.
+_FAILURES = {"budget": "budget", "tool": "tool_error", "protocol": "tool_error", "http": "http", "redirect": "http",
+             "timeout": "timeout", "connect": "network", "request": "network", "arguments": "invalid",
+             "config": "invalid"}
+
+
+def _failure_kind(message: str, status: int | None, kind: str, failure: str = "") -> str:
     if kind == "CallBudget":
         return "budget"
     if status is not None:
         return "http"
+    if failure in _FAILURES:
+        return _FAILURES[failure]
     text = message.lower()
     if "no response within" in text:
         return "timeout"

@@ -13,32 +13,38 @@ structure and makes it cheap:
   round repeats its pass while it makes progress, and the rounds stop when one documents nothing.
 - **A last, guessing round** gives each tool still in B one try with loose matches and made-up
   values, for APIs whose "ids" accept anything.
+- **Optional filters that link** (``postId``, ``user_id``, ``owner``) are tried with ids other tools
+  handed out, and recorded when they narrow the answer (``probes.filters``).
 - **Extra samples**, while budget remains, go only to documented tools whose schema still has
   gaps (empty lists, nulls), with other arguments.
 
-Each answer teaches something: a 400 naming a parameter the call lacked makes it required
-(``required_learned``); a 400 naming a given parameter, or a 404, rules the value out; 401/403
-stop the tool (and, when the first tools all get it, the probe: the API wants credentials); 429
-waits; a second server error (5xx), timeouts, network errors and garbage end the tool with that
-reason.
+Each answer teaches something: a 400 (or an MCP tool's error) naming a parameter the call
+lacked makes it required (``required_learned``); one naming a given parameter, or a 404, rules
+the value out; 401/403 stop the tool, and ``probes.auth`` decides whether they stop the probe
+(the API wants credentials, or a credential that worked stopped working); 429 waits; a second
+server error (5xx), timeouts, network errors and garbage end the tool with that reason.
+
+Tools that may change data are not probed here: ``probes.writes`` sends the planned unsafe calls
+between ``run(finish=False)`` and ``more``, which gives the reads still waiting a pass with what
+the writes created.
 """
 
 from __future__ import annotations
 
 import re
 
+from probes.auth import AUTH_WALL, REFUSED, hint
 from probes.calls import Observation
 from probes.document import gaps
+from probes.filters import probe_filters
 from probes.planner import Plan, signature
-from probes.state import Session, ToolState
+from probes.state import BUDGET_SPENT, Session, ToolState
 from probes.values import STRONG
 
 __all__ = ["ChainProber", "TRIES_PER_ROUND", "AUTH_WALL"]
 
 #: Requests one tool may spend per round (its best plan, then one alternative).
 TRIES_PER_ROUND = 2
-#: Tools refused with 401/403 before any success after which the probe stops (credentials missing).
-AUTH_WALL = 3
 #: Server errors (5xx) after which a tool is given up: the fault is the server's, not the arguments'.
 SERVER_ERRORS = 2
 _MAX_INVALID = 20
@@ -52,9 +58,10 @@ class ChainProber:
 
     # -- the rounds ---------------------------------------------------------------------------
 
-    def run(self, *, first_round: int = 0) -> int:
+    def run(self, *, first_round: int = 0, finish: bool = True) -> int:
         """Round 0 (unless ``first_round`` > 0: the model had the first rounds), then up to beta-1
-        rounds with helpers, the guessing round and the extra samples; returns the rounds used."""
+        rounds with helpers, the guessing round and the extra samples; returns the rounds used.
+        ``finish=False`` leaves the tools not decided pending (for ``more``)."""
         s = self.s
         beta = s.settings.rounds
         if first_round == 0:
@@ -76,9 +83,19 @@ class ChainProber:
                     break
                 self.attempt(state, used, threshold=0.0, tries=1)
         if not s.stopped:
+            probe_filters(s, used)
+        if not s.stopped:
             self.extra_samples(used)
-        self.finish()
+        if finish:
+            self.finish()
         return used
+
+    def more(self, round_: int) -> bool:
+        """One more round for the tools still pending (after the writes created what they need);
+        True when it documented something."""
+        if self.s.stopped or not self.s.pending():
+            return False
+        return self._round(round_)
 
     def _round(self, round_: int) -> bool:
         """One round with helpers: passes over B, best-founded tools first, until a pass makes no progress."""
@@ -130,7 +147,7 @@ class ChainProber:
         while made < tries and not s.stopped:
             if s.caller.budget.left(state.name) <= 0:
                 if s.caller.budget.left() <= 0:
-                    s.stop_reason = "the request budget (--max-calls) is spent"
+                    s.stop_reason = BUDGET_SPENT
                 state.reason = state.reason or "its share of the request budget is spent (--per-tool)"
                 return False
             plan = self._best(state, threshold, alone=alone)
@@ -145,12 +162,16 @@ class ChainProber:
                 continue
             obs = s.caller.call(state.tool, plan.args, provenance=plan.provenance, round_=round_)
             s.observe(state, obs)
-            made += 1
+            ruled_out = sum(len(v) for v in state.bad.values())
             if obs.ok:
                 s.succeed(state, obs, round_)
                 return True
             if not self.react(state, obs, plan):
                 return False
+            # A value the answer ruled out (404, a 400 naming it, an MCP error) leaves the next
+            # candidate to try now, within the tool's budget; any other failure counts as a try.
+            if sum(len(v) for v in state.bad.values()) == ruled_out or obs.cached:
+                made += 1
         return False
 
     def react(self, state: ToolState, obs: Observation, plan: Plan) -> bool:
@@ -159,7 +180,7 @@ class ChainProber:
         state.reason = _reason(obs)
         if obs.kind == "budget":
             if s.caller.budget.left() <= 0:
-                s.stop_reason = "the request budget (--max-calls) is spent"
+                s.stop_reason = BUDGET_SPENT
             return False
         if obs.kind in ("timeout", "network", "garbage", "too_large"):
             state.status = "failed"
@@ -167,20 +188,27 @@ class ChainProber:
             return False
         if obs.kind in ("empty", "redirect", "invalid"):
             return True
+        if obs.kind == "tool_error":
+            return self._named_problem(state, obs, plan)
         if obs.kind == "refused":
             for p in params_named(state, obs.error or "") or (list(plan.args) if len(plan.args) == 1 else []):
                 if p in plan.args:
                     state.bad.setdefault(p, []).append(plan.args[p])
             return True
         status = obs.status or 0
-        if status in (401, 403, 407):
-            s.auth_failures += 1
+        if status in REFUSED:
+            stop = s.auth.refused(state.tool, obs)
+            if stop is not None:
+                s.stop_reason = stop
+            elif status == 403 and plan.args and s.auth.canary is not None:
+                # Others' objects answer 403 where the credential works: another value may be readable.
+                path = [p for p in plan.args if (b := state.tool.bindings.get(p)) is not None and b.location == "path"]
+                first = (path or list(plan.args))[0]
+                state.bad.setdefault(first, []).append(plan.args[first])
+                return True
             state.status = "failed"
-            state.reason = f"{state.reason} (the API wants credentials: pass --credential SCHEME=env:VAR)"
+            state.reason = f"{state.reason} ({hint(s.caller.toolset, state.tool)})"
             s.emit("failed", state)
-            if s.auth_failures >= AUTH_WALL and not any(x.successes for x in s.states.values()):
-                s.stop_reason = (f"the API refused the first {s.auth_failures} tools with HTTP {status}: "
-                                 "it wants credentials (pass --credential SCHEME=env:VAR)")
             return False
         if status in (405, 501) or (status >= 500 and sum(1 for o in state.observations
                                                            if (o.status or 0) >= 500) >= SERVER_ERRORS):
@@ -193,17 +221,23 @@ class ChainProber:
             s.caller.sleep(min(4.0, 0.5 * 2 ** min(4, len(state.observations))))
             return True
         if status in (400, 422):
-            named = params_named(state, obs.error or "")
-            missing = [p for p in named if p not in plan.args]
-            if missing:
-                state.learned += [p for p in missing if p not in state.learned]
-                return True
-            for p in named or (list(plan.args) if len(plan.args) == 1 else []):
-                state.bad.setdefault(p, []).append(plan.args[p])
-            return True
+            return self._named_problem(state, obs, plan)
         if status in (404, 410) and len(plan.args) == 1:
             only = next(iter(plan.args))
             state.bad.setdefault(only, []).append(plan.args[only])
+        return True
+
+    def _named_problem(self, state: ToolState, obs: Observation, plan: Plan) -> bool:
+        """A 400 or an MCP tool error: a parameter it names and the call lacked becomes required;
+        one it names (or the only one given) is ruled out for this value."""
+        named = params_named(state, obs.error or "")
+        missing = [p for p in named if p not in plan.args]
+        if missing:
+            state.learned += [p for p in missing if p not in state.learned]
+            return True
+        for p in named or (list(plan.args) if len(plan.args) == 1 else []):
+            if p in plan.args:
+                state.bad.setdefault(p, []).append(plan.args[p])
         return True
 
     # -- after the rounds -----------------------------------------------------------------------

@@ -248,6 +248,9 @@ def example_program(target: Observation, observations: Sequence[Observation], to
             if source.get("kind") == "harvest" and isinstance(source.get("path"), list):
                 var = emit(origin, depth + 1)
                 return var + "".join(f"[{json.dumps(p) if isinstance(p, str) else int(p)}]" for p in source["path"])
+            if source.get("kind") == "harvest":
+                emit(origin, depth + 1)  # read from a line of that call's text answer
+                return repr(obs.args[arg])
             if source.get("kind") == "inherit" and str(source.get("arg")) in origin.args:
                 emit(origin, depth + 1)
                 return expr(origin, str(source["arg"]), depth + 1)

@@ -19,7 +19,9 @@ costs a tool its documentation while a link kept costs only parallelism:
   (``/network/{id}`` and its images, whose ids come out of a TV show's ``networks[]``), are kept
   with every group that has a chain, since their values may come out of any of them;
 - everything else -- tools that neither need nor are known to provide a value, and the tools
-  that will not be called at all (``call_safety``) -- is a group of its own.
+  that will not be called at all (``call_safety``) -- is a group of its own;
+- with ``allow_unsafe`` and tools that may write, everything is one group: the write plan
+  (``probes.plan``) orders creates, updates and deletes across all tools of one session.
 
 Groups come in the order of their first tool in the spec, each listing its tools in spec order.
 The split depends only on the tools (never on ``--concurrency`` or the executor), so every run
@@ -63,10 +65,15 @@ def probe_groups(toolset: Toolset, *, allow_unsafe: bool = False) -> list[list[s
     """The tools of ``toolset`` split into groups to probe apart (see the module docstring)."""
     tools: list[Tool] = []
     callable_: list[bool] = []
+    writes = False
     for collection in toolset.collections:
         for tool in collection.tools:
             tools.append(tool)
             callable_.append(call_safety(tool, collection, allow_unsafe=allow_unsafe).safe)
+            writes = writes or not call_safety(tool, collection).safe
+    if allow_unsafe and writes:
+        # The write plan needs every tool in one session: its scope, what it created, its order.
+        return [[t.name for t in tools]]
     parent = list(range(len(tools)))
 
     def root(i: int) -> int:

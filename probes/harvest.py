@@ -1,6 +1,7 @@
 """Values harvested from responses already seen, and how well each fits a parameter.
 
-After every successful probe request the response is walked and its scalar fields are kept
+After every successful probe request the response is walked (a text answer is read line by line,
+``probes.text``) and its scalar fields are kept
 (a few per field path and tool, so that a 10,000-item list costs no more than a short one). Each
 kept value remembers where it was: the field's name, its concrete path (``["results", 0, "id"]``,
 for the example program), the *owner* entity of the object that holds it (``probes.naming``),
@@ -9,6 +10,9 @@ its sibling fields, and the request that produced it (whose arguments a later ca
 ``Harvest.candidates`` then ranks values for a parameter on the scale of ``probes.values``:
 
 ======  ========================================================================================
+0.97    for a path parameter, an item's id in the list its path picks from: ``{row_id}`` of
+        ``/tables/movie/{row_id}/`` <- ``items[].id`` of ``GET /tables/movie/``, whatever the
+        names and types (a number where the spec says string is sent as a string)
 0.95    a field with the parameter's exact name (``season_number`` <- ``seasons[].season_number``)
 0.9     the parameter's attribute of an object of its entity (``movie_id`` <- ``id`` of a movie,
         ``network_id`` <- ``networks[].id``, ``{id}`` under ``/albums/`` <- ``albums.items[].id``),
@@ -41,8 +45,12 @@ from probes.naming import (
     endpoint_nouns,
     key_entity,
     norm,
+    parent_template,
+    path_template,
     same_entity,
+    singular,
 )
+from probes.text import text_records
 from probes.values import coerce, within
 from protocols.model import Tool
 
@@ -61,7 +69,8 @@ STRONG_MATCH = 0.3
 
 @dataclass(frozen=True)
 class Seen:
-    """One scalar value seen in a response."""
+    """One scalar value seen in a response. ``text``: read from a line of a text answer
+    (``probes.text``); ``path`` is then empty (there is nothing to index into)."""
 
     value: Any
     key: str
@@ -71,6 +80,7 @@ class Seen:
     obs: int
     tool: str
     siblings: dict[str, Any]
+    text: bool = False
 
     @property
     def norm_key(self) -> str:
@@ -108,6 +118,7 @@ class Harvest:
         self._by_key: dict[str, list[int]] = {}
         self._key_order: list[str] = []
         self._memo: dict[tuple[str, str, bool], _Memo] = {}
+        self._templates: dict[str, str] = {}
 
     def _endpoint(self, tool: Tool) -> EndpointNouns:
         nouns = self._nouns.get(tool.name)
@@ -119,12 +130,17 @@ class Harvest:
         """Keep the values of a successful response; returns how many were new."""
         if not obs.ok:
             return 0
+        if tool.method.upper() in ("GET", "HEAD"):
+            self._templates[tool.name] = path_template(tool.path)
         nouns = self._endpoint(tool)
         added = 0
-        for path, owner, obj in _objects(obs.data, nouns):
+        text = isinstance(obs.data, str)
+        found = ([((), nouns.items, record) for record in text_records(obs.data, obs.args)] if text
+                 else _objects(obs.data, nouns))
+        for path, owner, obj in found:
             scalars = {k: v for k, v in obj.items() if _scalar(v)}
             for key, value in scalars.items():
-                fpath = field_path((*path, key))
+                fpath = f"(text) {key}" if text else field_path((*path, key))
                 kept = self._per_field.setdefault((tool.name, fpath), [])
                 if value in kept or len(kept) >= MAX_PER_FIELD:
                     continue
@@ -134,8 +150,8 @@ class Harvest:
                     self._by_key[nkey] = []
                     self._key_order.append(nkey)
                 self._by_key[nkey].append(len(self.values))
-                self.values.append(Seen(value=value, key=key, path=(*path, key), field=fpath, owner=owner,
-                                        obs=obs.id, tool=tool.name, siblings=scalars))
+                self.values.append(Seen(value=value, key=key, path=() if text else (*path, key), field=fpath,
+                                        owner=owner, obs=obs.id, tool=tool.name, siblings=scalars, text=text))
                 added += 1
         return added
 
@@ -156,6 +172,11 @@ class Harvest:
             return memo.top[:limit]
         binding = tool.bindings.get(pname)
         wire = norm(binding.name if binding and binding.name else pname)
+        declared = tool.properties.get(pname)
+        parts = wire.split("_")
+        if isinstance(declared, dict) and declared.get("type") == "array" and parts[-1] not in ("ids", "id"):
+            # a list parameter (``names``, ``paths``) takes what one item is called in responses
+            wire = "_".join([*parts[:-1], singular(parts[-1])])
         for key in self._key_order[memo.keys_seen:]:
             if _relevant(key, wire, role, weak):
                 memo.positions[key] = 0
@@ -163,21 +184,25 @@ class Harvest:
         schema = tool.properties.get(pname)
         schema = schema if isinstance(schema, dict) else {}
         searched = self._endpoint(tool).items
+        parent = parent_template(tool.path, binding.name if binding and binding.name else pname) \
+            if role.in_path else None
         fresh = False
         for key, pos in memo.positions.items():
             indices = self._by_key[key]
             for index in indices[pos:]:
                 seen = self.values[index]
-                score = text_score(seen, searched) if role.text else match_score(role, wire, seen)
+                listed = parent is not None and self._templates.get(seen.tool) == parent and _parent_field(seen, role)
+                score = (0.1 + IDENT_FIELDS.get(seen.norm_key, 0.87) if role.attribute == "" else 0.97) if listed else \
+                    text_score(seen, searched) if role.text else match_score(role, wire, seen)
                 if score <= 0 or (score < STRONG_MATCH and not weak):
                     continue
                 value = coerce(seen.value, schema)
                 if value is None or not _fits(value, role) or not within(value, schema):
                     continue
-                if type(value) is not type(seen.value):
+                if type(value) is not type(seen.value) and not listed:
                     score -= 0.1  # a number where the API wants text is a weaker fit (a repo's id vs its name)
-                source: Source = {"kind": "harvest", "obs": seen.obs, "path": list(seen.path), "tool": seen.tool,
-                                  "field": seen.field}
+                source: Source = {"kind": "harvest", "obs": seen.obs, "path": None if seen.text else list(seen.path),
+                                  "tool": seen.tool, "field": seen.field}
                 memo.scored.append((score, index, Candidate(value, score, source, seen)))
                 fresh = True
             memo.positions[key] = len(indices)
@@ -194,6 +219,43 @@ class Harvest:
         return memo.top[:limit]
 
 
+    def from_others(self, tool: Tool, pname: str, role: ParamRole, limit: int = 4,
+                    also: tuple[str, ...] = ()) -> list[Candidate]:
+        """Values for ``pname`` that other tools handed out, best first: what an optional filter
+        that links to another resource is tried with (``probes.filters``). An object's own
+        identifier (``users[].id`` for ``userId``) ranks above a field of that name in a third
+        resource (``posts[].userId``), which is itself a link. ``also``: more field names that
+        may hold the value (``login``, ``username`` for an ``owner``), at 0.9."""
+        binding = tool.bindings.get(pname)
+        wire = norm(binding.name if binding and binding.name else pname)
+        schema = tool.properties.get(pname)
+        schema = schema if isinstance(schema, dict) else {}
+        scored: list[tuple[float, int, Candidate]] = []
+        listed = self._endpoint(tool).items
+        for key in self._key_order:
+            if not _relevant(key, wire, role, False) and key not in also:
+                continue
+            for index in self._by_key[key]:
+                seen = self.values[index]
+                if seen.tool == tool.name or seen.text or same_entity(seen.owner, listed):
+                    continue  # a value of the listed kind of thing itself links to nothing else
+                score = 0.9 if key in also else match_score(role, wire, seen)
+                if role.entity and seen.norm_key == role.attribute and same_entity(seen.owner, role.entity):
+                    score = 0.96
+                value = coerce(seen.value, schema)
+                if score < STRONG_MATCH or value is None or not within(value, schema):
+                    continue
+                source: Source = {"kind": "harvest", "obs": seen.obs, "path": list(seen.path), "tool": seen.tool,
+                                  "field": seen.field}
+                scored.append((score, index, Candidate(value, score, source, seen)))
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        out: list[Candidate] = []
+        for _, _, cand in scored:
+            if cand.value not in [c.value for c in out]:
+                out.append(cand)
+        return out[:limit]
+
+
 @dataclass
 class _Memo:
     """How far one (tool, parameter) has read the harvest, and its best candidates so far."""
@@ -205,8 +267,20 @@ class _Memo:
     top: list[Candidate] = field(default_factory=list)
 
 
+def _parent_field(seen: Seen, role: ParamRole) -> bool:
+    """Whether ``seen`` is an item's identifier in the list a path parameter picks from: the
+    ``id`` (or the parameter's own attribute: ``slug``, ``number``) of an item of that list."""
+    if seen.text or not any(isinstance(p, int) for p in seen.path) and seen.path[:1] != ("id",):
+        return seen.text and seen.norm_key in ("name", "path") and role.attribute in ("", "name", "path")
+    key = seen.norm_key
+    return key == role.attribute or (key == "id" and role.attribute in ID_WORDS) or (
+        role.attribute == "" and key in IDENT_FIELDS)
+
+
 def _relevant(key: str, wire: str, role: ParamRole, weak: bool) -> bool:
     """Whether values under field name ``key`` can match the parameter at all (see ``match_score``)."""
+    if role.in_path and key == "id" and role.attribute in ID_WORDS:
+        return True  # the ``id`` of an item of the parent list (``Harvest.candidates``)
     if role.text:
         return key in NAME_FIELDS
     if key in (wire, role.attribute) or key.endswith("_" + wire) or key in SYNONYMS.get(wire, ()):

@@ -35,11 +35,13 @@ from atc.checks import check_program
 from atc.errors import ModelError
 from atc.extract import extract_program
 from atc.model import Message, ModelClient
+from probes.auth import REFUSED
 from probes.cache import cacheable
 from probes.calls import Observation, Source, classify_body
 from probes.findings import remember, replay
 from probes.harvest import field_path
 from probes.naming import norm
+from probes.schemas import combine
 from probes.state import Session, ToolState
 from protocols.model import Collection, Tool
 from protocols.render import render_compact, render_full
@@ -213,7 +215,7 @@ class ModelProber:
 
     def _learnt(self, state: ToolState) -> Tool:
         tool = copy.copy(state.tool)
-        tool.response_schema = state.schema() or tool.response_schema
+        tool.response_schema = combine(tool.response_schema, state.schema())[0]
         return tool
 
     # -- one tool -------------------------------------------------------------------------------
@@ -325,8 +327,14 @@ class ModelProber:
                 s.observe(state, obs)
                 if obs.ok:
                     own.append(obs)
-            elif obs.ok:
-                s.helper_sample(obs)
+            else:
+                s.auth.answered(tool, obs)
+                if obs.ok:
+                    s.helper_sample(obs)
+            if obs.status in REFUSED and not s.stopped:
+                stop = s.auth.refused(tool, obs)
+                if stop is not None:
+                    s.stop_reason = stop
             if obs.ok:
                 earlier.append(obs)
         return own
@@ -355,10 +363,17 @@ def _kind_of(call: ToolCall) -> tuple[str, bool]:
         if call.ok:
             return classify_body(call.response), True
         return ("too_large" if "larger than the" in error else "garbage"), True
-    if "no response within" in error:
+    if call.ok:  # an MCP tool's answer: no status
+        return classify_body(call.response), True
+    failure = call.failure or ""
+    if failure in ("tool", "protocol"):
+        return "tool_error", True  # an isError result or a JSON-RPC error: sent, and answered
+    if failure == "timeout" or "no response within" in error:
         return "timeout", True
-    if "request failed" in error:
+    if failure in ("connect", "request") or "request failed" in error:
         return "network", True
+    if failure == "response":
+        return ("too_large" if "larger than the" in error else "garbage"), True
     return "invalid", False  # refused by the gateway before sending (arguments, budget)
 
 

@@ -27,6 +27,8 @@ from functools import lru_cache
 from protocols.model import Tool
 
 __all__ = [
+    "path_template",
+    "parent_template",
     "words",
     "singular",
     "norm",
@@ -38,6 +40,7 @@ __all__ = [
     "key_entity",
     "GENERIC_CONTAINERS",
     "ID_WORDS",
+    "PATH_PARAM_WORDS",
     "TEXT_PARAM_WORDS",
     "NAME_FIELDS",
     "IDENT_FIELDS",
@@ -58,9 +61,12 @@ VIEW_WORDS = frozenset(
 )
 #: Last words of parameter names that identify one instance of something.
 ID_WORDS = frozenset("id ids uuid guid key slug code ref handle number no num sku isbn".split())
+#: Last words of parameter names that take a path or a file: only a value the API handed out (a
+#: listed file, an allowed directory) can work; a made-up one is a guess.
+PATH_PARAM_WORDS = frozenset("path filepath filename file dir directory folder".split())
 #: Words of parameter names that take free text.
 TEXT_PARAM_WORDS = frozenset("q query search keyword keywords term terms text phrase search_term searchterm "
-                             "s k find filter title name".split())
+                             "s k find filter title name pattern".split())
 #: Fields that identify their object, for a parameter named by a bare noun (``{owner}`` <- ``owner.login``),
 #: with the belief in each: handles and slugs are what paths usually take, then ids, then names.
 IDENT_FIELDS = {"login": 0.87, "username": 0.87, "handle": 0.87, "slug": 0.87, "id": 0.85, "uuid": 0.85,
@@ -75,6 +81,25 @@ NAME_FIELDS = frozenset("name title original_title original_name display_name fu
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
 _PARAM = re.compile(r"^\{([^{}/]+)\}$")
+
+
+def path_template(path: str) -> str:
+    """A path template with its parameters written ``{}``, lower case, no trailing slash
+    (``/Tables/movie/{row_id}/`` -> ``/tables/movie/{}``): two paths with the same template
+    address the same place."""
+    segments = [s for s in path.strip().strip("/").split("/") if s]
+    return "/" + "/".join("{}" if _PARAM.match(s) else s.lower() for s in segments)
+
+
+def parent_template(path: str, wire: str) -> str | None:
+    """The template of the list a path parameter picks from: the path before ``{wire}``
+    (``/tables/movie/{row_id}/`` -> ``/tables/movie``); None when ``wire`` is not in the path."""
+    segments = [s for s in path.strip().strip("/").split("/") if s]
+    for i, seg in enumerate(segments):
+        m = _PARAM.match(seg)
+        if m and m.group(1) == wire:
+            return path_template("/".join(segments[:i])) if i else None
+    return None
 
 
 def words(name: str) -> list[str]:
@@ -159,6 +184,8 @@ def param_role(tool: Tool, pname: str) -> ParamRole:
     attribute = ws[-1] if ws else pname
     if attribute == "ids":
         attribute = "id"
+    elif kind == "array" and attribute.endswith("s"):
+        attribute = singular(attribute)  # ``entityNames``, ``paths``: a list of what one item is
     entity: str | None = None
     textual = kind in (None, "string") and not has_choices and not schema.get("format")
     text = textual and location in ("query", "body") and (
@@ -171,7 +198,8 @@ def param_role(tool: Tool, pname: str) -> ParamRole:
         # ``/repos/{owner}/{repo}``: a bare noun names the thing; any identifier of it will do.
         entity, attribute = singular(ws[0]), ""
     id_like = not has_choices and not text and (
-        attribute in ID_WORDS or attribute == "" or location == "path" or norm(wire) in ("username", "user", "login"))
+        attribute in ID_WORDS or attribute == "" or location == "path" or norm(wire) in ("username", "user", "login")
+        or attribute in PATH_PARAM_WORDS or (kind == "array" and attribute == "name"))
     if kind == "boolean":
         id_like = False
     return ParamRole(name=pname, entity=entity, attribute=attribute, id_like=id_like, text=text,

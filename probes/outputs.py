@@ -200,18 +200,22 @@ def openapi_document(collection: Collection, report: ProbeReport | None = None) 
 
 
 def mermaid_graph(report: ProbeReport) -> str:
-    """The dependency graph: every tool a node (the undocumented ones dashed), and an edge labelled
-    with the parameter from each tool to the tools its arguments came from."""
+    """The dependency graph of the tools that were probed (a request was sent for them; the ones
+    that failed dashed), and an edge labelled with the parameter from each tool to the tools its
+    arguments (and filters) came from. Tools never probed are not in it."""
+    probed = [t for t in report.tools if t.status == "documented" or t.calls > 0 or t.cached > 0]
     lines = ["```mermaid", "graph LR"]
-    lines += [f"  {tool.name}" for tool in report.tools]
+    lines += [f"  {tool.name}" for tool in probed]
+    if not probed:
+        lines.append("  nothing_probed[no tool was probed]")
     for tool in report.tools:
         if tool.status != "documented":
             continue
-        for param, where in tool.mapping.items():
+        for param, where in [*tool.mapping.items(), *tool.filters.items()]:
             source = where.get("tool") if isinstance(where, dict) else None
             if isinstance(source, str) and source != tool.name:
                 lines.append(f"  {source} -->|{param}| {tool.name}")
-    undone = [t.name for t in report.tools if t.status != "documented"]
+    undone = [t.name for t in probed if t.status != "documented"]
     if undone:
         lines.append("  classDef notdone stroke-dasharray: 5 5,color:#888")
         lines.append(f"  class {','.join(undone)} notdone")
@@ -296,11 +300,14 @@ def _dump(doc: Any) -> bytes:
     return (json.dumps(doc, ensure_ascii=False, indent=1, default=str) + "\n").encode()
 
 
-def mcp_tools_document(collection: Collection) -> dict[str, Any]:
+def mcp_tools_document(collection: Collection, report: ProbeReport | None = None) -> dict[str, Any]:
     """An MCP collection as a ``tools/list`` result: each tool under its server-side name, its
-    parameters under the server's argument names, the learnt response schema as ``outputSchema``
-    (MCP wants an object there; any other shape goes in ``x-atc-response-schema``), its
-    annotations, and ``mcpServer``: how to reach the server (never an environment value)."""
+    parameters under the server's argument names, the response schema as ``outputSchema`` (the
+    declared one with what was learnt merged in; MCP wants an object there, any other shape goes
+    in ``x-atc-response-schema``), its annotations, its examples with their programs
+    (``x-atc-examples``), how probing went (``x-atc-probe``: a tool not documented says why), and
+    ``mcpServer``: how to reach the server (never an environment value)."""
+    by_name = {t.name: t for t in report.tools} if report is not None else {}
     tools = []
     for tool in collection.tools:
         wire = {k: (tool.bindings[k].name if k in tool.bindings else k) for k in tool.properties}
@@ -314,6 +321,13 @@ def mcp_tools_document(collection: Collection) -> dict[str, Any]:
             entry[key] = tool.response_schema
         if tool.annotations:
             entry["annotations"] = tool.annotations
+        if tool.examples:
+            entry["x-atc-examples"] = [{k: ex[k] for k in ("args", "response", "program", "question") if k in ex}
+                                       for ex in tool.examples]
+        found = by_name.get(tool.name)
+        if found is not None:
+            entry["x-atc-probe"] = {"status": found.status, "reason": found.reason, "calls": found.calls,
+                                    "depends_on": found.depends_on, "schema_notes": found.schema_notes}
         tools.append(entry)
     doc: dict[str, Any] = {"tools": tools}
     if collection.mcp_server is not None:
@@ -335,7 +349,7 @@ def write_outputs(out: Path | str, collections: list[Collection], report: ProbeR
         stem = "tools" if kind == "mcp" else "openapi"
         name = f"{stem}.json" if len(collections) == 1 else f"{stem}-{collection.name}.json"
         path = folder / name
-        doc = mcp_tools_document(learnt) if kind == "mcp" else openapi_document(learnt, report)
+        doc = mcp_tools_document(learnt, report) if kind == "mcp" else openapi_document(learnt, report)
         atomic_write(path, _dump(doc), mode=0o644)
         written[kind if len(collections) == 1 else f"{kind}:{collection.name}"] = str(path)
         own = {t.name for t in collection.tools}

@@ -16,7 +16,7 @@ Plans already tried (by their canonical arguments) and values that proved wrong 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +65,9 @@ class Planner:
         self.harvest = harvest
         self.observations = observations
         self._roles: dict[tuple[str, str], ParamRole] = {}
+        #: More values for a parameter, from outside the harvest (what the probe's writes
+        #: created, the --scope pins: ``probes.writes.created_candidates``).
+        self.pins: Callable[[Tool, str], list[Candidate]] | None = None
 
     def role(self, tool: Tool, pname: str) -> ParamRole:
         key = (tool.name, pname)
@@ -77,6 +80,8 @@ class Planner:
         """Every value worth trying for one parameter, best first (harvested before made on ties)."""
         role = self.role(tool, pname)
         found = self.harvest.candidates(tool, pname, role, weak=weak)
+        if self.pins is not None:
+            found = self.pins(tool, pname) + found
         made = [Candidate(m.value, m.score, {"kind": m.source}) for m in
                 schema_values(tool.properties.get(pname), role)]
         merged = sorted(found + made, key=lambda c: -c.score)
@@ -167,8 +172,9 @@ class Planner:
                 fixed = coerce(value, schema)
                 if fixed is not None and fixed not in bad and within(fixed, schema):
                     path = [*seen.path[:-1], key]
-                    return Candidate(fixed, anchor.score, {"kind": "harvest", "obs": seen.obs, "path": path,
-                                                           "tool": seen.tool, "field": field_path(tuple(path))})
+                    return Candidate(fixed, anchor.score, {
+                        "kind": "harvest", "obs": seen.obs, "path": None if seen.text else path, "tool": seen.tool,
+                        "field": f"(text) {key}" if seen.text else field_path(tuple(path))})
         if 0 <= seen.obs < len(self.observations):
             origin = self.observations[seen.obs]
             for arg, value in origin.args.items():

@@ -15,6 +15,7 @@ once a second) so an interrupted probe leaves its latest state behind; Ctrl-C ra
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -24,15 +25,19 @@ from typing import Any
 from atc.config import atc_home
 from atc.errors import ConfigError, UsageError
 from atc.model import ModelClient, make_client
+from probes.actions import Action, action_of
 from probes.cache import ResponseCache
 from probes.calls import Budget, Caller
 from probes.chain import ChainProber
 from probes.findings import remember
 from probes.outputs import learnt_collection, write_outputs
+from probes.plan import plan_writes
 from probes.report import ProbeInterrupted, ProbeReport, ProbeSettings
 from probes.safety import call_safety
+from probes.scope import Scope
 from probes.state import Event, Session, ToolState
-from protocols.model import Collection
+from probes.writes import WriteRunner, created_candidates, describe
+from protocols.model import Collection, Tool
 from sandbox.api import Backend, Limits, Toolset
 from sandbox.execute import BaseUrl, as_toolset, check_toolset
 
@@ -45,7 +50,8 @@ WRITE_EVERY = 1.0
 
 def resolve_toolset(tools: ToolsArg, base_url: BaseUrl = None,
                     credentials: dict[str, str] | None = None) -> Toolset:
-    """A ``Toolset`` from a Toolset, Collection(s), spec paths or stored collection names.
+    """A ``Toolset`` from a Toolset, Collection(s), spec paths or URLs, live MCP sources
+    (``mcp:COMMAND ARGS``, ``mcp+http://...``, an ``mcpServers`` file) or stored collection names.
     ``base_url``: one URL for every collection, or ``{collection: URL}`` (as in ``atc.run``)."""
     if isinstance(tools, Toolset):
         return as_toolset(tools, base_url=base_url, credentials=credentials or None)
@@ -58,10 +64,15 @@ def resolve_toolset(tools: ToolsArg, base_url: BaseUrl = None,
             collections.append(item)
         elif isinstance(item, str | Path):
             path = Path(item).expanduser()
-            if path.exists():
+            text = str(item)
+            if isinstance(item, str) and _mcp_source(text):
+                from sandbox.mcp.sources import load_source
+
+                collections += load_source(text)  # a live MCP server: its tools, and how to call them
+            elif path.exists() or text.startswith(("http://", "https://")):
                 from protocols.loaders import load_spec
 
-                collections.append(load_spec(path))
+                collections.append(load_spec(text if text.startswith(("http://", "https://")) else path))
             else:
                 from protocols.store import Store
 
@@ -69,6 +80,14 @@ def resolve_toolset(tools: ToolsArg, base_url: BaseUrl = None,
         else:
             raise UsageError(f"tools must be Collections, spec paths or collection names, not {type(item).__name__}")
     return as_toolset(collections, base_url=base_url, credentials=credentials)
+
+
+def _mcp_source(text: str) -> bool:
+    if not (text.startswith(("mcp:", "mcp+")) or text.endswith(".json")):
+        return False
+    from sandbox.mcp.sources import is_mcp_source
+
+    return is_mcp_source(text)
 
 
 def publish(report: ProbeReport, collections: list[Collection], out: str | Path | None, *,
@@ -116,13 +135,23 @@ class _Run:
         self._last_write = 0.0
         self._write_every = WRITE_EVERY
         tools = [t for c in toolset.collections for t in c.tools]
-        unsafe = {}
+        unsafe: dict[str, str] = {}
+        writers: list[tuple[Tool, Action]] = []
         for collection in toolset.collections:
             for tool in collection.tools:
-                verdict = call_safety(tool, collection, allow_unsafe=settings.allow_unsafe)
-                if not verdict.safe:
+                verdict = call_safety(tool, collection)
+                if verdict.safe:
+                    continue
+                if settings.allow_unsafe or settings.dry_run:
+                    writers.append((tool, action_of(tool, collection)))
+                else:
                     unsafe[tool.name] = verdict.reason
-        self.budget = Budget(total=settings.budget_for(len(tools) - len(unsafe)), per_tool=settings.per_tool)
+        self.plan = plan_writes(writers, Scope(settings.scope), set(settings.allow_bulk)) if writers else None
+        self.writes: WriteRunner | None = None
+        reads = len(tools) - len(unsafe) - len(writers)
+        steps = len(self.plan.steps) if self.plan is not None else 0
+        total = settings.max_calls if settings.max_calls is not None else settings.per_tool * reads + steps
+        self.budget = Budget(total=total, per_tool=settings.per_tool)
         self.limits = Limits(timeout=settings.timeout, memory_mb=settings.memory_mb,
                              call_timeout=settings.request_timeout, max_calls=max(1, self.budget.total))
         self.name = "+".join(c.name for c in toolset.collections)
@@ -132,14 +161,32 @@ class _Run:
                                on_event=self._event)
         for name, reason in unsafe.items():
             self.session.settle(self.session.states[name], "skipped", reason)
+        for tool, _ in writers:
+            self.session.states[tool.name].status = "queued"
+        if self.plan is not None and not settings.dry_run:
+            for name, why in self.plan.never.items():  # said first, before anything is sent
+                self.session.settle(self.session.states[name], "skipped", f"never sent: {why}")
+        if self.plan is not None and not settings.dry_run:
+            self.writes = WriteRunner(self.session, self.plan, say=self._say if on_event is None else None)
 
+    def _say(self, text: str) -> None:
+        """Before an unsafe call, with no progress hook: the library says it on stderr itself."""
+        sys.stderr.write(f"atc probe: {text}\n")
+        sys.stderr.flush()
     def report(self, *, interrupted: bool = False) -> ProbeReport:
+        stopped = self.session.stop_reason
+        note = self.note
+        if stopped and stopped.startswith("stopped:"):
+            note = f"{note}; {stopped}" if note else stopped
         return ProbeReport(
             tools=self.session.reports(), calls=self.budget.spent, collection=self.name,
             mode="model" if self.llm is not None else "no-llm", base_url=self.toolset.base_url,
             budget=self.budget.total, rounds=self.rounds, cached=self.cache.hits,
-            duration_ms=(time.perf_counter() - self.started) * 1000, interrupted=interrupted, note=self.note,
-            model=getattr(self.llm, "model", None), usage=dict(self.usage), sandbox=self.sandbox)
+            duration_ms=(time.perf_counter() - self.started) * 1000, interrupted=interrupted, note=note,
+            model=getattr(self.llm, "model", None), usage=dict(self.usage), sandbox=self.sandbox,
+            writes=[step.to_dict() for step in self.plan.steps] if self.plan is not None else [],
+            scope=dict(self.settings.scope), dry_run=self.settings.dry_run, stopped=stopped,
+            left_behind=self.writes.left_behind() if self.writes is not None else [])
 
     def finish(self, *, interrupted: bool = False, update: bool = False) -> ProbeReport:
         """The final report, with the ``--out`` files and the store written from it."""
@@ -157,8 +204,27 @@ class _Run:
                 self._last_write = time.monotonic()
                 self._write_every = max(WRITE_EVERY, 5 * (self._last_write - now))
 
+    def dry(self) -> None:
+        """``--dry-run``: nothing is sent; every tool says what the probe would do with it."""
+        s = self.session
+        for state in s.states.values():
+            if state.status == "pending":
+                s.settle(state, "skipped", "dry run: a read; it would be probed with arguments found while probing")
+        if self.plan is None:
+            return
+        for step in self.plan.steps:
+            step.says = describe(step, s.states[step.tool].tool, None, len(self.plan.steps))
+            s.settle(s.states[step.tool], "skipped", f"dry run: {step.says}")
+        for name, why in self.plan.never.items():
+            s.settle(s.states[name], "skipped", f"dry run: never sent: {why}")
+
     def run(self, sandbox: str | Backend | None) -> None:
-        """The model's rounds (when there is a model), then the model-free chain for the rest."""
+        """The model's rounds (when there is a model), then the model-free chain for the rest;
+        with a write plan, its creates, a round for the reads still waiting, then its updates,
+        other actions and deletes."""
+        if self.settings.dry_run:
+            self.dry()
+            return
         first_round = 0
         if self.llm is not None:
             from probes.llm import ModelProber
@@ -174,7 +240,21 @@ class _Run:
             if model_prober.model_error:
                 self.note = f"the model failed ({model_prober.model_error}); the rest was probed without it"
             first_round = max(1, self.rounds)
-        self.rounds = max(self.rounds, ChainProber(self.session).run(first_round=first_round))
+        chain = ChainProber(self.session)
+        self.rounds = max(self.rounds, chain.run(first_round=first_round, finish=self.writes is None))
+        if self.writes is not None:
+            writes = self.writes
+            try:
+                writes.reserve()
+                writes.run(("create",), self.rounds)
+                if any(x in writes.made for x in range(1, len(writes.plan.steps) + 1)):
+                    self.session.planner.pins = created_candidates(self.session, writes)
+                    if chain.more(self.rounds + 1):
+                        self.rounds += 1
+                writes.run(("update", "other", "delete", "bulk"), self.rounds)
+            finally:
+                writes.finish()
+                chain.finish()
         if self.settings.cache:
             for state in self.session.states.values():
                 # A tool documented from recorded answers has its finding already.
@@ -214,7 +294,7 @@ def probe(
         settings = ProbeSettings(**options)
     elif options:
         raise UsageError("give settings= or keyword options, not both")
-    if no_llm:
+    if no_llm or settings.dry_run:
         settings = replace(settings, use_llm=False)
     if executor is not None:
         if client is not None or on_event is not None or not isinstance(sandbox, str | None):

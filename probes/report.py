@@ -29,7 +29,10 @@ class ProbeSettings:
     successful responses merged per tool, and in model mode the most question/program pairs asked
     per tool and round (the paper's N); ``rounds`` is the paper's beta (chain iterations);
     ``use_llm`` False probes without a model. ``request_timeout`` bounds one request, ``timeout``
-    one model-written program."""
+    one model-written program. ``allow_unsafe`` lets the probe send the unsafe calls of its write
+    plan (``probes.plan``), only under the ``scope`` pins (``(("bucket_id", "throwaway"),)``, or
+    ``{"bucket_id": "throwaway"}``); ``allow_bulk`` names bulk deletes it may send; ``dry_run``
+    sends nothing and reports the plan."""
 
     max_calls: int | None = None
     per_tool: int = 5
@@ -43,8 +46,24 @@ class ProbeSettings:
     cache: bool = True
     refresh: bool = False
     max_examples: int = 3
+    scope: tuple[tuple[str, str], ...] = ()
+    allow_bulk: tuple[str, ...] = ()
+    dry_run: bool = False
 
     def __post_init__(self) -> None:
+        from probes.scope import parse_scope
+
+        scope: Any = self.scope
+        if isinstance(scope, dict):
+            scope = [f"{k}={v}" for k, v in scope.items()]
+        elif scope and all(isinstance(x, tuple | list) and len(x) == 2 for x in scope):
+            scope = [f"{k}={v}" for k, v in scope]
+        object.__setattr__(self, "scope", parse_scope(list(scope or ())))
+        object.__setattr__(self, "allow_bulk", tuple(str(x) for x in ([self.allow_bulk] if isinstance(
+            self.allow_bulk, str) else self.allow_bulk or ())))
+        if (self.scope or self.allow_bulk) and not self.allow_unsafe and not self.dry_run:
+            raise UsageError("--scope and --allow-bulk only matter with --allow-unsafe (or --dry-run)",
+                             hint="add --allow-unsafe to send unsafe calls under the scope, or --dry-run to see the plan")
         if self.max_calls is not None and self.max_calls < 0:
             raise UsageError("--max-calls must be 0 or more")
         if self.per_tool < 1:
@@ -62,7 +81,10 @@ class ProbeSettings:
         return self.max_calls if self.max_calls is not None else self.per_tool * tools
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        out["scope"] = dict(self.scope)
+        out["allow_bulk"] = list(self.allow_bulk)
+        return out
 
 
 @dataclass
@@ -74,7 +96,11 @@ class ToolReport:
     documented it (0: on its own; k: with helpers found by round k). ``mapping`` says where each
     argument of its first working call came from (``{"tool", "field"}`` or ``{"source"}``);
     ``status_codes`` counts the HTTP statuses seen; ``required_learned`` lists parameters the spec
-    left optional that the API demanded."""
+    left optional that the API demanded. ``response_schema`` is the declared schema with what was
+    learnt merged into it (``schema_source`` ``declared+learnt``), or the learnt one when none was
+    declared (``learnt``); ``schema_notes`` are the disagreements between the two
+    (``probes.schemas``). ``filters`` are the optional parameters that proved to filter by
+    another tool's ids (``probes.filters``)."""
 
     name: str
     status: str = "skipped"
@@ -92,6 +118,9 @@ class ToolReport:
     required_learned: list[str] = field(default_factory=list)
     mapping: dict[str, Any] = field(default_factory=dict)
     source: str = "no-llm"
+    schema_source: str | None = None
+    schema_notes: list[str] = field(default_factory=list)
+    filters: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -111,6 +140,9 @@ class ToolReport:
             "required_learned": self.required_learned,
             "mapping": self.mapping,
             "source": self.source,
+            "schema_source": self.schema_source,
+            "schema_notes": self.schema_notes,
+            "filters": self.filters,
         }
 
 
@@ -118,7 +150,10 @@ class ToolReport:
 class ProbeReport:
     """The outcome of ``probe``; ``to_dict()`` is ``atc probe --json``. ``calls`` is the number of
     requests sent to the API in this run; ``cached`` the answers replayed from the cache. ``ok`` is
-    true when at least one tool was documented."""
+    true when at least one tool was documented. ``writes`` is the write plan, step by step, with
+    what each step said before it was sent and what came of it (the plan alone with
+    ``dry_run``); ``stopped`` why the probe stopped early (a credential that stopped working, the
+    budget), ``left_behind`` what the probe created and could not delete."""
 
     tools: list[ToolReport]
     calls: int = 0
@@ -136,6 +171,11 @@ class ProbeReport:
                                                              "completion_tokens": 0})
     sandbox: str | None = None
     outputs: dict[str, str] = field(default_factory=dict)
+    writes: list[dict[str, Any]] = field(default_factory=list)
+    scope: dict[str, str] = field(default_factory=dict)
+    dry_run: bool = False
+    stopped: str | None = None
+    left_behind: list[str] = field(default_factory=list)
 
     def count(self, status: str) -> int:
         return sum(1 for t in self.tools if t.status == status)
@@ -170,6 +210,11 @@ class ProbeReport:
             "usage": self.usage,
             "sandbox": self.sandbox,
             "outputs": self.outputs,
+            "scope": self.scope,
+            "writes": self.writes,
+            "dry_run": self.dry_run,
+            "stopped": self.stopped,
+            "left_behind": self.left_behind,
         }
 
 

@@ -179,4 +179,7 @@ def _merge(toolset: Toolset, reports: list[ProbeReport], started: float, interru
         cached=sum(r.cached for r in reports), duration_ms=(time.perf_counter() - started) * 1000,
         interrupted=interrupted or any(r.interrupted for r in reports), note="; ".join(notes) or None,
         model=next((r.model for r in reports if r.model), None), usage=usage,
-        sandbox=next((r.sandbox for r in reports if r.sandbox), None))
+        sandbox=next((r.sandbox for r in reports if r.sandbox), None),
+        writes=[w for r in reports for w in r.writes], scope=next((r.scope for r in reports if r.scope), {}),
+        dry_run=any(r.dry_run for r in reports), stopped=next((r.stopped for r in reports if r.stopped), None),
+        left_behind=[x for r in reports for x in r.left_behind])

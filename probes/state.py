@@ -18,17 +18,25 @@ from probes.document import choose_examples, condense_value, dependencies, examp
 from probes.harvest import Harvest
 from probes.planner import Planner
 from probes.report import ProbeSettings, ToolReport
+from probes.schemas import combine
 from protocols.model import Tool
 
-__all__ = ["ToolState", "Session", "Event"]
+__all__ = ["ToolState", "Session", "Event", "BUDGET_SPENT"]
 
-#: A progress hook: ``(event, state)`` with event ``documented``, ``failed``, ``skipped`` or ``call``.
+#: Why a probe stopped when its request budget ran out (the deletes a write plan keeps back are
+#: still sent: ``probes.writes``).
+BUDGET_SPENT = "the request budget (--max-calls) is spent"
+
+#: A progress hook: ``(event, state)`` with event ``documented``, ``failed``, ``skipped``, ``call`` or
+#: ``unsafe`` (an unsafe call is about to be sent; ``state.notice`` says what it will do).
 Event = Callable[[str, "ToolState"], None]
 
 
 @dataclass
 class ToolState:
-    """Everything known about one tool while probing. ``status`` is ``pending`` until decided."""
+    """Everything known about one tool while probing. ``status`` is ``pending`` until decided
+    (``queued`` for a tool that may change data: the write plan decides it, not the rounds);
+    ``notice`` is what the probe says before an unsafe call of it."""
 
     tool: Tool
     index: int
@@ -44,6 +52,8 @@ class ToolState:
     programs: dict[int, dict[str, str]] = field(default_factory=dict)
     source: str = "no-llm"
     depends_on: list[str] = field(default_factory=list)
+    notice: str = ""
+    filters: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -71,8 +81,10 @@ class Session:
         self.states: dict[str, ToolState] = {t.name: ToolState(t, i) for i, t in enumerate(tools)}
         self.tool_names = [t.name for t in tools]
         self.on_event = on_event
-        self.auth_failures = 0
         self.stop_reason: str | None = None
+        from probes.auth import AuthWatch
+
+        self.auth = AuthWatch(self)
         self._reports: dict[str, tuple[tuple[Any, ...], ToolReport]] = {}
 
     # -- bookkeeping --------------------------------------------------------------------------
@@ -86,6 +98,7 @@ class Session:
 
     def observe(self, state: ToolState, obs: Observation) -> None:
         state.observations.append(obs)
+        self.auth.answered(state.tool if obs.tool == state.name else self.states[obs.tool].tool, obs)
         self.emit("call", state)
 
     def succeed(self, state: ToolState, obs: Observation, round_: int, *, source: str = "no-llm") -> None:
@@ -110,7 +123,7 @@ class Session:
             state.helper_samples.append(obs.data)
 
     def settle(self, state: ToolState, status: str, reason: str) -> None:
-        if state.status != "pending":
+        if state.status not in ("pending", "queued"):
             return
         state.status = status
         state.reason = reason
@@ -126,7 +139,7 @@ class Session:
         """The ``ToolReport`` of a tool, as known now (rebuilt only when the tool's state changed:
         ``--out`` files are rewritten while probing, and merging schemas is the costly part)."""
         stamp = (state.status, state.reason, len(state.successes), len(state.observations), len(state.helper_samples),
-                 self.caller.budget.by_tool.get(state.name, 0))
+                 self.caller.budget.by_tool.get(state.name, 0), len(state.filters))
         hit = self._reports.get(state.name)
         if hit is not None and hit[0] == stamp:
             return hit[1]
@@ -136,9 +149,9 @@ class Session:
 
     def _build_report(self, state: ToolState) -> ToolReport:
         tool = state.tool
-        status = state.status if state.status != "pending" else "skipped"
+        status = state.status if state.status not in ("pending", "queued") else "skipped"
         reason = state.reason
-        if state.status == "pending":
+        if state.status in ("pending", "queued"):
             reason = reason or "not probed (the probe stopped first)"
         codes = Counter(str(o.status) for o in state.observations if o.status is not None)
         report = ToolReport(
@@ -149,8 +162,13 @@ class Session:
             status_codes=dict(sorted(codes.items())), required_learned=list(state.learned), source=state.source,
         )
         if state.successes:
-            report.response_schema = state.schema()
+            sample = next((o.data for o in state.successes if o.data is not None), None)
+            report.response_schema, report.schema_notes = combine(tool.response_schema, state.schema(), sample)
+            report.schema_source = "declared+learnt" if tool.response_schema else "learnt"
             chosen = choose_examples(state.successes, self.settings.max_examples)
+            filtered = [o for o in state.successes if any(p in o.args for p in state.filters)]
+            if filtered and not any(o in chosen for o in filtered):
+                chosen = [*chosen[: self.settings.max_examples - 1], filtered[0]]  # show the link
             observations = self.caller.observations
             for obs in chosen:
                 given = state.programs.get(obs.id) or {}
@@ -167,6 +185,8 @@ class Session:
             for obs in chosen[1:]:
                 more, _ = dependencies(obs, observations)
                 report.depends_on += [t for t in more if t not in report.depends_on]
+            report.filters = dict(state.filters)
+            report.depends_on += [f["tool"] for f in state.filters.values() if f["tool"] not in report.depends_on]
         return report
 
     def reports(self) -> list[ToolReport]:

@@ -21,9 +21,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from probes.naming import ParamRole, norm
+from probes.naming import PATH_PARAM_WORDS, ParamRole, norm
+from protocols.model import Tool
 
-__all__ = ["Made", "schema_values", "COMMON_WORDS", "NAMED", "coerce", "within", "type_ok", "STRONG", "GUESS"]
+__all__ = ["Made", "schema_values", "made_value", "MARK", "COMMON_WORDS", "NAMED", "coerce", "within", "type_ok", "STRONG", "GUESS"]
 
 #: The lowest score a plan needs in the ordinary rounds (below it only the last, guessing round).
 STRONG = 0.5
@@ -211,7 +212,8 @@ def schema_values(schema: Any, role: ParamRole) -> list[Made]:
         inner = schema_values(items, role) if isinstance(items, dict) else []
         if inner:
             out.append(Made([inner[0].value], min(inner[0].score, 0.5), inner[0].source))
-    elif kind in ("string", None):
+    elif kind in ("string", None) and role.attribute not in PATH_PARAM_WORDS:
+        # (a made-up path -- ``test`` -- finds no file: a path comes from an answer, or not at all)
         low = schema.get("minLength")
         text = "test" if not isinstance(low, int) or low <= 4 else "x" * low
         out.append(Made(text, 0.1 if id_like else 0.5, "guess" if id_like else "type"))
@@ -222,3 +224,76 @@ def schema_values(schema: Any, role: ParamRole) -> list[Made]:
             seen.append(made.value)
             unique.append(made)
     return unique
+
+
+#: The text the probe writes where it must make up a value (so that a person can spot it).
+MARK = "atc-probe"
+
+
+def made_value(schema: Any, tool: Tool | None = None, pname: str = "", depth: int = 0) -> Any:
+    """A value of a parameter that names nothing, from its schema (``const``, ``enum``,
+    ``default``, an example, a bounded number, ``MARK`` for text); objects get their required
+    fields, lists one item. None when the schema allows nothing the probe can make."""
+    schema = schema if isinstance(schema, dict) else {}
+    if depth > 6:
+        return None
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), None)
+    for key in ("oneOf", "anyOf"):
+        if kind is None and isinstance(schema.get(key), list):
+            option = next((o for o in schema[key] if isinstance(o, dict) and o.get("type") != "null"), None)
+            if option is not None:
+                return made_value(option, tool, pname, depth + 1)
+    if kind == "object" or (kind is None and isinstance(schema.get("properties"), dict)):
+        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        out: dict[str, Any] = {}
+        for name in schema.get("required") or []:
+            value = made_value(props.get(name), None, str(name), depth + 1)
+            if value is None:
+                return None
+            out[str(name)] = value
+        return out
+    if kind == "array":
+        item = made_value(schema.get("items"), None, pname, depth + 1)
+        if item is None:
+            return [] if not schema.get("minItems") else None
+        return [item] * max(1, int(schema.get("minItems") or 1)) if schema.get("minItems") else [item]
+    if tool is not None and pname:
+        from probes.naming import param_role
+
+        options = schema_values(schema, param_role(tool, pname))
+        good = [m for m in options if m.source in ("const", "enum", "default", "example", "name", "format")]
+        if good:
+            return good[0].value
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return next((e for e in schema["enum"] if e is not None), None)
+    if schema.get("default") is not None:
+        return schema["default"]
+    if kind in ("integer", "number"):
+        low = schema.get("minimum")
+        return low if isinstance(low, int | float) and not isinstance(low, bool) else 1
+    if kind == "boolean":
+        return False
+    if kind in ("string", None):
+        fmt = schema.get("format")
+        made = [m for m in schema_values({"type": "string", "format": fmt}, _NO_ROLE) if m.source == "format"]
+        if made:
+            return made[0].value
+        low = schema.get("minLength")
+        return MARK if not isinstance(low, int) or low <= len(MARK) else MARK + "-" * (low - len(MARK))
+    return None
+
+
+class _NoRole:
+    name = ""
+    entity = None
+    attribute = ""
+    id_like = False
+    text = False
+    in_path = False
+
+
+_NO_ROLE: Any = _NoRole()

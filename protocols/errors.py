@@ -12,8 +12,10 @@
     │   ├── Timeout               wall-clock limit reached
     │   ├── MemoryLimit           memory limit reached
     │   ├── CallBudget            more tool calls than --max-calls
-    │   └── OutputLimit           the program printed more than the output cap
+    │   ├── OutputLimit           the program printed more than the output cap
+    │   └── SessionEnded          a sandbox session used after it ended (closed, reaped, or killed by a snippet)
     └── ModelError                the model server is unreachable, refuses, or answers garbage (exit 1)
+        └── ModelBudget           the run's model budget (--max-model-calls, --max-tokens) is spent
 
 It lives in the bottom layer and imports nothing of the project, so that every layer
 (``protocols`` <- ``sandbox`` <- ``atc`` <- ``probes``) raises and catches the same classes
@@ -37,7 +39,9 @@ __all__ = [
     "MemoryLimit",
     "CallBudget",
     "OutputLimit",
+    "SessionEnded",
     "ModelError",
+    "ModelBudget",
     "exit_code_for",
 ]
 
@@ -143,8 +147,31 @@ class OutputLimit(SandboxError):
     pass
 
 
+class SessionEnded(SandboxError):
+    """A sandbox session that is over was asked to run a snippet. ``reason`` says how it ended."""
+
+    def __init__(self, message: str, *, reason: str = "", hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.reason = reason
+
+
 class ModelError(AtcError):
     pass
+
+
+class ModelBudget(ModelError):
+    """No further model call is allowed: the solve spent its ``--max-model-calls`` or
+    ``--max-tokens``. ``spent`` holds the usage counted so far (``llm_calls``, ``prompt_tokens``,
+    ``completion_tokens``)."""
+
+    def __init__(self, message: str, *, spent: dict[str, int] | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.spent = dict(spent or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        d["spent"] = dict(self.spent)
+        return d
 
 
 def exit_code_for(exc: BaseException) -> int:

@@ -77,6 +77,8 @@ class MCPLoader:
             for prop, sub in (props or {}).items():
                 params.add(str(prop), "body", sub, required=prop in needed)
             output = item.get("outputSchema") or item.get("x-atc-response-schema")
+            # examples a probe wrote (atc probe --out): arguments, a condensed answer, a program
+            examples = [e for e in item.get("x-atc-examples") or [] if isinstance(e, dict)]
             annotations = item.get("annotations")
             notes = {str(k): v for k, v in annotations.items() if v is not None} if isinstance(annotations, dict) else {}
             title = clean_text(notes.get("title"))
@@ -87,7 +89,7 @@ class MCPLoader:
                 group=cname, parameters=params.schema(), bindings=params.bindings,
                 body_media_type="application/json",
                 response_schema=output if isinstance(output, dict) else None,
-                annotations=notes,
+                annotations=notes, examples=examples,
             ))
         if not tools:
             raise ProtocolError("no operations: the tools list is empty", source=source, pointer=base)

@@ -214,6 +214,14 @@ class Tool:
     ``examples`` items are ``{"args": {...}, "response": ..., "status": int | None}``.
     ``status_codes`` maps a status (``"200"``, ``"404"``, ``"default"``) to its description.
     ``security`` is a list of alternatives, each a list of scheme names that must all be sent.
+
+    ``responses`` is every documented answer, for whoever must produce one (``atc mock``): status
+    (``"200"``, ``"4XX"``, ``"default"``) -> ``{"content": {media type: schema | None},
+    "headers": {name: {"schema": {...}, "required": bool}}}``, schemas resolved like
+    ``response_schema`` (which stays the one JSON schema a program gets back). ``request_body``
+    says what the body is as a whole: ``{"media_types": [...], "required": bool, "schema": {...}}``,
+    ``schema`` holding the body schema's own keywords (``additionalProperties``,
+    ``minProperties``...) while its properties are the ``body`` parameters.
     """
 
     name: str
@@ -233,6 +241,8 @@ class Tool:
     security: list[list[str]] = field(default_factory=list)
     deprecated: bool = False
     annotations: dict[str, Any] = field(default_factory=dict)
+    responses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    request_body: dict[str, Any] | None = None
 
     @property
     def required(self) -> list[str]:
@@ -242,6 +252,22 @@ class Tool:
     def properties(self) -> dict[str, Any]:
         props = self.parameters.get("properties") or {}
         return props if isinstance(props, dict) else {}
+
+    def wire_aliases(self) -> dict[str, str]:
+        """Wire names a program may use for a parameter instead of its Python name (``userId`` for
+        ``user_id``): every binding's wire name that is not itself a parameter's name, is not a
+        reserved argument and belongs to one parameter only. Programs are told the snake_case
+        names, but a model that read the API's own docs writes the wire names."""
+        from protocols.building import RESERVED_ARGUMENTS
+
+        props = self.properties
+        seen: dict[str, str | None] = {}
+        for name, binding in self.bindings.items():
+            wire = binding.name
+            if not wire or wire == name or wire in props or wire in RESERVED_ARGUMENTS:
+                continue
+            seen[wire] = None if wire in seen else name
+        return {wire: name for wire, name in seen.items() if name is not None}
 
     @property
     def summary(self) -> str:
@@ -272,6 +298,10 @@ class Tool:
         }
         if self.annotations:  # MCP tools only: HTTP tools' records stay as they were
             d["annotations"] = self.annotations
+        if self.responses:
+            d["responses"] = _pack_responses(self.responses, self.response_schema)
+        if self.request_body is not None:
+            d["request_body"] = self.request_body
         return d
 
     @classmethod
@@ -294,7 +324,42 @@ class Tool:
             security=[list(x) for x in (d.get("security") or [])],
             deprecated=bool(d.get("deprecated", False)),
             annotations=dict(d.get("annotations") or {}) if isinstance(d.get("annotations"), dict) else {},
+            responses=_unpack_responses(d.get("responses"), d.get("response_schema")),
+            request_body=d["request_body"] if isinstance(d.get("request_body"), dict) else None,
         )
+
+
+#: In a stored ``responses``, a schema that IS the tool's ``response_schema`` is written as this
+#: reference (a JSON pointer into the tool's own record), so that a large schema is stored once.
+_SAME_AS_RESPONSE_SCHEMA = {"$ref": "#/response_schema"}
+
+
+def _pack_responses(responses: dict[str, dict[str, Any]], primary: Any) -> dict[str, dict[str, Any]]:
+    if primary is None:
+        return responses
+    out: dict[str, dict[str, Any]] = {}
+    for status, entry in responses.items():
+        content = entry.get("content")
+        if isinstance(content, dict) and any(schema == primary for schema in content.values()):
+            entry = {**entry, "content": {media: _SAME_AS_RESPONSE_SCHEMA if schema == primary else schema
+                                          for media, schema in content.items()}}
+        out[status] = entry
+    return out
+
+
+def _unpack_responses(raw: Any, primary: Any) -> dict[str, dict[str, Any]]:
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for status, entry in raw.items():
+        if not isinstance(entry, dict):
+            continue
+        content = entry.get("content")
+        if isinstance(content, dict):
+            entry = {**entry, "content": {media: primary if schema == _SAME_AS_RESPONSE_SCHEMA else schema
+                                          for media, schema in content.items()}}
+        out[str(status)] = entry
+    return out
 
 
 @dataclass

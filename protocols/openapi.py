@@ -240,6 +240,8 @@ class _Build:
             body_media = self.request_body(params, op["requestBody"], f"{pointer}/requestBody")
         params.ensure_path_params(path)
         response, examples, codes = self.responses(op.get("responses"), f"{pointer}/responses")
+        documented = self.documented_responses(op, f"{pointer}/responses", response)
+        request_body = self.request_body_info(op, params, body_media, f"{pointer}/requestBody")
         tags = op.get("tags")
         category = str(tags[0]) if isinstance(tags, list) and tags and isinstance(tags[0], (str, int)) else ""
         op_servers = self._op_servers(op, item) or servers
@@ -250,7 +252,138 @@ class _Build:
             body_media_type=body_media, response_schema=unshare(response), examples=unshare(examples),
             status_codes=codes,
             servers=op_servers, security=self.security(op, pointer), deprecated=op.get("deprecated") is True,
+            responses=documented, request_body=request_body,
         )
+
+    # -- what a server answers, and the body as a whole (atc mock) ---------------------------
+
+    def documented_responses(self, op: dict[str, Any], pointer: str,
+                             primary: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+        """Every documented response: status -> {"content": {media: schema | None}, "headers"}.
+        The schema that ``responses`` chose as the response schema is the same object here, so
+        that the stored form can refer to it instead of repeating it."""
+        node = op.get("responses")
+        if not isinstance(node, dict):
+            return {}
+        produces = self._produces(op)
+        out: dict[str, dict[str, Any]] = {}
+        for code, raw in node.items():
+            code = str(code)
+            if code.startswith("x-"):
+                continue
+            rp = f"{pointer}/{escape(code)}"
+            try:
+                resp = self.obj(raw, rp, "a response")
+            except ProtocolError as exc:
+                self._skipped(exc)
+                continue
+            content: dict[str, Any] = {}
+            if self.swagger:
+                if "schema" in resp:
+                    schema = self._optional_schema(resp["schema"], f"{rp}/schema")
+                    for media in produces:
+                        content[media] = schema
+            elif isinstance(resp.get("content"), dict):
+                for media, entry in resp["content"].items():
+                    entry = entry if isinstance(entry, dict) else {}
+                    content[str(media)] = self._optional_schema(
+                        entry["schema"], f"{rp}/content/{escape(str(media))}/schema") if "schema" in entry else None
+            if primary is not None:
+                # One shared object for the chosen schema (an equal copy would be stored twice).
+                content = {m: primary if s == primary else s for m, s in content.items()}
+            entry_out: dict[str, Any] = {"content": content}
+            headers = self._response_headers(resp.get("headers"), f"{rp}/headers")
+            if headers:
+                entry_out["headers"] = headers
+            out[code] = entry_out
+        return out
+
+    def _optional_schema(self, node: Any, pointer: str) -> dict[str, Any] | None:
+        """A schema of a response no program reads (an error, another media type): a broken one
+        is noted and left out rather than failing the whole import."""
+        try:
+            schema = self.refs.schema(node, pointer)
+        except ProtocolError as exc:
+            self._skipped(exc)
+            return None
+        return schema if isinstance(schema, dict) else None
+
+    def _skipped(self, exc: ProtocolError) -> None:
+        self.notes.append(SpecWarning(f"{exc.reason}: left out of the documented responses", exc.pointer or ""))
+
+    def _produces(self, op: dict[str, Any]) -> list[str]:
+        produces = op.get("produces", self.doc.get("produces"))
+        if isinstance(produces, list) and produces and all(isinstance(m, str) for m in produces):
+            return list(produces)
+        return ["application/json"]
+
+    def _response_headers(self, node: Any, pointer: str) -> dict[str, dict[str, Any]]:
+        if not isinstance(node, dict):
+            return {}
+        out: dict[str, dict[str, Any]] = {}
+        for name, raw in node.items():
+            hp = f"{pointer}/{escape(str(name))}"
+            try:
+                header, _ = self.refs.follow(raw, hp)
+            except ProtocolError as exc:
+                self._skipped(exc)
+                continue
+            if not isinstance(header, dict):
+                continue
+            if self.swagger:
+                schema: Any = self.refs.schema({k: header[k] for k in _SWAGGER_PARAM_KEYS
+                                                if k in header and k != "collectionFormat"}, hp)
+            elif "schema" in header:
+                schema = self.refs.schema(header["schema"], f"{hp}/schema")
+            elif isinstance(header.get("content"), dict) and header["content"]:
+                first = next(iter(header["content"].values()))
+                schema = self.refs.schema(first.get("schema") if isinstance(first, dict) else {}, f"{hp}/content")
+            else:
+                schema = {}
+            out[str(name)] = {"schema": schema if isinstance(schema, dict) else {},
+                              "required": _flag(header.get("required"))}
+        return out
+
+    def request_body_info(self, op: dict[str, Any], params: ParamSet, body_media: str | None,
+                          pointer: str) -> dict[str, Any] | None:
+        """The request body as a whole: its media types, whether it is required, and the body
+        schema's own keywords (its properties are the tool's ``body`` parameters)."""
+        if body_media is None:
+            return None
+        raw_schema: Any = None
+        required = False
+        if self.swagger:
+            consumes = op.get("consumes", self.doc.get("consumes"))
+            media = [m for m in consumes if isinstance(m, str)] if isinstance(consumes, list) else []
+            if body_media not in media:
+                media = [body_media, *media]
+            for param in self.parameters(op.get("parameters"), f"{pointer[:pointer.rindex('/')]}/parameters").values():
+                if param[0].get("in") == "body":
+                    raw_schema, required = param[0].get("schema"), _flag(param[0].get("required"))
+                elif param[0].get("in") == "formData" and _flag(param[0].get("required")):
+                    required = True
+        else:
+            body = op.get("requestBody")
+            body, _ = self.refs.follow(body, pointer)
+            if not isinstance(body, dict) or not isinstance(body.get("content"), dict):
+                return None
+            media = [str(m) for m in body["content"]]
+            required = _flag(body.get("required"))
+            entry = body["content"].get(body_media)
+            raw_schema = entry.get("schema") if isinstance(entry, dict) else None
+        schema = self.refs.schema(raw_schema, f"{pointer}/schema") if raw_schema is not None else {}
+        own: dict[str, Any] = {}
+        if isinstance(schema, dict) and any(b.location == "body" and b.name for b in params.bindings.values()):
+            own = {k: v for k, v in schema.items() if k not in ("properties", "required", "description", "example",
+                                                                  "examples", "title")}
+            raw_props = schema.get("properties")
+            props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
+            # A readOnly property is the server's to set: its "required" binds responses only.
+            needed = [r for r in schema.get("required") or [] if isinstance(r, str)
+                      and not (isinstance(props.get(r), dict) and props[r].get("readOnly") is True)]
+            if needed:
+                own["required"] = needed
+        return {"media_types": media, "required": required, "schema": own}
 
     def _consumes(self, op: dict[str, Any]) -> str | None:
         consumes = op.get("consumes", self.doc.get("consumes"))

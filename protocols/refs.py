@@ -149,9 +149,13 @@ class Resolver:
                     resolved = repair_node(resolved, at, self.warn, dialect=self.dialect)
             return resolved
         out: dict[str, Any] = {}
+        tags = _discriminator_values(node) if is_schema else {}
         for key, value in node.items():
             sub = f"{at}/{escape(str(key))}"
-            if key in _SCHEMA_MAPS and isinstance(value, dict):
+            if key in _SCHEMA_LISTS and isinstance(value, list) and tags:
+                out[key] = [_tagged(self._schema(v, f"{sub}/{i}", stack, depth + 2), *tags.get(i, ("", "")))
+                            for i, v in enumerate(value)]
+            elif key in _SCHEMA_MAPS and isinstance(value, dict):
                 out[key] = {k: self._schema(v, f"{sub}/{escape(str(k))}", stack, depth + 2) for k, v in value.items()}
             elif key in _SCHEMA_LISTS and isinstance(value, list):
                 out[key] = [self._schema(v, f"{sub}/{i}", stack, depth + 2) for i, v in enumerate(value)]
@@ -168,6 +172,44 @@ class Resolver:
         if isinstance(out.get("allOf"), list):
             out = merge_all_of(out)
         return out
+
+
+def _discriminator_values(node: dict[str, Any]) -> dict[int, tuple[str, str]]:
+    """For a ``oneOf``/``anyOf`` with an OpenAPI ``discriminator``: branch index -> (property,
+    value), the value being the branch's key in ``mapping`` or, without one, the name of the
+    schema it refers to. Expanding the references loses those names, so the expanded branch
+    states its value itself (see ``_tagged``)."""
+    disc = node.get("discriminator")
+    if not isinstance(disc, dict) or not isinstance(disc.get("propertyName"), str):
+        return {}
+    prop = disc["propertyName"]
+    raw_mapping = disc.get("mapping")
+    mapping: dict[str, Any] = raw_mapping if isinstance(raw_mapping, dict) else {}
+    by_ref = {str(ref): str(value) for value, ref in mapping.items()}
+    out: dict[int, tuple[str, str]] = {}
+    for key in ("oneOf", "anyOf"):
+        branches = node.get(key)
+        if not isinstance(branches, list):
+            continue
+        for i, branch in enumerate(branches):
+            ref = branch.get("$ref") if isinstance(branch, dict) else None
+            if isinstance(ref, str):
+                out[i] = (prop, by_ref.get(ref) or ref.rsplit("/", 1)[-1])
+    return out
+
+
+def _tagged(branch: Any, prop: str, value: str) -> Any:
+    """A resolved branch whose discriminator property accepts only its own value, when the
+    branch allows that value at all (a branch whose enum contradicts it is left as written)."""
+    if not prop or not isinstance(branch, dict) or not isinstance(branch.get("properties"), dict):
+        return branch
+    current = branch["properties"].get(prop)
+    if not isinstance(current, dict) or current.get("type") not in (None, "string"):
+        return branch
+    enum = current.get("enum")
+    if "const" in current or (isinstance(enum, list) and value not in enum):
+        return branch
+    return {**branch, "properties": {**branch["properties"], prop: {**current, "enum": [value]}}}
 
 
 def _has_cut(schema: Any, depth: int = 0) -> bool:

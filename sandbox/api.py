@@ -7,17 +7,18 @@ The result dataclasses mirror ``atc run --json`` of ``shared/interface.md`` fiel
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from protocols.model import Collection, Tool
 
 __all__ = ["Limits", "ToolCall", "ErrorInfo", "ExecutionResult", "Toolset", "Backend", "ERROR_TYPES",
-           "FAILURE_KINDS", "VALIDATION_MODES"]
+           "FAILURE_KINDS", "VALIDATION_MODES", "SessionLimits", "SandboxSession", "SessionBackend"]
 
 #: The ``error.type`` values that are not Python exception class names.
-ERROR_TYPES = ("Timeout", "MemoryLimit", "CallBudget", "OutputLimit", "SandboxError")
+ERROR_TYPES = ("Timeout", "MemoryLimit", "CallBudget", "OutputLimit", "SandboxError", "Cancelled")
 #: Values of ``ToolCall.failure``: refused before sending (``arguments``, ``config``, ``budget``),
 #: sent without an answer (``connect``, ``timeout``, ``request``), answered unusably
 #: (``response``: too large, undecodable), or answered with an error (``http``, ``redirect``; an MCP
@@ -46,6 +47,33 @@ class Limits:
     cpu_seconds: int | None = None
 
 
+@dataclass(frozen=True)
+class SessionLimits:
+    """What bounds a sandbox session as a whole (``sandbox/interpreter.py``), on top of its
+    ``Limits``: there ``timeout`` bounds each snippet, ``memory_mb`` the session's processes
+    together, ``max_calls`` the tool calls of all its snippets, ``cpu_seconds`` its CPU time (None:
+    ``exec_seconds`` plus 2 s). ``exec_seconds`` is the time its snippets may run in all;
+    ``idle_seconds`` how long an open session may go unused and ``lifetime_seconds`` how long it
+    may stay open at all before it is closed for its owner (an abandoned session is reaped)."""
+
+    exec_seconds: float = 600.0
+    idle_seconds: float = 600.0
+    lifetime_seconds: float = 3600.0
+
+    def __post_init__(self) -> None:
+        for name in ("exec_seconds", "idle_seconds", "lifetime_seconds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or \
+                    not math.isfinite(value):
+                from protocols.errors import UsageError
+
+                raise UsageError(f"SessionLimits.{name} must be a positive number of seconds, not {value!r}")
+
+    def spawn_limits(self, limits: Limits) -> Limits:
+        """The limits the session's runner is started with: its CPU time covers the whole session."""
+        return replace(limits, cpu_seconds=limits.cpu_seconds or math.ceil(self.exec_seconds) + 2)
+
+
 @dataclass
 class ToolCall:
     """One call a program made, as the gateway saw it. ``status`` is None when no HTTP response
@@ -57,7 +85,11 @@ class ToolCall:
     redirect responses on the way (``{"status", "location", "followed", "reason"?}``; a redirect
     that was not followed ends the call); ``warnings`` are what validation found in ``warn``
     mode (the call went out anyway); ``headers`` are the response headers (redacted; not in the
-    contract JSON unless asked for)."""
+    contract JSON unless asked for). ``summarized`` names what the log keeps of this call only as a
+    bounded summary, ``args``, ``response`` or ``headers``, with the bytes they held in the host
+    (counted up to 64 times the summary's limit: at least that many)
+    (large ones: the first and last items of long lists, the first keys of wide objects, the head
+    of long strings; ``sandbox.jsonbounds.summarize``); the program itself got them whole."""
 
     tool: str
     args: dict[str, Any]
@@ -75,6 +107,7 @@ class ToolCall:
     redirects: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     headers: dict[str, str] | None = None
+    summarized: dict[str, int] = field(default_factory=dict)
 
     @property
     def sent(self) -> bool:
@@ -98,6 +131,7 @@ class ToolCall:
             "failure": self.failure,
             "redirects": self.redirects,
             "warnings": self.warnings,
+            "summarized": self.summarized,
         }
         if with_response:
             d["response"] = self.response
@@ -183,6 +217,7 @@ class Toolset:
     def __post_init__(self) -> None:
         self._tools: dict[str, Tool] = {}
         self._owner: dict[str, Collection] = {}
+        _refuse_shared_names(self.collections)
         for c in self.collections:
             for t in c.tools:
                 if t.name in self._tools and self._owner[t.name].name != c.name:
@@ -236,6 +271,30 @@ class Toolset:
         return list(self._tools)
 
 
+def _source_of(collection: Collection) -> str:
+    if collection.mcp_server is not None:
+        return f"the MCP server {collection.mcp_server.describe()!r}"
+    return repr(collection.source) if collection.source else "a collection given in code"
+
+
+def _refuse_shared_names(collections: list[Collection]) -> None:
+    """Two collections of one run never share a name: credentials, base URLs, validation modes
+    and MCP servers are looked up by it, so a shared name would route one API's calls (or its
+    key) to the other. The error names both sources."""
+    seen: dict[str, Collection] = {}
+    for c in collections:
+        first = seen.setdefault(c.name, c)
+        if first is c:
+            continue
+        from protocols.errors import ConfigError
+
+        a, b = _source_of(first), _source_of(c)
+        what = f"{a} is given twice" if a == b else f"{a} and {b}"
+        raise ConfigError(f"two collections of this run are named {c.name!r}: {what}",
+                          hint="give each its own name: a key of its own in an mcpServers file, or "
+                               "'atc tools import SOURCE --name NAME' and then --tools NAME")
+
+
 @runtime_checkable
 class Backend(Protocol):
     """A place to run programs. Implementations: ``LocalBackend``, ``DockerBackend``, and the
@@ -252,3 +311,44 @@ class Backend(Protocol):
     def __enter__(self) -> Backend: ...
 
     def __exit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class SandboxSession(Protocol):
+    """One isolated interpreter whose globals survive from one ``execute`` to the next, under
+    ``Limits`` and ``SessionLimits`` for the whole session (``sandbox/interpreter.py``). ``execute``
+    returns the result of ONE snippet (its output, its calls, its error), never raises for what the
+    snippet does, and raises ``SessionEnded`` once the session is over (``ended`` says why: closed,
+    reaped, or a snippet that timed out, ran out of memory, spent the call budget or killed its
+    interpreter). ``calls`` and ``exec_seconds`` are what the session has used so far."""
+
+    name: str
+
+    def execute(self, code: str) -> ExecutionResult: ...
+
+    def close(self, reason: str = "closed") -> None: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def ended(self) -> str | None: ...
+
+    @property
+    def calls(self) -> int: ...
+
+    @property
+    def exec_seconds(self) -> float: ...
+
+    @property
+    def snippets(self) -> int: ...
+
+
+@runtime_checkable
+class SessionBackend(Protocol):
+    """A backend that can keep a session: ``LocalBackend``, ``DockerBackend`` and the test fake.
+    ``open_session`` raises ``SandboxError`` when no interpreter could be started."""
+
+    name: str
+
+    def open_session(self, tools: Toolset, limits: Limits, session: SessionLimits) -> SandboxSession: ...

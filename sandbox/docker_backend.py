@@ -32,6 +32,10 @@ labels). A fork server whose socket closes exits, and its container stops with i
 atc leaves only stopped containers behind. A memory kill is told apart from a program that kills
 itself by the container's ``oom_kill`` counter (``State.OOMKilled`` where the host does not show
 it); we do not use Docker's ``auto_remove``, which would delete the container before that.
+
+``open_session`` lends a container to a sandbox session (``sandbox/interpreter.py``): its runner is
+forked again with the session's CPU time, serves snippet after snippet, and when the session ends
+the container goes (``sandbox/session_runners.py``); it never serves another run.
 """
 
 from __future__ import annotations
@@ -47,12 +51,13 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from protocols.errors import SandboxError
-from sandbox.api import ErrorInfo, ExecutionResult, Limits, Toolset
+from sandbox.api import ErrorInfo, ExecutionResult, Limits, SessionLimits, Toolset
 from sandbox.docker_cells import MAX_RUNS_PER_CELL, Cell, CellError
 from sandbox.docker_engine import (
     DEFAULT_IMAGE,
@@ -77,6 +82,8 @@ from sandbox.session import SessionOutcome, build_result, serve
 
 if TYPE_CHECKING:
     import docker
+
+    from sandbox.interpreter import Interpreter
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -169,6 +176,7 @@ class DockerBackend:
         self._reservers: list[threading.Thread] = []
         self._reaper = ThreadPoolExecutor(max_workers=2, thread_name_prefix="atc-docker-rm")
         self._live: dict[str, str] = {}  # container id -> its socket directory
+        self._sessions: weakref.WeakSet[Interpreter] = weakref.WeakSet()  # open sandbox sessions
         # Leftovers of dead owners go in the background: the first container need not wait (close waits).
         self._reaper.submit(self._reap_stale)
         atexit.register(self.close)
@@ -211,6 +219,28 @@ class DockerBackend:
         return build_result(program, outcome, sandbox=self.name, isolation=self.isolation(limits, cell.isolated),
                             started=started, tools=tools)
 
+    def open_session(self, tools: Toolset, limits: Limits | None = None,
+                     session: SessionLimits | None = None) -> Interpreter:
+        """A sandbox session in one container of the pool (``sandbox/interpreter.py``): its runner
+        is forked again with the session's CPU time, and the container is removed when the session
+        ends, never recycled for another run; ``close`` ends every session still open."""
+        from sandbox.session_runners import open_docker
+
+        interpreter = open_docker(self, tools, limits or Limits(), session or SessionLimits())
+        with self._lock:
+            self._sessions.add(interpreter)
+        return interpreter
+
+    def end_session_cell(self, cell: Cell) -> None:
+        """A session's container is done: its fork server is told to go now (it exits when its
+        connection closes, and as the container's PID 1 it takes every process of the session
+        with it), and the container is removed in the background, as after an abnormal run."""
+        cell.close()
+        with self._lock:
+            self._in_use[cell.key] -= 1
+            self._lock.notify_all()  # a cell that does not come back is replaced
+        self._discard(cell)
+
     def isolation(self, limits: Limits, isolated: bool | None = None) -> list[str]:
         """What is in force for a run with ``limits`` (reported in ``ExecutionResult.isolation``);
         ``isolated``: whether the run had namespaces of its own (default: what the last container
@@ -240,6 +270,10 @@ class DockerBackend:
 
     def close(self) -> None:
         """Stop the pool and remove every container this backend started (idempotent)."""
+        with self._lock:
+            sessions = list(self._sessions)
+        for session in sessions:
+            session.close("the sandbox backend was closed")
         with self._lock:
             if self._closed:
                 return

@@ -245,14 +245,21 @@ def as_toolset(tools: Toolset | Collection | str | Sequence[Collection | str], *
 
 def check_toolset(toolset: Toolset) -> None:
     """What would make every call of a run fail, said before the run (``ConfigError``, exit 2):
-    a credential that names neither a security scheme nor a placement, or reads an unset
-    variable; a collection whose spec names no usable server URL and has no ``--base-url``; an
-    MCP tools/list read from a file (it names no server to call)."""
+    a credential that names neither a security scheme nor a placement, could reach the wrong API,
+    or reads an unset variable; a collection whose spec names no usable server URL and has no
+    ``--base-url``; an MCP tools/list read from a file (it names no server to call); an MCP
+    server that lacks an environment variable, its command or its directory. Every source is
+    checked, so that nothing starts (and no API gets a call) when one of them cannot work."""
     from sandbox.http.credentials import check
 
     check(toolset.credentials, toolset.collections, os.environ)
     for collection in toolset.collections:
-        if not collection.tools or collection.mcp_server is not None:
+        if collection.mcp_server is not None:
+            from sandbox.mcp.sources import check_ready
+
+            check_ready(collection.mcp_server, os.environ, collection=collection.name)
+            continue
+        if not collection.tools:
             continue
         if all(t.method == "MCP" for t in collection.tools):
             raise ConfigError(f"collection {collection.name!r} is an MCP tools/list with no server to call",
@@ -325,12 +332,26 @@ async def arun(
     backend: str | Backend | None = None,
     validation: Validation = None,
 ) -> ExecutionResult:
-    """``run`` in a worker thread, for asyncio callers (many programs can run concurrently)."""
+    """``run`` in a worker thread, for asyncio callers (many programs can run concurrently).
+    Cancelling the awaiting task stops the program (``sandbox.cancel``): its sandbox is killed as
+    after a timeout, instead of running on in the thread."""
     import asyncio
 
+    from sandbox.cancel import Cancel, cancellable
+
+    token = Cancel()
     call = functools.partial(run, program, tools, limits, sandbox=pick_sandbox(sandbox, backend),
                              base_url=base_url, credentials=credentials, validation=validation)
-    return await asyncio.get_running_loop().run_in_executor(None, call)
+
+    def body() -> ExecutionResult:
+        with cancellable(token):
+            return call()
+
+    try:
+        return await asyncio.get_running_loop().run_in_executor(None, body)
+    except asyncio.CancelledError:
+        token.cancel("the awaiting task was cancelled")
+        raise
 
 
 def close_backends() -> None:

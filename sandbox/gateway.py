@@ -10,7 +10,10 @@ A program in the sandbox never talks to an API. Its tool functions are stubs tha
    ``ToolError`` naming the tool and the parameter); ``warn`` sends it and records what failed
    in ``ToolCall.warnings``; ``off`` sends it unchecked. A schema that jsonschema cannot use (a
    broken spec the import could not repair) never crashes a call: the call goes out unchecked and
-   the log says why. Validators are compiled once per schema and cached.
+   the log says why. The check is bounded (``sandbox.validation``): values counted first, schema
+   steps and errors metered, the first problem in ``strict``, 20 in ``warn``; arguments too
+   large to check are refused in ``strict`` and sent with a warning in ``warn``; a check still
+   running at the run's deadline answers a ``timeout`` (the session ends the run as a Timeout).
 3. hands the call to its transport (``_exchange``: a tool of an MCP server goes to ``sandbox.mcp``,
    which sends ``tools/call`` to the server, see its transport's docstring; any other to HTTP:
    ``sandbox.http``, which builds the
@@ -21,14 +24,16 @@ A program in the sandbox never talks to an API. Its tool functions are stubs tha
    locations and error text (``sandbox.redact``: an API that echoes headers must not hand the
    program its key),
 5. records a ``ToolCall`` (tool, args, method, path *template*, status, line, column, duration,
-   error, failure kind, redirects, warnings, response, headers, redacted) and returns the data
+   error, failure kind, redirects, warnings, response, headers, redacted; large arguments,
+   responses and headers as bounded summaries, ``_keep``) and returns the data
    with the status and headers, or an error whose message names the tool, the HTTP status and the
    API's own error text (``get_book: HTTP 404: book not found``). Any status outside 2xx is an
    error, a redirect that was not followed included.
 
 Besides its parameters every tool takes ``extra_query={...}`` (query parameters the spec does not
 list: open-ended filters), which the gateway checks like any query value. ``with_headers`` is
-the runner's business and never reaches an API.
+the runner's business and never reaches an API. A parameter may also be given under its name in
+the API (``userId`` for ``user_id``, ``Tool.wire_aliases``): it is renamed before validation.
 
 Nothing from the sandbox is trusted: ``call`` takes plain values that came out of a JSON frame
 and re-validates all of them, so a forged frame gets exactly the checks a stub call gets.
@@ -48,9 +53,11 @@ from protocols.building import RESERVED_ARGUMENTS
 from protocols.errors import ToolError
 from protocols.model import Collection, Tool
 from sandbox.api import Limits, ToolCall, Toolset
+from sandbox.hostbounds import LOG_TAIL_BYTES, HostBounds
 from sandbox.http.credentials import env_var
-from sandbox.http.decoding import is_binary_object
+from sandbox.jsonbounds import summarize
 from sandbox.redact import Redactor
+from sandbox.validation import MAX_UNIQUE_CHECK, ValidationCut, problems, validator_for
 
 if TYPE_CHECKING:  # imported when the first call comes: a run without calls never pays for them
     import httpx
@@ -58,9 +65,11 @@ if TYPE_CHECKING:  # imported when the first call comes: a run without calls nev
     from sandbox.http.transport import HttpTransport, Reply
     from sandbox.mcp.transport import McpTransport
 
-__all__ = ["Gateway", "CallOutcome", "validator_for", "shared_client", "uses_cookies"]
+__all__ = ["Gateway", "CallOutcome", "validator_for", "shared_client", "uses_cookies", "MAX_UNIQUE_CHECK"]
 
 _LOADED: list[bool] = []  # non-empty once a gateway of this process has loaded its dependencies
+#: Longest error or warning message the call log keeps of a call.
+_MAX_LOGGED_MESSAGE = 4000
 
 
 def shared_client() -> httpx.Client:
@@ -75,61 +84,6 @@ def uses_cookies(collection: Collection) -> bool:
     from sandbox.http.transport import uses_cookies as declared
 
     return declared(collection)
-
-_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
-_VALIDATORS_LOCK = threading.Lock()
-
-
-def validator_for(schema: dict[str, Any]) -> Any:
-    """The compiled jsonschema validator of a parameters schema, built once per schema object.
-
-    Keyed by identity (a Tool keeps its schema dict alive, and the entry holds it too, so the id
-    cannot be reused while cached)."""
-    key = id(schema)
-    hit = _VALIDATORS.get(key)
-    if hit is not None and hit[0] is schema:
-        return hit[1]
-    import jsonschema
-
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    validator = _safe_validator_class(cls)(schema)
-    with _VALIDATORS_LOCK:
-        if len(_VALIDATORS) > 4096:
-            _VALIDATORS.clear()
-        _VALIDATORS[key] = (schema, validator)
-    return validator
-
-
-_SAFE_CLASSES: dict[Any, Any] = {}
-#: Longest array whose ``uniqueItems`` the gateway checks (jsonschema compares objects pairwise).
-MAX_UNIQUE_CHECK = 500
-
-
-def _skip_pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> None:
-    return None
-
-
-def _safe_validator_class(cls: Any) -> Any:
-    """``cls`` without the checks whose cost a program could blow up on the host, where ``re`` and
-    the pairwise comparison cannot be interrupted by any timeout: ``pattern`` is ignored (a spec
-    regex like ``^(a+)+$`` backtracks exponentially on a string the program chose) and
-    ``uniqueItems`` is checked on short arrays only (quadratic on arrays of objects). The API
-    still enforces both itself."""
-    safe = _SAFE_CLASSES.get(cls)
-    if safe is None:
-        import jsonschema
-
-        unique = cls.VALIDATORS.get("uniqueItems")
-
-        def bounded_unique(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
-            if unique is None or (isinstance(instance, list) and len(instance) > MAX_UNIQUE_CHECK):
-                return None
-            return unique(validator, value, instance, schema)
-
-        safe = _SAFE_CLASSES[cls] = jsonschema.validators.extend(
-            cls, {"pattern": _skip_pattern, "uniqueItems": bounded_unique})
-    return safe
-
 
 @dataclass
 class CallOutcome:
@@ -233,7 +187,9 @@ class Gateway:
         self.deadline = deadline
         self.calls: list[ToolCall] = []
         self.budget_exceeded = False
+        self.bounds = HostBounds.of(self.limits)
         self._attempts = 0
+        self._logged = 0  # host bytes the call log keeps of arguments and responses
         self._lock = threading.Lock()
         self._redactor: Redactor | None = None
         self._http: HttpTransport | None = None
@@ -275,6 +231,17 @@ class Gateway:
         _ = self.client
         _LOADED.append(True)
 
+    def next_program(self, deadline: float | None) -> None:
+        """Serve the next snippet of a sandbox session (``sandbox/interpreter.py``): a call log of
+        its own and its own deadline, while the budget (``max_calls``), the transports and their
+        cookies go on for the whole session."""
+        self.deadline = deadline
+        self.calls = []
+        self._logged = 0  # the host keeps one snippet's call log at a time
+        for transport in (self._http, self._mcp):
+            if transport is not None:
+                transport.deadline = deadline
+
     # -- the one entry point ------------------------------------------------------------------
 
     def call(self, tool: Any, args: Any, *, line: Any = None, col: Any = None) -> CallOutcome:
@@ -285,9 +252,10 @@ class Gateway:
 
         line = line if isinstance(line, int) and not isinstance(line, bool) else None
         col = col if isinstance(col, int) and not isinstance(col, bool) else None
-        name = tool if isinstance(tool, str) else repr(tool)[:80]
+        spec = self.toolset.tools.get(tool) if isinstance(tool, str) else None
+        # A forged frame may name a "tool" of megabytes: the log and every message keep a head of it.
+        name = tool if spec is not None else (tool if isinstance(tool, str) else repr(tool))[:200]
         started = time.perf_counter()
-        spec = self.toolset.tools.get(name) if isinstance(tool, str) else None
         record = ToolCall(tool=name, args=args if isinstance(args, dict) else {"_": args},
                           method=spec.method.upper() if spec else "", path=spec.path if spec else "",
                           status=None, ok=False, line=line, duration_ms=0.0, col=col)
@@ -309,9 +277,17 @@ class Gateway:
             if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
                 raise ToolError(f"{name}: arguments must be keyword arguments", tool=name)
             args, extra_query = self._split(spec, args)
-            self._validate(spec, args, record)
+            args = _wire_names_to_python(spec, args)
+            try:
+                self._validate(spec, args, record)
+            except ValidationCut as cut:  # only the deadline gets here: the run is over
+                message = f"{name}: {cut}"
+                record.error, record.failure = message, "timeout"
+                return CallOutcome(False, error={"message": message, "status": None, "kind": "ToolError",
+                                                 "failure": "timeout", "data": None, "headers": {}})
             reply = self._tapped(spec, args, extra_query)
             reply.data, record.redacted = self._scrub(reply.data, reply.raw)
+            record.redacted += reply.redacted  # taken out before it got here (a replayed answer)
             self._scrub_reply(reply, record)
             record.status, record.response, record.headers = reply.status, reply.data, reply.headers
             record.redirects = reply.redirects
@@ -350,8 +326,31 @@ class Gateway:
                                              "failure": "arguments", "data": None, "headers": {}})
         finally:
             record.duration_ms = (time.perf_counter() - started) * 1000
-            with self._lock:
-                self.calls.append(record)
+            self._keep(record)
+
+    def _keep(self, record: ToolCall) -> None:
+        """Log ``record``, keeping its arguments, response and headers whole up to
+        ``HostBounds.log_value_bytes`` each and a bounded summary beyond (``record.summarized``
+        says which, and the size they had); once the run's log holds ``HostBounds.log_bytes``,
+        every further one is summarised to ``LOG_TAIL_BYTES``. The runner already has the whole
+        response: the log is for the result, attribution and reflection."""
+        with self._lock:
+            limit = self.bounds.log_value_bytes if self._logged < self.bounds.log_bytes else LOG_TAIL_BYTES
+        # Messages quote what the program sent; the log keeps their head.
+        if record.error is not None and len(record.error) > _MAX_LOGGED_MESSAGE:
+            record.error = record.error[:_MAX_LOGGED_MESSAGE] + "..."
+        record.warnings = [w if len(w) <= _MAX_LOGGED_MESSAGE else w[:_MAX_LOGGED_MESSAGE] + "..."
+                           for w in record.warnings]
+        kept = 0
+        for name in ("args", "response", "headers"):
+            value, size, held = summarize(getattr(record, name), limit)
+            if held < size:
+                setattr(record, name, value)
+                record.summarized[name] = size
+            kept += held
+        with self._lock:
+            self._logged += kept
+            self.calls.append(record)
 
     def _exchange(self, tool: Tool, args: dict[str, Any], extra_query: dict[str, Any] | None) -> Reply:
         """Send one validated call and return the API's reply. This is the one step a transport
@@ -378,16 +377,21 @@ class Gateway:
         return send_through(0)
 
     def _redacted(self, reply: Reply) -> Reply:
-        """A copy of ``reply`` with the host's secrets taken out (what a recording may keep)."""
+        """A copy of ``reply`` with the host's secrets taken out (what a recording may keep), and in
+        ``redacted`` how many; ``reply`` itself is left as it is (the gateway redacts and counts it)."""
         import copy
 
         out = copy.copy(reply)
-        out.data, _ = self._scrub(reply.data, reply.raw)
         redactor = self.redactor()
         if redactor:
-            out.headers = {k: redactor.text(v)[0] for k, v in reply.headers.items()}
+            plan = redactor.plan(reply.raw) if reply.data is not None else None
+            if plan is not None:
+                out.data, out.redacted = redactor.data(copy.deepcopy(reply.data), plan)
+            out.headers, n = redactor.headers(reply.headers)
             out.redirects = [{k: redactor.text(v)[0] if isinstance(v, str) else v for k, v in h.items()}
                              for h in reply.redirects]
+            out.redacted += n + sum(redactor.text(v)[1] for h in reply.redirects for v in h.values()
+                                    if isinstance(v, str))
         return out
 
     def _redacted_text(self, text: str) -> str:
@@ -409,9 +413,9 @@ class Gateway:
 
     def _scrub(self, body: Any, raw: bytes) -> tuple[Any, int]:
         redactor = self.redactor()
-        if not redactor or body is None or not redactor.may_hold(raw):
+        if not redactor or body is None:
             return body, 0
-        return redactor.data(body)
+        return redactor.scrub(body, raw)
 
     def _scrub_text(self, text: str, record: ToolCall) -> str:
         redactor = self.redactor()
@@ -422,10 +426,13 @@ class Gateway:
         return text
 
     def _scrub_reply(self, reply: Reply, record: ToolCall) -> None:
-        """Headers and redirect locations carry secrets too (a ``Location`` with the query key)."""
-        if not self.redactor():
+        """Headers (names and values) and redirect locations carry secrets too (a ``Location`` with
+        the query key, a header named after it)."""
+        redactor = self.redactor()
+        if not redactor:
             return
-        reply.headers = {k: self._scrub_text(v, record) for k, v in reply.headers.items()}
+        reply.headers, n = redactor.headers(reply.headers)
+        record.redacted += n
         reply.redirects = self._scrub_hops(reply.redirects, record)
 
     def _scrub_hops(self, hops: list[dict[str, Any]], record: ToolCall) -> list[dict[str, Any]]:
@@ -450,70 +457,56 @@ class Gateway:
         return rest, extra
 
     def _validate(self, tool: Tool, args: dict[str, Any], record: ToolCall) -> None:
+        """Check ``args`` as the tool's validation mode says (``sandbox.validation``: bounded work).
+        Arguments too costly to check are refused in ``strict`` mode and sent unchecked, with a
+        warning, in ``warn`` mode; ``ValidationCut`` escapes only when the run's deadline passed."""
         mode = self.toolset.validation_for(tool.name)
         if mode == "off":
             return
-        problems, note = self._problems(tool, args, first_only=mode == "strict")
+        try:
+            found, note = self._problems(tool, args, first_only=mode == "strict")
+        except ValidationCut as cut:
+            if cut.reason == "deadline":
+                raise
+            message = f"{tool.name}: the arguments are too large to check: {cut}"
+            if mode == "strict":
+                raise ToolError(f"{message}; send fewer values per call, or run this collection with "
+                                "validation warn or off", tool=tool.name) from None
+            record.warnings.append(f"{message}; they were sent unchecked")
+            return
         if note:
             record.warnings.append(note)
-        if not problems:
+        if not found:
             return
-        message, param = problems[0]
+        message, param = found[0]
         if mode == "strict":
             raise ToolError(message, tool=tool.name, parameter=param)
-        record.warnings += [m for m, _ in problems]
+        record.warnings += [m for m, _ in found]
 
     def _problems(self, tool: Tool, args: dict[str, Any], *,
                   first_only: bool) -> tuple[list[tuple[str, str | None]], str | None]:
-        """What is wrong with ``args`` ((message, parameter) pairs, the most useful first), and a
-        note when the tool's schema itself could not be used (the call then goes out unchecked)."""
-        props = tool.properties
-        allowed = sorted(props)
-        out: list[tuple[str, str | None]] = []
-        for key in args:
-            if props and key not in props or not props and tool.parameters.get("additionalProperties") is False:
-                expected = ", ".join(allowed) if allowed else "no arguments"
-                out.append((f"{tool.name}: unknown argument {key!r} (expected: {expected})", key))
-        for key in tool.required:
-            if key not in args:
-                out.append((f"{tool.name}: missing required argument {key!r}", key))
-        if out and first_only:
-            return out[:1], None
-        try:
-            validator = validator_for(tool.parameters)
-            errors = list(validator.iter_errors(_for_validation(tool, args)))
-        except Exception as exc:  # a schema jsonschema cannot use: the spec's fault, not the call's
-            return out, (f"{tool.name}: the spec's parameter schema cannot be checked "
-                         f"({type(exc).__name__}: {str(exc)[:120]}); the arguments were sent unchecked")
-        import jsonschema
-
-        best = jsonschema.exceptions.best_match(iter(errors)) if errors else None
-        for error in ([best] if best is not None else []) + [e for e in errors if e is not best]:
-            param = str(error.absolute_path[0]) if error.absolute_path else None
-            if error.validator in ("additionalProperties", "required") and not error.absolute_path:
-                continue  # already said above, with the expected names
-            where = f"argument {param!r}: " if param else ""
-            out.append((f"{tool.name}: {where}{error.message}", param))
-            if first_only:
-                break
-        return out, None
+        """``sandbox.validation.problems`` under this run's bounds and deadline."""
+        return problems(tool, args, first_only=first_only, bounds=self.bounds, deadline=self.deadline)
 
 
-def _for_validation(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
-    """``args`` with binary objects (``{"base64": ...}``) stood in for by a string where the schema
-    asks for a ``format: binary`` string: an upload is checked as the string the spec describes."""
-    if not any(is_binary_object(v) or isinstance(v, list) and any(map(is_binary_object, v)) for v in args.values()):
+def _wire_names_to_python(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` with the API's own names (``userId``) turned into the tool's Python names
+    (``user_id``), before validation: one name-normalising step, nothing else. A value given under
+    both names is refused (which one was meant?)."""
+    props = tool.properties
+    if all(k in props for k in args):
         return args
-    out = dict(args)
+    aliases = tool.wire_aliases()
+    if not aliases or not any(k in aliases for k in args):
+        return args
+    out: dict[str, Any] = {}
     for key, value in args.items():
-        schema = tool.properties.get(key)
-        if not isinstance(schema, dict):
+        name = aliases.get(key) if key not in props else None
+        if name is None:
+            out[key] = value
             continue
-        if is_binary_object(value) and schema.get("format") in ("binary", "byte"):
-            out[key] = ""
-        elif isinstance(value, list) and isinstance(schema.get("items"), dict) and \
-                schema["items"].get("format") in ("binary", "byte"):
-            out[key] = ["" if is_binary_object(v) else v for v in value]
+        if name in args:
+            raise ToolError(f"{tool.name}: {key!r} and {name!r} are the same argument ({key!r} is its name in the "
+                            f"API, {name!r} in atc); give it once", tool=tool.name, parameter=name)
+        out[name] = value
     return out
-
-

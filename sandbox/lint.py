@@ -20,10 +20,19 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LintIssue", "lint", "INSPECTION_NAMES", "SAFE_DUNDER_ATTRIBUTES", "MAX_PROGRAM_CHARS"]
+__all__ = ["LintIssue", "lint", "too_long", "INSPECTION_NAMES", "SAFE_DUNDER_ATTRIBUTES", "MAX_PROGRAM_CHARS"]
 
-#: Longest program the sandbox takes (a generated program is a few kilobytes).
-MAX_PROGRAM_CHARS = 500_000
+#: Longest program the sandbox takes (a generated program is a few kilobytes). The lint runs on
+#: the host before the run's clock starts, and parsing costs the host up to ~900 bytes of memory
+#: and ~10 microseconds of CPU per character (measured: benchmarks/RESULTS.md, issue #20): at this
+#: size, at most ~60 MB and well under a second, whatever the program's shape.
+MAX_PROGRAM_CHARS = 64_000
+
+
+def too_long(program: str) -> str:
+    """Why a program over ``MAX_PROGRAM_CHARS`` is refused (without looking inside it)."""
+    return (f"the program is {len(program)} characters long; the sandbox runs programs of at most "
+            f"{MAX_PROGRAM_CHARS} characters (put data in tool calls or files, not in the program's text)")
 
 #: Attributes that lead from an object to frames, code or globals.
 INSPECTION_NAMES = frozenset({
@@ -54,16 +63,19 @@ class LintIssue:
         return {"message": self.message, "line": self.line}
 
 
-def _restricted_python(program: str) -> LintIssue | None:
+def _restricted_python(tree: ast.Module) -> LintIssue | None:
+    """RestrictedPython's complaints about ``tree`` (its node transformer only: what it would
+    compile is never used, and the tree is parsed once). The transformer rewrites ``tree``."""
     try:
-        from RestrictedPython import compile_restricted_exec  # type: ignore[attr-defined]
+        from RestrictedPython.transformer import RestrictingNodeTransformer
     except ImportError:  # pragma: no cover - a declared dependency; the AST checks still run
         return None
+    errors: list[str] = []
     try:
-        result = compile_restricted_exec(program, filename="<program>")
-    except Exception:  # RestrictedPython itself choking is not the program's fault
+        RestrictingNodeTransformer(errors, [], {}).visit(tree)
+    except Exception:  # RestrictedPython itself choking (a recursion on a deep tree) is not the program's fault
         return None
-    for text in result.errors or ():
+    for text in errors:
         m = _RP_LINE.match(text)
         line, detail = (int(m.group(1)), m.group(2)) if m else (None, text)
         name = detail.split('"')[1] if '"' in detail else ""
@@ -100,9 +112,7 @@ def lint(program: str) -> LintIssue | None:
     """The first reason to refuse ``program``, or None. Syntax errors are NOT reported here (the
     runner reports them like Python does)."""
     if len(program) > MAX_PROGRAM_CHARS:
-        # Linting runs on the host before the run's clock starts, and costs seconds per megabyte.
-        return LintIssue(f"the program is {len(program)} characters long; the sandbox runs programs of at most "
-                         f"{MAX_PROGRAM_CHARS}", None)
+        return LintIssue(too_long(program), None)
     try:
         tree = ast.parse(program, filename="<program>")
     except (SyntaxError, ValueError):
@@ -111,4 +121,4 @@ def lint(program: str) -> LintIssue | None:
         # CPython's parser gives up on deep nesting this way ("x" + ".y" * 10**5, "-" * 10**5 + "1"):
         # refuse here rather than let it escape as a crash of the host.
         return LintIssue("the program nests expressions too deeply for Python to compile", None)
-    return _ast_checks(tree) or _restricted_python(program)
+    return _ast_checks(tree) or _restricted_python(tree)

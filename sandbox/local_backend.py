@@ -12,6 +12,9 @@ isolated interpreter (``-I -S``) and an EMPTY environment; ``sandbox/lint.py`` r
 classic restricted-Python escapes first, as an extra guard. The result's ``isolation`` lists what
 was really in force. After the run, whatever the run's uid still owns in the kernel (SysV IPC
 objects, keys: ``sandbox/kernel_objects.py``) is removed before the uid is handed out again.
+
+``open_session`` lends one such runner to a sandbox session (``sandbox/interpreter.py``): spawned
+with the session's CPU time, serving snippet after snippet, torn down the same way when it ends.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocols.errors import SandboxError
 from sandbox import workdirs
-from sandbox.api import ErrorInfo, ExecutionResult, Limits, Toolset
+from sandbox.api import ErrorInfo, ExecutionResult, Limits, SessionLimits, Toolset
 from sandbox.cgroups import make_cgroup, release_cgroup
 from sandbox.forkserver import ForkedJail, ForkServer
 from sandbox.local_worker import Worker as _Worker
@@ -45,6 +48,8 @@ from sandbox.uids import claim_uid_block, next_uid, release_uid, uid_block
 
 if TYPE_CHECKING:
     import httpx
+
+    from sandbox.interpreter import Interpreter
 
 __all__ = ["LocalBackend", "runner_path", "jail_path", "sandbox_python", "uid_block", "claim_uid_block",
            "filter_argv"]
@@ -149,6 +154,7 @@ class LocalBackend:
         self._starting: dict[tuple[int, int, int, int], int] = {}
         self._closed = False
         self._reapers: set[threading.Thread] = set()
+        self._sessions: weakref.WeakSet[Interpreter] = weakref.WeakSet()  # open sandbox sessions
         _LIVE.add(self)
         workdirs.sweep()  # work directories that killed atc processes left behind
 
@@ -477,18 +483,20 @@ class LocalBackend:
             status = worker.stop(finished=finished, grace=0.5 if lost else 0.0)
             if finished:
                 self._reap_later(worker)
-        if outcome.done is None and outcome.failure == "SandboxError" and status is not None:
-            # The jail reports a killed program as 128+signal; without namespaces the jail is the
-            # program and Popen reports -signal.
-            if status in (128 + signal.SIGXCPU, -signal.SIGXCPU):
-                outcome.failure, outcome.detail = "Timeout", "the program used up its CPU time limit"
-            elif worker.oom_killed:
-                outcome.failure = "MemoryLimit"
-                outcome.detail = f"the program used more than {limits.memory_mb} MB of memory (killed)"
-            elif status in (128 + signal.SIGKILL, -signal.SIGKILL):
-                outcome.detail = f"{outcome.detail}; the sandbox was killed"
-        isolation = ["pgroup", *worker.isolation, "restrictedpython-lint", "empty-env"]
-        return build_result(program, outcome, sandbox=self.name, isolation=isolation, started=started, tools=tools)
+        explain_exit(worker, outcome, status, limits)
+        return build_result(program, outcome, sandbox=self.name, isolation=run_isolation(worker), started=started,
+                            tools=tools)
+
+    def open_session(self, tools: Toolset, limits: Limits | None = None,
+                     session: SessionLimits | None = None) -> Interpreter:
+        """A sandbox session on one jailed runner (``sandbox/interpreter.py``): the runner is
+        spawned with the session's CPU time (``SessionLimits.spawn_limits``) and, when it ends,
+        torn down like a run's, at once; ``close`` ends every session still open."""
+        from sandbox.session_runners import open_local
+
+        interpreter = open_local(self, tools, limits or Limits(), session or SessionLimits())
+        self._sessions.add(interpreter)
+        return interpreter
 
     def _reap_later(self, worker: _Worker) -> None:
         """Reap a finished runner off the caller's path (its exit and the namespace teardown cost
@@ -507,8 +515,11 @@ class LocalBackend:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop refilling and end every warm runner (no process is left behind): runners still
-        being spawned are waited for (they end themselves once they see the backend closed)."""
+        """Stop refilling and end every warm runner and open session (no process is left behind):
+        runners still being spawned are waited for (they end themselves once they see the backend
+        closed)."""
+        for session in list(self._sessions):
+            session.close("the sandbox backend was closed")
         with self._lock:
             self._closed = True
             workers = [w for ws in self._warm.values() for w in ws]
@@ -536,6 +547,25 @@ class LocalBackend:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def run_isolation(worker: _Worker) -> list[str]:
+    """What confined a run (or session) on ``worker``, as results report it."""
+    return ["pgroup", *worker.isolation, "restrictedpython-lint", "empty-env"]
+
+
+def explain_exit(worker: _Worker, outcome: SessionOutcome, status: int | None, limits: Limits) -> None:
+    """A runner that stopped without a result: was it its CPU time or the memory limit?"""
+    if outcome.done is None and outcome.failure == "SandboxError" and status is not None:
+        # The jail reports a killed program as 128+signal; without namespaces the jail is the
+        # program and Popen reports -signal.
+        if status in (128 + signal.SIGXCPU, -signal.SIGXCPU):
+            outcome.failure, outcome.detail = "Timeout", "the program used up its CPU time limit"
+        elif worker.oom_killed:
+            outcome.failure = "MemoryLimit"
+            outcome.detail = f"the program used more than {limits.memory_mb} MB of memory (killed)"
+        elif status in (128 + signal.SIGKILL, -signal.SIGKILL):
+            outcome.detail = f"{outcome.detail}; the sandbox was killed"
 
 
 @atexit.register

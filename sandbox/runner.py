@@ -15,6 +15,14 @@ is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON. The run
 and ``ToolError``, runs it with stdout/stderr captured in capped buffers, sends one ``done`` frame
 and exits.
 
+Session mode (``"session": true`` in ``start``; ``sandbox/interpreter.py``): after ``done`` the
+runner waits for the next snippet, ``{"op": "exec", "program", "snippet": N, "max_output_bytes"}``,
+and runs it in the SAME globals (the stubs, ``ToolError`` and whatever earlier snippets defined), like the
+cells of a notebook; anything else, or the channel closing, ends it. Snippet N is compiled as
+``<snippet N>`` (the ``start`` of a session is snippet 0): positions and traceback frames of the snippet being run are its own, and a frame
+of a function an earlier snippet defined is shown with that snippet's source. A snippet that
+raises leaves the globals as they were when it raised.
+
 A stub takes keyword arguments only, sends ``{"op": "call", "id", "tool", "args", "line",
 "col"}`` with the calling program line and column (``co_positions`` of the caller's current
 instruction; columns are 0-based UTF-8 byte offsets, as in ``ast``), blocks for the ``result``
@@ -61,6 +69,12 @@ if TYPE_CHECKING:
     from typing import Any
 
 PROGRAM = "<program>"
+#: The name the running program (or snippet) was compiled under, and the source lines of every
+#: name compiled so far in this process (a session's earlier snippets), for tracebacks.
+_CURRENT = [PROGRAM]
+#: The process that serves the host (set by ``main``); a fork of it never sends results.
+_OWNER = [os.getpid()]
+_SOURCES: dict[str, list[str]] = {}
 _HEADER = struct.Struct(">I")
 _MAX_FRAME = 64 * 1024 * 1024
 _FRAME_HEAD = 25
@@ -233,6 +247,7 @@ class Channel:
         self._wake = threading.Event()
         self._pump: threading.Thread | None = None
         self._stopped = False
+        self._generation = 0  # one per program of a session: a pump serves its own only
 
     def _pending(self) -> dict[str, str] | None:
         if self.streams is None:
@@ -271,17 +286,21 @@ class Channel:
 
     def wake(self) -> None:
         if self._pump is None and not self._stopped:
-            self._pump = threading.Thread(target=self._pump_loop, name="atc-output", daemon=True)
-            self._pump.start()
+            self._pump = threading.Thread(target=self._pump_loop, args=(self._wake, self._generation),
+                                          name="atc-output", daemon=True)
+            try:
+                self._pump.start()
+            except RuntimeError:  # no thread left (the program took them all): the done frame carries it
+                return
         self._wake.set()
 
-    def _pump_loop(self) -> None:
-        while not self._stopped:
-            self._wake.wait()
+    def _pump_loop(self, wake: threading.Event, generation: int) -> None:
+        while not self._stopped and generation == self._generation:
+            wake.wait()
             time.sleep(FLUSH_SECONDS)  # gather what a loop prints into one frame
-            self._wake.clear()
+            wake.clear()
             with self.send_lock:
-                if self._stopped:
+                if self._stopped or generation != self._generation:
                     return
                 pending = self._pending()
                 if pending:
@@ -296,6 +315,15 @@ class Channel:
             self._stopped = True
         self._wake.set()
 
+    def restart(self) -> None:
+        """Output frames again, for the next snippet of a session (a pump of the last one, still
+        winding down, sees the new generation and sends nothing)."""
+        with self.send_lock:
+            self._generation += 1
+            self._stopped = False
+            self._pump = None
+            self._wake = threading.Event()
+
 
 def _position(frame: FrameType) -> tuple[int | None, int | None]:
     """(line, col) of the instruction a frame is executing, via co_positions (3.11+)."""
@@ -309,7 +337,8 @@ def _position(frame: FrameType) -> tuple[int | None, int | None]:
 
 def _caller_position() -> tuple[int | None, int | None]:
     frame: FrameType | None = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename != PROGRAM:
+    current = _CURRENT[0]
+    while frame is not None and frame.f_code.co_filename != current:
         frame = frame.f_back
     return _position(frame) if frame is not None else (None, None)
 
@@ -341,31 +370,36 @@ def make_stub(channel: Channel, name: str) -> Callable[..., Any]:
 
 # -- errors as the host wants them --------------------------------------------------------------
 
-def _program_entries(tb: TracebackType | None) -> list[dict[str, Any]]:
+def _program_entries(tb: TracebackType | None) -> tuple[list[dict[str, Any]], int]:
+    """The frames of the program (and, in a session, of earlier snippets: every name in
+    ``_SOURCES``), outermost first, each with its ``file``; and how many were left out of a very
+    deep traceback (its head and tail are kept)."""
     entries = []
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_filename == PROGRAM:
+        if code.co_filename in _SOURCES:
             try:
                 pos = list(code.co_positions())[tb.tb_lasti // 2]
             except (IndexError, ValueError):
                 pos = (tb.tb_lineno, tb.tb_lineno, None, None)
             line = pos[0] if pos[0] is not None else tb.tb_lineno
-            entries.append({"name": code.co_name, "lineno": line, "end_lineno": pos[1] or line,
-                            "col": pos[2], "end_col": pos[3]})
+            entries.append({"file": code.co_filename, "name": code.co_name, "lineno": line,
+                            "end_lineno": pos[1] or line, "col": pos[2], "end_col": pos[3]})
         tb = tb.tb_next
-    if len(entries) > _FRAME_HEAD + _FRAME_TAIL:
+    omitted = max(0, len(entries) - _FRAME_HEAD - _FRAME_TAIL)
+    if omitted:
         entries = entries[:_FRAME_HEAD] + entries[-_FRAME_TAIL:]
-    return entries
+    return entries, omitted
 
 
-def _format_traceback(frames: list[dict[str, Any]], exc: BaseException, lines: list[str], omitted: int) -> str:
+def _format_traceback(frames: list[dict[str, Any]], exc: BaseException, omitted: int) -> str:
     out = ["Traceback (most recent call last):\n"]
     for i, f in enumerate(frames):
         if omitted and i == _FRAME_HEAD:
             out.append(f"  [... {omitted} more frames ...]\n")
-        out.append(f'  File "{PROGRAM}", line {f["lineno"]}, in {f["name"]}\n')
+        out.append(f'  File "{f["file"]}", line {f["lineno"]}, in {f["name"]}\n')
         lineno = f["lineno"]
+        lines = _SOURCES.get(f["file"], [])
         if lineno and 0 < lineno <= len(lines):
             text = lines[lineno - 1]
             stripped = text.lstrip()
@@ -400,8 +434,12 @@ def _exception_only(exc: BaseException) -> list[str]:
 
 
 def describe(exc: BaseException, lines: list[str]) -> dict[str, Any]:
-    """The ``done.error`` dict of an exception raised by the program."""
-    if isinstance(exc, SyntaxError) and exc.filename == PROGRAM:
+    """The ``done.error`` dict of an exception raised by the program. ``frames`` are the frames
+    of the program being run only (the host reads positions in it); the traceback text also
+    shows those of a session's earlier snippets."""
+    current = _CURRENT[0]
+    _SOURCES.setdefault(current, lines)
+    if isinstance(exc, SyntaxError) and exc.filename == current:
         col = (exc.offset - 1) if exc.offset else None
         end_col = (exc.end_offset - 1) if exc.end_offset else None
         frames = [{"name": "<module>", "lineno": exc.lineno, "end_lineno": exc.end_lineno or exc.lineno,
@@ -409,17 +447,11 @@ def describe(exc: BaseException, lines: list[str]) -> dict[str, Any]:
         text = "".join(_exception_only(exc))
         return {"type": type(exc).__name__, "message": str(exc.msg), "traceback": text,
                 "frames": frames, "tool": None, "status": None}
-    tb = exc.__traceback__
-    count = 0
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == PROGRAM:
-            count += 1
-        tb = tb.tb_next
-    entries = _program_entries(exc.__traceback__)
-    omitted = max(0, count - len(entries))
+    entries, omitted = _program_entries(exc.__traceback__)
+    own = [{k: v for k, v in e.items() if k != "file"} for e in entries if e["file"] == current]
     error: dict[str, Any] = {"type": type(exc).__name__, "message": _safe_text(exc),
-                             "traceback": _format_traceback(entries, exc, lines, omitted)[-20000:],
-                             "frames": entries, "tool": None, "status": None}
+                             "traceback": _format_traceback(entries, exc, omitted)[-20000:],
+                             "frames": own, "tool": None, "status": None}
     if isinstance(exc, ToolError):
         error["tool"] = exc.tool
         error["status"] = exc.status if isinstance(exc.status, int) else None
@@ -428,14 +460,8 @@ def describe(exc: BaseException, lines: list[str]) -> dict[str, Any]:
 
 # -- the run ------------------------------------------------------------------------------------
 
-def run_program(channel: Channel, start: dict[str, Any]) -> dict[str, Any]:
-    """Run the program of a ``start`` frame; return the ``done`` frame."""
-    program = start.get("program") or ""
-    lines = program.splitlines()
-    cap = int(start.get("max_output_bytes") or 1_000_000)
-    budget = {"cap": cap, "used": 0, "over": False}
-    out, err = CappedText(budget, "<stdout>", channel.wake), CappedText(budget, "<stderr>", channel.wake)
-    channel.streams = (out, err)
+def make_namespace(channel: Channel, tools: Any) -> dict[str, Any]:
+    """The globals a program starts with: a stub per tool, ``ToolError``, ``last_response``."""
 
     def last_response() -> Response | None:
         """The ``Response`` of the most recent tool call (None before any call)."""
@@ -443,13 +469,32 @@ def run_program(channel: Channel, start: dict[str, Any]) -> dict[str, Any]:
 
     namespace = {"__name__": "__main__", "__builtins__": builtins, "ToolError": ToolError,
                  "last_response": last_response}
-    for name in start.get("tools") or []:
+    for name in tools if isinstance(tools, list) else []:
         if isinstance(name, str) and name.isidentifier():
             namespace[name] = make_stub(channel, name)
+    return namespace
+
+
+def run_program(channel: Channel, start: dict[str, Any], namespace: dict[str, Any] | None = None,
+                filename: str = PROGRAM) -> dict[str, Any]:
+    """Run the program of a ``start`` (or ``exec``) frame in ``namespace`` (default: fresh
+    globals); return the ``done`` frame."""
+    program = start.get("program") or ""
+    if not isinstance(program, str):
+        program = ""
+    lines = program.splitlines()
+    _CURRENT[0] = filename
+    _SOURCES[filename] = lines
+    cap = int(start.get("max_output_bytes") or 1_000_000)
+    budget = {"cap": cap, "used": 0, "over": False}
+    out, err = CappedText(budget, "<stdout>", channel.wake), CappedText(budget, "<stderr>", channel.wake)
+    channel.streams = (out, err)
+    if namespace is None:
+        namespace = make_namespace(channel, start.get("tools"))
     error = None
     sys.stdout, sys.stderr, sys.stdin = out, err, io.StringIO("")
     try:
-        code = compile(program, PROGRAM, "exec", dont_inherit=True)
+        code = compile(program, filename, "exec", dont_inherit=True)
         exec(code, namespace)
     except SystemExit as exc:
         if exc.code not in (None, 0):
@@ -468,6 +513,43 @@ def run_program(channel: Channel, start: dict[str, Any]) -> dict[str, Any]:
             "frames": (error or {}).get("frames", []), "tool": None, "status": None}
     return {"op": "done", "ok": error is None, "stdout": out.getvalue(), "stderr": err.getvalue(),
             "truncated": budget["over"], "error": error}
+
+
+def send_done(sock: socket.socket, done: dict[str, Any]) -> None:
+    if os.getpid() != _OWNER[0]:
+        # A process the program forked that ran on to the program's end: the result is its
+        # parent's to send (and in a session, the next snippet is its parent's to run).
+        os._exit(0)
+    try:
+        send(sock, done)
+    except (TypeError, ValueError):
+        send(sock, {"op": "done", "ok": False, "stdout": "", "stderr": "", "truncated": False,
+                    "error": {"type": "SandboxError", "message": "the result could not be encoded",
+                              "traceback": "", "frames": [], "tool": None, "status": None}})
+
+
+def serve_session(channel: Channel, start: dict[str, Any]) -> int:
+    """Session mode: run the first snippet (``start``), then each ``exec`` that follows in the same
+    globals, until anything else comes or the channel closes. The channel lock is held from one
+    ``done`` to the next ``exec``: a thread the program left running cannot interleave a call of
+    its own with them (it waits, and its call is served as part of the next snippet)."""
+    namespace = make_namespace(channel, start.get("tools"))
+    frame = start
+    count = 0
+    while True:
+        number = frame.get("snippet")  # the host's count (a snippet it refused never came here)
+        name = f"<snippet {number if isinstance(number, int) and not isinstance(number, bool) else count}>"
+        count += 1
+        done = run_program(channel, frame, namespace, name)
+        with channel.lock:
+            send_done(channel.sock, done)
+            try:
+                frame = recv(channel.sock)
+            except (EOFError, OSError, ValueError):
+                return 0
+        if not isinstance(frame, dict) or frame.get("op") != "exec":
+            return 0
+        channel.restart()
 
 
 def connect(path: str, timeout: float = 10.0) -> socket.socket:
@@ -490,6 +572,7 @@ def main(argv: list[str], before_program: Callable[[], None] | None = None) -> i
     if len(argv) != 2 or argv[0] not in ("--fd", "--connect"):
         sys.stderr.write("usage: runner.py --fd N | --connect PATH\n")
         return 2
+    _OWNER[0] = os.getpid()
     sock = socket.socket(fileno=int(argv[1])) if argv[0] == "--fd" else connect(argv[1])
     sock.settimeout(None)
     send(sock, {"op": "ready", "pid": os.getpid(), "python": sys.version.split()[0]})
@@ -501,14 +584,10 @@ def main(argv: list[str], before_program: Callable[[], None] | None = None) -> i
         return 3
     if before_program is not None:
         before_program()
-    done = run_program(Channel(sock), start)
-    try:
-        send(sock, done)
-    except (TypeError, ValueError):
-        done["stdout"] = done["stdout"].encode("utf-8", "replace").decode("utf-8")
-        send(sock, {"op": "done", "ok": False, "stdout": "", "stderr": "", "truncated": False,
-                    "error": {"type": "SandboxError", "message": "the result could not be encoded",
-                              "traceback": "", "frames": [], "tool": None, "status": None}})
+    channel = Channel(sock)
+    if start.get("session") is True:
+        return serve_session(channel, start)
+    send_done(sock, run_program(channel, start))
     return 0
 
 

@@ -23,13 +23,15 @@ message, line, column, source line, traceback), the attributed tool and the expl
 ``sandbox.attribution.attribute``. ``started`` is a ``time.perf_counter()``
 value taken when the run began.
 
-Frames are described in ``sandbox/wire.py``; nothing a runner sends is trusted: frames are
-type-checked here and every call is re-validated by the gateway.
+Frames are described in ``sandbox/wire.py``; nothing a runner sends is trusted. Every frame is
+read through ``sandbox.frames.FrameReader`` (bounded in bytes, in JSON values and by the deadline,
+and counted against the run's frame budget), type-checked here, and every call is re-validated by
+the gateway. A frame the run does not expect (a second ``ready``, an unknown op, more output than
+the cap) ends the run as a ``SandboxError``.
 """
 
 from __future__ import annotations
 
-import math
 import socket
 import time
 from dataclasses import dataclass, field
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox import wire
 from sandbox.api import ErrorInfo, ExecutionResult, Limits, ToolCall, Toolset
+from sandbox.frames import FrameReader, FrameRefused, read_ready
 
 if TYPE_CHECKING:
     from sandbox.gateway import Gateway
@@ -44,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["SessionOutcome", "serve", "build_result", "wait_ready", "FAILURES"]
 
 #: Values of ``SessionOutcome.failure``: the host stopped or lost the program.
-FAILURES = ("Timeout", "CallBudget", "OutputLimit", "MemoryLimit", "SandboxError")
+FAILURES = ("Timeout", "CallBudget", "OutputLimit", "MemoryLimit", "SandboxError", "Cancelled")
 
 _MESSAGES = {
     "Timeout": "the program did not finish within {timeout:g} s",
@@ -75,83 +78,28 @@ class SessionOutcome:
                 "stderr": "".join(self.stderr), "in_flight": self.in_flight}
 
     def stream(self, frame: Any, cap: int) -> None:
-        """Keep the output a runner streamed (``{"stdout", "stderr"}``), at most ``cap`` bytes in all."""
+        """Keep the output a runner streamed (``{"stdout", "stderr"}``), at most ``cap`` bytes in
+        all. A runner stops at ``cap`` by itself: more than that is a forged frame (refused)."""
         if not isinstance(frame, dict):
             return
         for key, parts in (("stdout", self.stdout), ("stderr", self.stderr)):
             text = frame.get(key)
-            if isinstance(text, str) and text and self._streamed < cap:
-                text = text[: cap - self._streamed]
+            if isinstance(text, str) and text:
+                if self._streamed + len(text) > cap:
+                    raise FrameRefused(f"the runner streamed more than the {cap}-byte output cap")
                 self._streamed += len(text)
                 parts.append(text)
 
 
 def wait_ready(sock: socket.socket, timeout: float) -> dict[str, Any]:
-    """Block until the runner's ``ready`` frame (raises ``wire.FrameError``/``OSError`` on EOF,
-    garbage or timeout)."""
-    sock.settimeout(timeout)
-    msg = wire.recv(sock)
-    if msg.get("op") != "ready":
-        raise wire.FrameError(f"expected a 'ready' frame, got {msg.get('op')!r}")
-    return msg
-
-
-#: Deepest nesting of lists/objects a runner frame may have. A legitimate runner never comes near
-#: it; deeper data would overflow the host's recursive JSON encoder/validators later on.
-MAX_FRAME_DEPTH = 100
+    """The ``ready`` frame of a runner that was just started (``sandbox.frames.read_ready``: a
+    tiny frame, by ``timeout`` seconds for the whole frame; raises ``wire.FrameError``/``OSError``/
+    ``TimeoutError`` on EOF, garbage, anything else or no frame in time)."""
+    return read_ready(sock, timeout)
 
 
 #: A call that timed out this close to the deadline had its timeout cut by the deadline.
 _CUT_BY_DEADLINE = 0.25
-
-
-#: Total size of the tool-call frames of one run the host accepts: every call's arguments are
-#: kept in the call log, so without it a program could pile up gigabytes in the host.
-MAX_CALL_BYTES = 64 * 1024 * 1024
-
-
-def _frame_problem(value: Any) -> tuple[str | None, int]:
-    """Why a decoded runner frame must not enter the host's results (or None), and its rough size
-    in bytes. Iterative, so that the check itself cannot overflow the stack. A genuine runner
-    sends no NaN/Infinity (its stubs refuse them) and no lone surrogates (it encodes with
-    ``replace``); only a forged frame does, and either would make the ``--json`` output invalid
-    or unprintable."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    size = 0
-    while stack:
-        item, depth = stack.pop()
-        size += 8
-        if isinstance(item, str):
-            size += len(item)
-            if not item.isascii():
-                try:
-                    item.encode("utf-8")
-                except UnicodeEncodeError:
-                    return "a string with a lone surrogate character", size
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                return "NaN or Infinity", size
-        elif isinstance(item, dict | list):
-            if depth >= MAX_FRAME_DEPTH:
-                return f"data nested more than {MAX_FRAME_DEPTH} levels deep", size
-            if isinstance(item, dict):
-                stack.extend((k, depth) for k in item)
-            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
-    return None, size
-
-
-def _receive(sock: socket.socket, limits: Limits, deadline: float) -> tuple[dict[str, Any], int]:
-    """The next runner frame and its rough size, refused (``wire.FrameError``) unless it is plain,
-    printable JSON data; ``TimeoutError`` when the whole frame is not in by ``deadline``."""
-    try:
-        msg = wire.recv(sock, max_frame=max(wire.MAX_FRAME, 2 * limits.max_output_bytes + 65536),
-                        deadline=deadline)
-    except RecursionError as exc:
-        raise wire.FrameError(f"frame nested too deeply to decode ({exc})") from None
-    problem, size = _frame_problem(msg)
-    if problem is not None:
-        raise wire.FrameError(f"frame is not plain JSON data: {problem}")
-    return msg, size
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -177,7 +125,7 @@ def _sanitize_done(msg: dict[str, Any], limits: Limits) -> dict[str, Any]:
     if isinstance(error, dict):
         frames = []
         given = error.get("frames")
-        for f in given if isinstance(given, list) else []:
+        for f in given[-200:] if isinstance(given, list) else []:
             if isinstance(f, dict):
                 frames.append({"name": _str(f.get("name"), 200),
                                **{k: _int_or_none(f.get(k)) for k in ("lineno", "end_lineno", "col", "end_col")}})
@@ -196,6 +144,18 @@ def _sanitize_done(msg: dict[str, Any], limits: Limits) -> dict[str, Any]:
     return done
 
 
+def _opening(program: str, toolset: Toolset, limits: Limits, snippet: int | None) -> dict[str, Any]:
+    """The frame that hands the runner its program: ``start`` (with ``"session": true`` for
+    ``snippet`` 0, which opens a session), or the ``exec`` of a session's snippet number N."""
+    if snippet:
+        return {"op": "exec", "program": program, "snippet": snippet, "max_output_bytes": limits.max_output_bytes}
+    frame: dict[str, Any] = {"op": "start", "program": program, "tools": toolset.names(),
+                             "max_output_bytes": limits.max_output_bytes}
+    if snippet is not None:
+        frame["session"] = True
+    return frame
+
+
 def serve(
     sock: socket.socket,
     program: str,
@@ -204,8 +164,36 @@ def serve(
     gateway: Gateway,
     *,
     deadline: float,
+    snippet: int | None = None,
 ) -> SessionOutcome:
-    """Run ``program`` on a ready runner: send ``start``, serve calls until done/EOF/deadline."""
+    """Run ``program`` on a ready runner: send ``start``, serve calls until done/EOF/deadline, or
+    until the thread's ``sandbox.cancel`` token is cancelled (then the run is ``Cancelled``).
+
+    ``snippet`` serves a sandbox session (``sandbox/interpreter.py``) with this same loop: 0 sends
+    the ``start`` that asks the runner to stay for more (and runs ``program`` first), N the
+    ``exec`` of snippet N to the runner that already runs the session."""
+    from sandbox.cancel import current
+
+    token = current()
+    if token is None:
+        return _serve(sock, program, toolset, limits, gateway, deadline=deadline, snippet=snippet)
+    with token.watching(sock):
+        outcome = _serve(sock, program, toolset, limits, gateway, deadline=deadline, snippet=snippet)
+    if token.cancelled and outcome.done is None:
+        outcome.failure, outcome.detail = "Cancelled", token.reason or "the run was cancelled"
+    return outcome
+
+
+def _serve(
+    sock: socket.socket,
+    program: str,
+    toolset: Toolset,
+    limits: Limits,
+    gateway: Gateway,
+    *,
+    deadline: float,
+    snippet: int | None = None,
+) -> SessionOutcome:
     outcome = SessionOutcome()
     outcome.calls = gateway.calls
     try:
@@ -215,28 +203,21 @@ def serve(
         outcome.detail = f"the program text is not valid Unicode ({exc.reason} at offset {exc.start})"
         return outcome
     line_count = max(1, len(program.splitlines()))
-    call_bytes = 0
+    reader = FrameReader(limits)
     try:
         sock.settimeout(max(0.01, deadline - time.monotonic()))
-        wire.send(sock, {"op": "start", "program": program, "tools": toolset.names(),
-                         "max_output_bytes": limits.max_output_bytes})
+        wire.send(sock, _opening(program, toolset, limits, snippet))
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
             sock.settimeout(remaining)
-            msg, size = _receive(sock, limits, deadline)
+            msg = reader.next(sock, deadline)  # every frame: bounded, counted, by the deadline
             op = msg.get("op")
             if op == "call":
                 if gateway.budget_exceeded:
                     # The runner raised CallBudget on the refused call; a program that swallows it
                     # and calls on gets no more answers (each would grow the call log).
-                    return outcome
-                call_bytes += size
-                if call_bytes > MAX_CALL_BYTES:
-                    outcome.failure = "SandboxError"
-                    outcome.detail = (f"the program sent more than {MAX_CALL_BYTES >> 20} MB of tool-call "
-                                      "arguments in one run")
                     return outcome
                 call_id = _int_or_none(msg.get("id"))
                 # A forged frame may claim any position: keep only one inside the program.
@@ -262,19 +243,19 @@ def serve(
             elif op == "done":
                 outcome.done = _sanitize_done(msg, limits)
                 return outcome
-            elif op == "ready":
-                continue
-            else:
-                outcome.failure = outcome.failure or "SandboxError"
-                outcome.detail = outcome.detail or f"the runner sent an unknown frame {str(op)[:40]!r}"
-                return outcome
+            else:  # "ready" comes once, before the run; anything else is not a runner's
+                raise FrameRefused(f"the runner sent a frame the run does not expect: {str(op)[:40]!r}")
     except TimeoutError:
         outcome.failure = "Timeout"
         outcome.detail = _MESSAGES["Timeout"].format(timeout=limits.timeout)
-    except (wire.FrameError, OSError, ValueError) as exc:
+    except (wire.ChannelClosed, OSError) as exc:
         if outcome.failure is None:
             outcome.failure = "SandboxError"
             outcome.detail = f"the runner stopped without a result ({exc})"
+    except (wire.FrameError, ValueError) as exc:
+        if outcome.failure is None:
+            outcome.failure = "SandboxError"
+            outcome.detail = f"the host refused a frame from the runner: {exc}"
     return outcome
 
 

@@ -17,7 +17,8 @@ Runner -> host::
 
 Host -> runner::
 
-    {"op": "start", "program": str, "tools": [str], "max_output_bytes": int}
+    {"op": "start", "program": str, "tools": [str], "max_output_bytes": int}   # "session": true: stay for more
+    {"op": "exec", "program": str, "snippet": int, "max_output_bytes": int}     # a session's next snippet
     {"op": "result", "id": int, "ok": true, "data": JSON, "status": int|null, "headers": {str: str}}
     {"op": "result", "id": int, "ok": false, "error": {"message": str, "status": int|null, "kind": str,
                                                       "failure": str, "data": JSON, "headers": {str: str}}}
@@ -32,6 +33,11 @@ that the host keeps it when it has to stop the program (the ``done`` frame repea
 The host trusts nothing in a runner message: a hostile program can write frames of its own, so
 every field is re-validated and every call goes through the same checks as a stub's.
 
+The host reads every frame under three bounds: its length (the header is checked before the
+body is read), its number of JSON values (counted in the raw bytes before decoding,
+``sandbox.jsonbounds``: a frame's size in Python objects is not its size in bytes) and a deadline
+for the whole frame. ``sandbox.frames`` sets them per run and counts every frame against the run.
+
 The runner (``sandbox/runner.py``) is stdlib-only and standalone because it is mounted into
 containers whose Python has nothing else; it carries its own copy of the four-line framing.
 """
@@ -44,16 +50,31 @@ import struct
 import time
 from typing import Any
 
-__all__ = ["MAX_FRAME", "FrameError", "encode", "send", "recv"]
+from sandbox.jsonbounds import TooManyValues, loads
+
+__all__ = ["MAX_FRAME", "MAX_VALUES", "FrameError", "ChannelClosed", "FrameTooLarge", "encode", "send", "recv",
+           "recv_size", "recv_body"]
 
 #: Largest frame the host accepts (program output is capped well below this).
 MAX_FRAME = 16 * 1024 * 1024
+#: Most JSON values a frame may hold unless the caller says otherwise (``sandbox.hostbounds``
+#: sizes it per run): counted before decoding (``sandbox.jsonbounds``).
+MAX_VALUES = 1 << 20
 
 _HEADER = struct.Struct(">I")
 
 
 class FrameError(Exception):
-    """The peer sent something that is not a frame (closed early, oversized, not JSON)."""
+    """The peer sent something that is not an acceptable frame (oversized, too many values, not
+    JSON, not an object with an ``op``)."""
+
+
+class ChannelClosed(FrameError):
+    """The peer closed the channel (or went away) before a whole frame came."""
+
+
+class FrameTooLarge(FrameError):
+    """A frame over its cap in bytes (refused on its header) or in values (refused unparsed)."""
 
 
 def encode(msg: dict[str, Any]) -> bytes:
@@ -65,32 +86,55 @@ def send(sock: socket.socket, msg: dict[str, Any]) -> None:
     sock.sendall(encode(msg))
 
 
-def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
+def _recv_into(sock: socket.socket, buf: bytearray, deadline: float | None) -> None:
+    """Fill ``buf`` from ``sock``; ``deadline`` bounds the whole read, not each ``recv``."""
+    view = memoryview(buf)
+    got = 0
+    while got < len(buf):
         if deadline is not None:
             # Per read, a socket timeout would let a peer that drips a byte at a time run on for ever.
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError("the frame did not arrive in time")
             sock.settimeout(remaining)
-        chunk = sock.recv(min(n - len(buf), 1 << 20))
-        if not chunk:
-            raise FrameError("channel closed")
-        buf += chunk
-    return bytes(buf)
+        n = sock.recv_into(view[got:], min(len(buf) - got, 1 << 20))
+        if not n:
+            raise ChannelClosed("channel closed")
+        got += n
 
 
-def recv(sock: socket.socket, *, max_frame: int = MAX_FRAME, deadline: float | None = None) -> dict[str, Any]:
-    """The next frame. ``deadline`` (a ``time.monotonic()`` value) bounds the whole frame, not
-    each read (``TimeoutError`` past it)."""
-    (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size, deadline))
+def recv_size(sock: socket.socket, *, max_frame: int = MAX_FRAME, deadline: float | None = None) -> int:
+    """The length of the next frame, read from its header (``FrameError`` past ``max_frame``)."""
+    header = bytearray(_HEADER.size)
+    _recv_into(sock, header, deadline)
+    (size,) = _HEADER.unpack(header)
     if size > max_frame:
-        raise FrameError(f"frame of {size} bytes exceeds the {max_frame}-byte cap")
+        raise FrameTooLarge(f"frame of {size} bytes exceeds the {max_frame}-byte cap")
+    return int(size)
+
+
+def recv_body(sock: socket.socket, size: int, *, deadline: float | None = None,
+              max_values: int = MAX_VALUES) -> dict[str, Any]:
+    """The ``size``-byte body of a frame whose header ``recv_size`` read, decoded. Read into one
+    buffer (no copies) and refused before decoding when it holds more than ``max_values`` values."""
+    body = bytearray(size)
+    _recv_into(sock, body, deadline)
     try:
-        msg = json.loads(_recv_exact(sock, size, deadline))
+        msg = loads(body, max_values)
+    except TooManyValues as exc:
+        raise FrameTooLarge(f"frame of {size} bytes is refused unparsed: {exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FrameError(f"frame is not JSON: {exc}") from exc
+    except RecursionError:
+        raise FrameError("frame nested too deeply to decode") from None
     if not isinstance(msg, dict) or not isinstance(msg.get("op"), str):
         raise FrameError("frame is not an object with an 'op'")
     return msg
+
+
+def recv(sock: socket.socket, *, max_frame: int = MAX_FRAME, deadline: float | None = None,
+         max_values: int = MAX_VALUES) -> dict[str, Any]:
+    """The next frame. ``deadline`` (a ``time.monotonic()`` value) bounds the whole frame, not
+    each read (``TimeoutError`` past it); ``max_frame`` its bytes and ``max_values`` its values."""
+    size = recv_size(sock, max_frame=max_frame, deadline=deadline)
+    return recv_body(sock, size, deadline=deadline, max_values=max_values)

@@ -27,12 +27,27 @@ if [ ! -x "$MCP_VENV/bin/mcp-server-time" ] || [ ! -x "$MCP_VENV/bin/mcp-server-
   "$MCP_VENV/bin/python" -m pip install -q --disable-pip-version-check mcp-server-time mcp-server-git \
     || echo "install-test-servers: mcp-server-time/mcp-server-git could not be installed; their tests will skip" >&2
 fi
-if [ ! -f .cache/npm/node_modules/@modelcontextprotocol/server-everything/package.json ]; then
+# The reference memory and filesystem servers (tests/test_mcp_naming.py: two `mcp:"node ..."` sources
+# in one run) go to the same folder.
+for pkg in server-everything server-memory server-filesystem; do
+  if [ ! -f ".cache/npm/node_modules/@modelcontextprotocol/$pkg/package.json" ]; then
+    if command -v npm >/dev/null 2>&1; then
+      mkdir -p .cache/npm
+      npm install --silent --no-audit --no-fund --prefix .cache/npm "@modelcontextprotocol/$pkg" \
+        || echo "install-test-servers: @modelcontextprotocol/$pkg could not be installed" >&2
+    else
+      echo "install-test-servers: npm is missing; the tests of @modelcontextprotocol/$pkg will skip" >&2
+    fi
+  fi
+done
+# A third-party MCP client for atc serve (tests/test_serve_inspector.py): the MCP inspector's
+# command-line mode, from npm, in the same project-local folder (never installed globally).
+if [ ! -f .cache/npm/node_modules/@modelcontextprotocol/inspector-cli/package.json ]; then
   if command -v npm >/dev/null 2>&1; then
     mkdir -p .cache/npm
-    npm install --silent --no-audit --no-fund --prefix .cache/npm @modelcontextprotocol/server-everything \
-      || echo "install-test-servers: @modelcontextprotocol/server-everything could not be installed" >&2
+    npm install --silent --no-audit --no-fund --prefix .cache/npm '@modelcontextprotocol/inspector-cli@^1.0.3' \
+      || echo "install-test-servers: @modelcontextprotocol/inspector-cli could not be installed" >&2
   else
-    echo "install-test-servers: npm is missing; the MCP 'everything' server tests will skip" >&2
+    echo "install-test-servers: npm is missing; the MCP inspector tests will skip" >&2
   fi
 fi

@@ -24,7 +24,10 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 REQUIRE_DOCKER = os.environ.get("ATC_REQUIRE_DOCKER") == "1"
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+# ``../shared`` of the repository root; a git worktree one level deeper (``wt/NAME``) finds it
+# from its parent folders the same way.
+SHARED = next((p / "shared" for p in Path(__file__).resolve().parents[1:]
+               if (p / "shared" / "bench-data").is_dir()), Path(__file__).resolve().parents[2] / "shared")
 BENCH_DATA = SHARED / "bench-data"
 
 

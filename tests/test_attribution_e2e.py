@@ -50,7 +50,7 @@ def toolset(api: LibraryAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_case_through_the_sandbox(backend: str, toolset: Toolset, case: Case) -> None:
-    result = run(case.program, toolset, LIMITS, backend=backend)
+    result = run(case.program, toolset, LIMITS, sandbox=backend)
     assert result.sandbox == backend
     assert not result.ok and result.error is not None
     err = result.error
@@ -74,7 +74,7 @@ def test_case_through_the_sandbox(backend: str, toolset: Toolset, case: Case) ->
 
 def test_key_error_shows_the_real_keys(backend: str, toolset: Toolset) -> None:
     program = 'r = search_authors(name="Le Guin")\nfirst = r["authors"][0]\nprint(first)\n'
-    result = run(program, toolset, LIMITS, backend=backend)
+    result = run(program, toolset, LIMITS, sandbox=backend)
     err = result.error
     assert err is not None and (err.type, err.line, err.tool) == ("KeyError", 2, "search_authors")
     att = err.attribution
@@ -88,7 +88,7 @@ def test_key_error_shows_the_real_keys(backend: str, toolset: Toolset) -> None:
 
 def test_result_json_carries_the_attribution(backend: str, toolset: Toolset) -> None:
     program = "total = 0\nfor i in (10, 11, 12):\n    total += get_book(book_id=i)['price']\nprint(total)\n"
-    doc = run(program, toolset, LIMITS, backend=backend).to_dict()
+    doc = run(program, toolset, LIMITS, sandbox=backend).to_dict()
     err = doc["error"]
     assert (err["type"], err["line"], err["tool"]) == ("ToolError", 3, "get_book")
     assert err["attribution"]["call_index"] == 2

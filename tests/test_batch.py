@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from atc.cli import main
 from atc.errors import ModelError, UsageError
-from atc.solving import solve_many
 from atc.workflows.batch import run_batch
 from atc.workflows.jobs import Job
+from atc.workflows.many import solve_many
 from atc.workflows.outfile import ResultLog
 from atc.workflows.replay import open_recording, stable
 from atc.workflows.tasks import Task, parse_tasks

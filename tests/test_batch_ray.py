@@ -16,9 +16,9 @@ import pytest
 from atc.cli import main
 from atc.errors import ConfigError
 from atc.model import OpenAIModel
-from atc.solving import solve_many
 from atc.workflows.batch import run_batch
 from atc.workflows.jobs import Job
+from atc.workflows.many import solve_many
 from atc.workflows.tasks import Task
 from protocols.loaders import load_data
 from sandbox.api import Limits, Toolset

@@ -17,8 +17,9 @@ How code blocks are run (the conventions are also in docs/README.md, for whoever
 - The environment: the repository root as working directory, an empty ``ATC_HOME`` per file,
   the scripted OpenAI-compatible server of ``tests/fakes/openai_server.py`` as the model (it
   answers a task about a bundled example's tools with that example's program, anything else with
-  ``print(42)``), no Docker engine (programs run in the local sandbox), and port 8000 replaced by
-  a free port (``atc mock --port 8000`` in the docs must not collide with anything here).
+  ``print(42)``), no Docker engine (programs run in the local sandbox), and ports 8000 and 8765
+  (``atc serve``'s default) replaced by free ports (``atc mock --port 8000`` in the docs must not
+  collide with anything here).
 """
 
 from __future__ import annotations
@@ -301,13 +302,17 @@ __fail() {
 
 def shell_script(path: Path) -> tuple[str, int]:
     """One bash script for every shell command of the file, and how many commands it runs."""
-    port = str(_free_port())
+    free = [_free_port()]
+    while len(free) < 2:
+        free += [port for port in [_free_port()] if port not in free]
+    ports = {"8000": str(free[0]), "8765": str(free[1])}
     parts, count = [_PRELUDE], 0
     for block in blocks(path):
         if block.lang not in SHELLS or block.skip is not None:
             continue
         for command, expected in shell_commands(block):
-            command = re.sub(r"(?<!\d)8000(?!\d)", port, command)
+            for fixed, free in ports.items():
+                command = re.sub(rf"(?<!\d){fixed}(?!\d)", free, command)
             count += 1
             where = f"{block.where} $ {command.strip()}"
             parts.append(f"echo {json.dumps('@@@ ' + where)} >&2")

@@ -60,6 +60,9 @@ def test_program_chains_the_tools_against_the_mock(name: str, backend: LocalBack
     if name == "transit":
         monkeypatch.setenv("TRANSIT_KEY", KEY)
         credentials = {"api_key": "env:TRANSIT_KEY"}
+    elif name == "tasks":  # a bearer token on every call, as the spec declares (the mock takes any)
+        monkeypatch.setenv("TASKS_TOKEN", KEY)
+        credentials = {"bearerAuth": "env:TASKS_TOKEN"}
     with MockServer(collection) as api:
         toolset = Toolset([collection], base_url=api.url, credentials=credentials)
         result = backend.run(examples.path(f"{name}/program.py").read_text(), toolset, Limits(timeout=60))
@@ -77,11 +80,14 @@ def test_program_chains_the_tools_against_the_mock(name: str, backend: LocalBack
         assert KEY not in json.dumps(result.to_dict())
 
 
-def test_tasks_program_follows_ids_from_one_response_into_the_next(backend: LocalBackend) -> None:
+def test_tasks_program_follows_ids_from_one_response_into_the_next(backend: LocalBackend,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     collection = load_spec(examples.path("tasks/openapi.yaml"))
+    monkeypatch.setenv("TASKS_TOKEN", KEY)
     with MockServer(collection) as api:
         result = backend.run(examples.path("tasks/program.py").read_text(),
-                             Toolset([collection], base_url=api.url), Limits(timeout=60))
+                             Toolset([collection], base_url=api.url, credentials={"bearerAuth": "env:TASKS_TOKEN"}),
+                             Limits(timeout=60))
     assert result.ok, result.error
     projects = result.calls[0].response["projects"]
     busiest = max(projects, key=lambda p: p["open_tasks"])

@@ -33,14 +33,14 @@ def test_package_exports() -> None:
 @pytest.mark.parametrize("form", ["collection", "list", "toolset"])
 def test_run_accepts_collections_and_toolsets(library: Collection, form: str) -> None:
     tools = {"collection": library, "list": [library], "toolset": Toolset([library])}[form]
-    r = execute.run("print(get_stats()['books'])", tools, LIMITS, backend="local")
+    r = execute.run("print(get_stats()['books'])", tools, LIMITS, sandbox="local")
     assert r.ok and r.answer == "5\n" and r.sandbox == "local"
 
 
 def test_base_url_and_credentials(library: Collection, api: LibraryAPI, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LIB_KEY", SECRET)
     library.servers = ["http://127.0.0.1:9"]
-    r = execute.run("print(create_order(book_id=30, quantity=3)['total'])", library, LIMITS, backend="local",
+    r = execute.run("print(create_order(book_id=30, quantity=3)['total'])", library, LIMITS, sandbox="local",
                     base_url=api.url, credentials={"api_key": "env:LIB_KEY"})
     assert r.ok and r.answer == "30.0\n"
     assert api.requests[-1].headers["X-API-Key"] == SECRET
@@ -49,19 +49,19 @@ def test_base_url_and_credentials(library: Collection, api: LibraryAPI, monkeypa
 def test_credential_problems_are_config_errors(library: Collection, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NOPE_VAR", raising=False)
     with pytest.raises(ConfigError, match="environment variable NOPE_VAR is not set"):
-        execute.run("print(1)", library, LIMITS, backend="local", credentials={"api_key": "env:NOPE_VAR"})
+        execute.run("print(1)", library, LIMITS, sandbox="local", credentials={"api_key": "env:NOPE_VAR"})
     monkeypatch.setenv("SOME_VAR", "x")
     with pytest.raises(ConfigError, match="no security scheme 'bogus'"):
-        execute.run("print(1)", library, LIMITS, backend="local", credentials={"bogus": "env:SOME_VAR"})
+        execute.run("print(1)", library, LIMITS, sandbox="local", credentials={"bogus": "env:SOME_VAR"})
 
 
 def test_bad_inputs(library: Collection) -> None:
     with pytest.raises(UsageError, match="unknown sandbox 'vm'"):
-        execute.run("print(1)", library, backend="vm")
+        execute.run("print(1)", library, sandbox="vm")
     with pytest.raises(UsageError):
-        execute.run(b"print(1)", library, backend="local")  # type: ignore[arg-type]
+        execute.run(b"print(1)", library, sandbox="local")  # type: ignore[arg-type]
     with pytest.raises(UsageError):
-        execute.run("print(1)", ["not a collection"], backend="local")  # type: ignore[list-item]
+        execute.run("print(1)", ["not a collection"], sandbox="local")  # type: ignore[list-item]
 
 
 def test_backends_are_cached_per_process() -> None:
@@ -80,14 +80,14 @@ def test_auto_picks_local_without_docker(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_backend_instance_is_used_as_given(library: Collection) -> None:
     with LocalBackend(pool_size=0) as mine:
-        r = execute.run("print(2)", library, LIMITS, backend=mine)
+        r = execute.run("print(2)", library, LIMITS, sandbox=mine)
     assert r.ok and r.answer == "2\n"
 
 
 def test_arun_runs_programs_concurrently(library: Collection) -> None:
     async def main() -> list[str]:
         results = await asyncio.gather(*(execute.arun(f"print(get_book(book_id={i})['year'])", library, LIMITS,
-                                                      backend="local") for i in (10, 20, 30)))
+                                                      sandbox="local") for i in (10, 20, 30)))
         return [r.answer for r in results]
 
     assert asyncio.run(main()) == ["1968\n", "1961\n", "1979\n"]

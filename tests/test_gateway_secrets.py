@@ -113,7 +113,7 @@ def test_a_session_cookie_never_reaches_another_run_or_api(server: SessionServer
     """No jar by default: the login's cookie is not kept, in this run or any other, on any API."""
     nb = _collection(server.url, "nb")
     other = _collection(server.url, "other", "/other")
-    run_a = Gateway(Toolset([nb, other], credentials={"token": "env:NB_TOKEN"}), environ=ENV)
+    run_a = Gateway(Toolset([nb, other], credentials={"nb.token": "env:NB_TOKEN"}), environ=ENV)
     assert run_a.call("nb_login", {}).ok
     assert not run_a.call("nb_me", {}).ok  # the spec declares no cookie: none is kept, even in this run
     assert not run_a.call("other_me", {}).ok
@@ -125,7 +125,7 @@ def test_a_session_cookie_never_reaches_another_run_or_api(server: SessionServer
 def test_declared_cookies_live_for_one_run_and_one_api(server: SessionServer) -> None:
     nb = _collection(server.url, "nb", declares_cookie=True)
     other = _collection(server.url, "other", "/other", declares_cookie=True)
-    run_a = Gateway(Toolset([nb, other], credentials={"token": "env:NB_TOKEN"}), environ=ENV)
+    run_a = Gateway(Toolset([nb, other], credentials={"nb.token": "env:NB_TOKEN"}), environ=ENV)
     assert run_a.call("nb_login", {}).ok
     me = run_a.call("nb_me", {})
     assert me.ok and me.data == {"user": "alice"}  # the session works within the run and the API

@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from string import Template
 from typing import Any
@@ -26,6 +26,7 @@ from protocols import load_spec
 from sandbox.api import Backend, ExecutionResult, Limits, Toolset
 from sandbox.local_backend import LocalBackend, uid_block
 from tests.apis.library import SECRET, LibraryAPI
+from tests.session_mode import InSession
 
 FILE_SECRET = "file-secret-5d1e0b"
 TMP_SECRET = "tmp-secret-a93f"
@@ -245,6 +246,27 @@ for i in range(5000):
     read(chan)
 print("sent all")
 """, ("CallBudget",)),
+    # -- red team: frames that cost the sandbox nothing and the host much (issue 20; their cost
+    #    to the host is measured in tests/test_host_memory.py)
+    Hostile("forged_five_million_empty_lists", FORGE + """
+body = b'{"op":"call","id":1,"tool":"get_stats","args":{"a":[' + b"[]," * 5_000_000 + b'[]]}}'
+chan.sendall(struct.pack(">I", len(body)) + body)
+print(read(chan))
+""", ("SandboxError",)),
+    Hostile("forged_ready_frames", FORGE + """
+for i in range(100000):
+    frame(chan, {"op": "ready", "pid": 1, "python": "3.11"})
+""", ("SandboxError",)),
+    Hostile("forged_output_past_the_cap", FORGE + """
+for i in range(100):
+    frame(chan, {"op": "output", "stdout": "o" * 100_000, "stderr": ""})
+import time
+time.sleep(30)
+""", ("SandboxError",), answer_excludes=("o" * 200_001,)),
+    Hostile("forged_frame_flood", FORGE + """
+for i in range(1_000_000):
+    frame(chan, {"op": "output", "stdout": "", "stderr": ""})
+""", ("SandboxError",)),
     Hostile("huge_program", "x = 1\n" * 400_000 + "print(x)\n", ("SandboxError",)),
     Hostile("parser_recursion_bomb", "x = 1\nprint(x" + ".real" * 100_000 + ")\n", ("SandboxError",)),
     Hostile("parser_memory_bomb", "print(" + "-" * 100_000 + "1)\n", ("SandboxError",)),
@@ -264,6 +286,17 @@ while time.monotonic() < end:
 print('held %d' % held)
 """, ("ok", "MemoryLimit", "SandboxError"), answer_excludes=("held 3", "held 4")),
 ]
+
+
+#: Programs that leave something behind in their sandbox (files, processes): in session mode a
+#: new session afterwards must see none of it.
+PLANTS = {"disk_fill", "disk_fill_tmp", "inode_exhaustion", "detached_sleeper", "fork_bomb",
+          "memory_across_processes", "shell_writes_host_file", "kill_parent"}
+
+
+#: Programs that need their 4 s even in session mode (they wait 2.5 s, send 75 MB of frames, or fill
+#: 256 MB a megabyte at a time).
+SLOW_SNIPPETS = {"memory_across_processes", "call_argument_flood", "growing_memory"}
 
 
 class Canary:
@@ -301,8 +334,15 @@ def local_backend() -> Iterator[LocalBackend]:
         yield backend
 
 
-@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker), "local-session",
+                        pytest.param("docker-session", marks=pytest.mark.docker)])
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """A backend, or (``-session``) the same backend running each program as a snippet of a
+    sandbox session that already ran a benign one (``tests/session_mode.py``)."""
+    if request.param.endswith("-session"):
+        inner = {"local-session": "local_backend", "docker-session": "docker"}[request.param]
+        yield InSession(request.getfixturevalue(inner))
+        return
     if request.param == "local":
         yield request.getfixturevalue("local_backend")
         return
@@ -313,6 +353,19 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     if not docker_available():
         pytest.skip("no Docker engine or no sandbox image (atc sandbox build)")
     yield request.getfixturevalue("docker_backend_instance")
+
+
+@pytest.fixture()
+def docker(request: pytest.FixtureRequest) -> Backend:
+    """The Docker backend of ``backend``'s "docker" parameter (skips the same way)."""
+    try:
+        from sandbox.docker_backend import docker_available
+    except ImportError:
+        pytest.skip("sandbox.docker_backend is not importable")
+    if not docker_available():
+        pytest.skip("no Docker engine or no sandbox image (atc sandbox build)")
+    chosen: Backend = request.getfixturevalue("docker_backend_instance")
+    return chosen
 
 
 @pytest.fixture(scope="module")
@@ -389,6 +442,8 @@ def test_hostile_program(case: Hostile, backend: Backend, api: LibraryAPI, tmp_p
     tools = Toolset([load_spec(api.write_spec(tmp_path / "library.json"))], credentials={"api_key": "env:LIB_KEY"})
     limits = Limits(timeout=4, memory_mb=256, max_calls=5, max_output_bytes=200_000, max_processes=32,
                     max_file_bytes=8_000_000)
+    if isinstance(backend, InSession) and case.name not in SLOW_SNIPPETS:
+        limits = replace(limits, timeout=2)  # the same checks, sooner: session mode doubles the suite
     try:
         started = time.monotonic()
         result = backend.run(program, tools, limits)
@@ -420,7 +475,13 @@ def test_hostile_program(case: Hostile, backend: Backend, api: LibraryAPI, tmp_p
     assert len(api.requests) == len(sent) <= case.max_requests
     for request in api.requests:
         assert ".." not in request.path and "X-Evil" not in request.headers
-    if isinstance(backend, LocalBackend):
+    if isinstance(backend, InSession):
+        backend.check_after()
+        if case.name in PLANTS:  # a new session sees nothing of the one the program ran in
+            seen = backend.look_afresh(tools, limits)
+            assert all(isinstance(v, str) or v == [] for v in seen["places"].values()) and not seen["kept"], seen
+            assert not seen["own_pid_namespace"] or seen["pids"] == [1], seen
+    if isinstance(getattr(backend, "inner", backend), LocalBackend):
         # Runs are reaped in the background: give the reaper a moment, then nothing may be left
         # but runners the pools keep warm (one more may be starting for this backend).
         deadline = time.monotonic() + 5

@@ -30,6 +30,7 @@ from sandbox.api import Backend, ExecutionResult, Limits, Toolset
 from sandbox.local_backend import LocalBackend
 from sandbox.seccomp import table
 from sandbox.uids import next_uid, release_uid
+from tests.session_mode import InSession
 
 LIMITS = Limits(timeout=20, memory_mb=256)
 KEY = 0x41544331  # the SysV key both runs use
@@ -396,9 +397,12 @@ def _same_uid_runs(variant: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Local
     return backend, uid, settle
 
 
+#: ``session-*``: the plant runs as the second snippet of a sandbox session, and the find in a new
+#: session afterwards (``tests/session_mode.py``).
 PERSISTENT_RUNS = [pytest.param(variant, case, id=f"{variant}-{case.name}",
-                                 marks=[pytest.mark.docker] if variant == "docker" else [])
-                   for variant in (*VARIANTS, "docker") for case in PERSISTENT if variant != "local-bare" or case.bare]
+                                 marks=[pytest.mark.docker] if variant.endswith("docker") else [])
+                   for variant in (*VARIANTS, "docker", "session-local", "session-docker") for case in PERSISTENT
+                   if variant != "local-bare" or case.bare]
 
 
 @pytest.mark.timeout(180)
@@ -410,10 +414,13 @@ def test_what_one_run_plants_the_next_does_not_find(case: Persistent, variant: s
     settle: Callable[[], None] = lambda: None  # noqa: E731
     backend: Backend
     uid = None
-    if variant == "docker":
+    base = variant.removeprefix("session-")
+    if base == "docker":
         backend = request.getfixturevalue("docker_backend")
     else:
-        backend, uid, settle = _same_uid_runs(variant, monkeypatch)
+        backend, uid, settle = _same_uid_runs(base, monkeypatch)
+    if variant.startswith("session-"):
+        backend = InSession(backend)
     try:
         shmem_before = shmem_kb()
         first = backend.run(program(case.plant), Toolset([]), LIMITS)
@@ -431,7 +438,7 @@ def test_what_one_run_plants_the_next_does_not_find(case: Persistent, variant: s
         assert_host_clean(backend, second)
     finally:
         if uid is not None:
-            backend.close()
+            getattr(backend, "inner", backend).close()
             release_uid(uid)
 
 

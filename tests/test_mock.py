@@ -160,7 +160,8 @@ def test_every_tmdb_operation_answers_its_response_schema_with_chained_ids(tmdb:
     assert len(tmdb.tools) == 54
     tools = {t.name: t for t in tmdb.tools}
     values: dict[str, Any] = {}
-    with MockServer(tmdb) as server, httpx.Client(base_url=server.url, timeout=10) as c:
+    # TMDB declares an api_key in the query of every operation: the mock wants one (any value).
+    with MockServer(tmdb) as server, httpx.Client(base_url=server.url, timeout=10, params={"api_key": "k"}) as c:
         def call(tool: Any) -> httpx.Response:
             params = {tool.bindings[p].name: "star" for p in tool.required if tool.bindings[p].location == "query"}
             return c.request(tool.method, _tmdb_path(tool, values), params=params)
@@ -225,7 +226,7 @@ def test_ids_from_search_and_lists_resolve_with_the_same_names(client: httpx.Cli
 
 
 def test_tmdb_search_results_match_their_details(tmdb: Collection) -> None:
-    with MockServer(tmdb) as server, httpx.Client(base_url=server.url) as c:
+    with MockServer(tmdb) as server, httpx.Client(base_url=server.url, params={"api_key": "k"}) as c:
         for search, detail, name in [("/search/movie", "/movie/{}", "title"), ("/search/person", "/person/{}", "name"),
                                      ("/search/tv", "/tv/{}", "name"), ("/movie/popular", "/movie/{}", "title")]:
             for hit in c.get(search, params={"query": "star"}).json()["results"]:
@@ -271,8 +272,9 @@ def test_unknown_ids_are_404_with_a_json_error(client: httpx.Client, path: str, 
 
 def test_tmdb_unknown_movie_is_404(tmdb: Collection) -> None:
     with MockServer(tmdb) as server:
-        assert httpx.get(server.url + "/movie/1").status_code == 404
-        assert httpx.get(server.url + "/movie/latest").status_code == 200  # a literal route wins over {movie_id}
+        assert httpx.get(server.url + "/movie/1", params={"api_key": "k"}).status_code == 404
+        # a literal route wins over {movie_id}
+        assert httpx.get(server.url + "/movie/latest", params={"api_key": "k"}).status_code == 200
 
 
 def test_missing_or_bad_parameters_are_400_naming_the_parameter(client: httpx.Client) -> None:
@@ -280,8 +282,9 @@ def test_missing_or_bad_parameters_are_400_naming_the_parameter(client: httpx.Cl
     assert resp.status_code == 400 and resp.json()["parameter"] == "query" and "query" in resp.json()["message"]
     resp = client.get("/books/search", params={"query": "x", "limit": "many"})
     assert resp.status_code == 400 and resp.json()["parameter"] == "limit"
+    # GET /books/{book_id} documents 200 and 404 only: a bad id is refused with the documented 404.
     resp = client.get("/books/abc")
-    assert resp.status_code == 400 and resp.json()["parameter"] == "book_id" and "integer" in resp.json()["message"]
+    assert resp.status_code == 404 and resp.json()["parameter"] == "book_id" and "integer" in resp.json()["message"]
     resp = client.get("/books/search", params={"query": "x", "genre": "cooking"})
     assert resp.status_code == 400 and "poetry" in resp.json()["message"]
     resp = client.post("/orders", json={"book_id": 1, "shop_id": 2})
@@ -293,7 +296,7 @@ def test_missing_or_bad_parameters_are_400_naming_the_parameter(client: httpx.Cl
 def test_unknown_routes_and_methods(client: httpx.Client) -> None:
     assert client.get("/nowhere").status_code == 404
     resp = client.delete("/orders")
-    assert resp.status_code == 405 and resp.json()["allowed"] == ["POST"]
+    assert resp.status_code == 405 and resp.json()["allowed"] == ["POST"] and resp.headers["allow"] == "POST"
     # The spec's server has a base path (/v1): requests that keep it are served too.
     assert client.get("/v1/shops").json() == client.get("/shops").json()
 
@@ -346,13 +349,23 @@ def test_refuses_to_listen_beyond_loopback(bookshop: Collection) -> None:
             MockServer(bookshop, host=host)
 
 
-def test_spec_without_response_schemas_gets_plausible_objects() -> None:
+def test_operations_documented_without_content_answer_without_a_body() -> None:
+    """A 200 documented with no content is answered with no body and no Content-Type, as the
+    spec says; only a collection that documents no responses at all (a ToolBench API, a tool
+    list) gets plausible objects."""
     spec = {"openapi": "3.0.0", "info": {"title": "Bare", "version": "1"}, "paths": {
         "/widgets": {"get": {"operationId": "listWidgets", "responses": {"200": {"description": "ok"}}}},
         "/widgets/{widget_id}": {"get": {"operationId": "getWidget", "parameters": [
             {"name": "widget_id", "in": "path", "required": True, "schema": {"type": "integer"}}],
             "responses": {"200": {"description": "ok"}}}}}}
-    app = MockApp(load_data(spec, source="bare"))
+    collection = load_data(spec, source="bare")
+    with MockServer(collection) as server:
+        resp = httpx.get(server.url + "/widgets")
+        assert resp.status_code == 200 and resp.content == b"" and "content-type" not in resp.headers
+    for tool in collection.tools:  # as a format without response objects would give them
+        tool.responses = {}
+        tool.status_codes = {}
+    app = MockApp(collection)
     listed = app.handle("GET", "/widgets")
     assert listed.status == 200 and isinstance(listed.body, dict)
     items = listed.body["results"]

@@ -80,12 +80,19 @@ def test_unsafe_operations_are_never_sent(catalog: CatalogAPI) -> None:
     assert not any(p.endswith("/delete") for p in catalog.paths())
 
 
-def test_allow_unsafe_does_send_them(catalog: CatalogAPI) -> None:
-    """The check above can fail: with --allow-unsafe the same probe sends the unsafe operations."""
+def test_allow_unsafe_without_a_scope_sends_nothing_unsafe(catalog: CatalogAPI) -> None:
+    """``POST /items`` creates at the top of the API and ``DELETE /items/{sku}`` would delete an item
+    the probe did not create: with no ``--scope`` neither has anywhere to go (tests/test_probe_writes.py
+    shows what a scope allows)."""
+    plain = _probe(catalog)
+    catalog.reset()
     report = _probe(catalog, allow_unsafe=True)
-    assert catalog.paths("DELETE") and report.tool("delete_item").calls >= 1
-    assert catalog.paths("POST") == ["/items"]
-    assert report.tool("create_item").status == "documented"
+    assert catalog.paths("POST") == [] and catalog.paths("DELETE") == []
+    assert not any(p.endswith("/delete") for p in catalog.paths())
+    assert "outside the scope" in report.tool("create_item").reason
+    for name in ("delete_item", "delete_item_via_get"):
+        assert "deletes only what this probe created" in report.tool(name).reason
+    assert [(t.name, t.status) for t in report.tools] == [(t.name, t.status) for t in plain.tools]
 
 
 def test_failures_have_reasons_and_never_crash(catalog: CatalogAPI) -> None:

@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from atc.mock import MockServer
 from probes import probe
 from probes.document import leaf_paths
@@ -29,13 +31,15 @@ def stripped(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def test_tmdb_without_response_schemas(bench_data: Path) -> None:
+def test_tmdb_without_response_schemas(bench_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = bench_data / "restbench" / "specs" / "tmdb_oas.json"
     truth = load_spec(spec)
     blind = load_data(stripped(json.loads(spec.read_text())), source="tmdb-stripped")
     assert len(blind.tools) == 54 and all(t.response_schema is None and not t.examples for t in blind.tools)
     with MockServer(truth, keep_requests=10_000) as mock:
-        report = probe(blind, base_url=mock.url, no_llm=True)
+        # TMDB declares an api_key on every operation, and the mock wants one (any value).
+        monkeypatch.setenv("TMDB_TEST_KEY", "any-key")
+        report = probe(blind, base_url=mock.url, no_llm=True, credentials={"api_key": "env:TMDB_TEST_KEY"})
         sent = len(mock.requests)
     documented = [t for t in report.tools if t.status == "documented"]
     assert len(documented) >= 50, [(t.name, t.reason) for t in report.tools if t.status != "documented"]

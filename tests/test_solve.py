@@ -17,7 +17,8 @@ import pytest
 
 from atc.errors import ConfigError, ModelError, ToolError, UsageError
 from atc.model import OpenAIModel
-from atc.solving import Solution, asolve, solve, solve_many
+from atc.solving import Solution, asolve, solve
+from atc.workflows.many import solve_many
 from protocols.loaders import load_data
 from protocols.model import Collection
 from protocols.render import render_full
@@ -76,7 +77,7 @@ print(", ".join(b["title"] for b in books))
 """
     good = bad.replace('author["name"]', 'author["id"]')
     server.push(fence(bad), fence(good))
-    sol = solve("Which books did Stanislaw Lem write?", library, client=client, backend=backend, limits=LIMITS)
+    sol = solve("Which books did Stanislaw Lem write?", library, client=client, sandbox=backend, limits=LIMITS)
 
     assert sol.ok and sol.answer.strip() == "Solaris, The Cyberiad"
     assert [a.ok for a in sol.attempts] == [False, True]
@@ -104,7 +105,7 @@ titles = [b["title"] for b in books]
 print("; ".join(sorted(titel)))
 """
     server.push(fence(bad), fence(bad.replace("(titel)", "(titles)")))
-    sol = solve("List Le Guin's books alphabetically.", library, client=client, backend="local", limits=LIMITS)
+    sol = solve("List Le Guin's books alphabetically.", library, client=client, sandbox="local", limits=LIMITS)
 
     assert sol.ok and sol.answer.strip() == "A Wizard of Earthsea; The Left Hand of Darkness"
     err = sol.attempts[0].error
@@ -127,7 +128,7 @@ first = found["authors"][0]
 print(first["name"], first["born"])
 """
     server.push(fence(bad), fence(bad.replace('found["authors"]', 'found["results"]')))
-    sol = solve("When was Octavia Butler born?", bare, client=client, backend="local", limits=LIMITS)
+    sol = solve("When was Octavia Butler born?", bare, client=client, sandbox="local", limits=LIMITS)
 
     assert sol.ok and sol.answer.strip() == "Octavia E. Butler 1947"
     err = sol.attempts[0].error
@@ -141,7 +142,7 @@ print(first["name"], first["born"])
 
 def test_model_that_never_writes_code_stops(server: ScriptedOpenAI, client: OpenAIModel, library: Collection) -> None:
     server.push(*["I would call the search tool and then list the books."] * 5)
-    sol = solve("Which books did Lem write?", library, client=client, backend="local", max_reflections=2)
+    sol = solve("Which books did Lem write?", library, client=client, sandbox="local", max_reflections=2)
     assert not sol.ok and sol.answer == "" and sol.sandbox is None and sol.calls == []
     assert [a.error["type"] for a in sol.attempts if a.error] == ["NoProgram"] * 3
     assert sol.usage.llm_calls == len(server.requests) == 3
@@ -153,7 +154,7 @@ def test_model_that_never_writes_code_stops(server: ScriptedOpenAI, client: Open
 
 def test_rate_limited_then_success(server: ScriptedOpenAI, client: OpenAIModel, library: Collection) -> None:
     server.push(Reply(429, "slow down"), fence("print(get_stats()['books'])"))
-    sol = solve("How many books are there?", library, client=client, backend="local", limits=LIMITS)
+    sol = solve("How many books are there?", library, client=client, sandbox="local", limits=LIMITS)
     assert sol.ok and sol.answer.strip() == "5"
     assert len(sol.attempts) == 1
     assert sol.usage.llm_calls == len(server.requests) == 2
@@ -167,7 +168,7 @@ def test_server_down_is_model_error(library: Collection, monkeypatch: pytest.Mon
         port = s.getsockname()[1]
     down = OpenAIModel("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=1, backoff=0)
     with pytest.raises(ModelError, match="cannot reach the model server"):
-        solve("How many books?", library, client=down, backend="local")
+        solve("How many books?", library, client=down, sandbox="local")
 
 
 def test_model_failing_mid_solve_keeps_the_attempts(
@@ -175,7 +176,7 @@ def test_model_failing_mid_solve_keeps_the_attempts(
 ) -> None:
     client = OpenAIModel("scripted-model", base_url=server.base_url, backoff=0.01, max_retries=0)
     server.push(fence("print(get_author(author_id=999)['name'])"), Reply(500, "model crashed"))
-    sol = solve("Who is author 999?", library, client=client, backend="local", limits=LIMITS)
+    sol = solve("Who is author 999?", library, client=client, sandbox="local", limits=LIMITS)
     assert not sol.ok and len(sol.attempts) == 1
     assert sol.attempts[0].error is not None and sol.attempts[0].error["tool"] == "get_author"
     assert sol.error is not None and sol.error["type"] == "ModelError"
@@ -185,7 +186,7 @@ def test_model_failing_mid_solve_keeps_the_attempts(
 
 def test_no_model_configured(library: Collection) -> None:
     with pytest.raises(ConfigError) as info:
-        solve("How many books?", library, backend="local")
+        solve("How many books?", library, sandbox="local")
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ATC_MODEL"):
         assert name in str(info.value)
 
@@ -198,7 +199,7 @@ def test_credentials_reach_the_api_never_the_model(
     monkeypatch.setenv("LIB_KEY", SECRET)
     program = "order = create_order(book_id=20, quantity=2)\nprint(order['total'])"
     server.push(fence(program.replace("print(order['total'])", "print(order['sum'])")), fence(program))
-    sol = solve("Order two copies of Solaris; what is the total?", library, client=client, backend="local",
+    sol = solve("Order two copies of Solaris; what is the total?", library, client=client, sandbox="local",
                 credentials={"api_key": "env:LIB_KEY"}, limits=LIMITS)
     assert sol.ok and sol.answer.strip() == "22.5"
     assert [r.headers.get("X-API-Key") for r in api.requests] == [SECRET, SECRET]
@@ -208,7 +209,7 @@ def test_credentials_reach_the_api_never_the_model(
 
 def test_solution_json_has_the_contract_fields(server: ScriptedOpenAI, client: OpenAIModel, library: Collection) -> None:
     server.push(fence("s = get_stats()\nprint(s['authors'])"))
-    doc = solve("How many authors?", library, client=client, backend="local", limits=LIMITS).to_dict()
+    doc = solve("How many authors?", library, client=client, sandbox="local", limits=LIMITS).to_dict()
     for key in ("ok", "answer", "sandbox", "duration_ms", "error", "calls", "program", "attempts", "usage", "tools"):
         assert key in doc
     assert doc["ok"] is True and doc["answer"].strip() == str(len(AUTHORS)) and doc["sandbox"] == "local"
@@ -238,7 +239,7 @@ def test_attempts_include_unrun_programs_in_order(server: ScriptedOpenAI, client
     backend = fake()
     server.push("Let me think about it.", fence("print(get_statz())"), fence("x = get_stats()"),
                 fence("print(get_stats()['books'])"))
-    sol = solve("How many books?", library, client=client, backend=backend)
+    sol = solve("How many books?", library, client=client, sandbox=backend)
     assert sol.ok and sol.answer == "5\n" and sol.sandbox == "fake"
     kinds = [(a.error or {}).get("type") for a in sol.attempts]
     assert kinds == ["NoProgram", "NameError", "EmptyAnswer", None]
@@ -252,7 +253,7 @@ def test_attempts_include_unrun_programs_in_order(server: ScriptedOpenAI, client
 def test_model_is_asked_when_the_run_names_no_tool(server: ScriptedOpenAI, client: OpenAIModel, library: Collection) -> None:
     bad = "found = search_authors(name='Lem')\nwho = found['authors']\nprint(who)"
     server.push(fence(bad), "The tool at fault is `search_authors`.", fence(bad.replace("'authors'", "'results'")))
-    sol = solve("Find Lem", library, client=client, backend=fake())
+    sol = solve("Find Lem", library, client=client, sandbox=fake())
     assert sol.ok and sol.attempts[0].blamed_tool == "search_authors"
     assert "Answer with the name of that one tool" in server.request_text(1)
     third = server.request_text(2)
@@ -263,7 +264,7 @@ def test_model_is_asked_when_the_run_names_no_tool(server: ScriptedOpenAI, clien
 
 def test_logic_error_is_not_attributed(server: ScriptedOpenAI, client: OpenAIModel, library: Collection) -> None:
     server.push(fence("n = 0\nprint(get_stats())\nprint(10 / n)"), fence("print(get_stats()['books'])"))
-    sol = solve("How many books?", library, client=client, backend=fake())
+    sol = solve("How many books?", library, client=client, sandbox=fake())
     assert sol.ok and sol.usage.llm_calls == 2
     assert sol.attempts[0].error["type"] == "ZeroDivisionError"  # type: ignore[index]
     assert sol.attempts[0].blamed_tool is None
@@ -271,7 +272,7 @@ def test_logic_error_is_not_attributed(server: ScriptedOpenAI, client: OpenAIMod
 
 def test_reflections_are_bounded(server: ScriptedOpenAI, client: OpenAIModel, library: Collection) -> None:
     server.push(*[fence("print(list_book_reviews(book_id=1))")] * 3)
-    sol = solve("Reviews?", library, client=client, backend=fake(), max_reflections=1)
+    sol = solve("Reviews?", library, client=client, sandbox=fake(), max_reflections=1)
     assert not sol.ok and len(sol.attempts) == 2 and len(server.requests) == 2
     assert sol.error is not None and sol.error["type"] == "ToolError" and sol.error["tool"] == "list_book_reviews"
     assert "HTTP 404" in server.request_text(1)
@@ -279,7 +280,7 @@ def test_reflections_are_bounded(server: ScriptedOpenAI, client: OpenAIModel, li
 
 def test_top_k_picks_relevant_tools(server: ScriptedOpenAI, client: OpenAIModel, library: Collection) -> None:
     server.push(fence("print(list_book_reviews(book_id=20))"))
-    sol = solve("Show the reader reviews of a book", library, client=client, backend=fake(), top_k=2)
+    sol = solve("Show the reader reviews of a book", library, client=client, sandbox=fake(), top_k=2)
     assert len(sol.tools) == 2 and "list_book_reviews" in sol.tools
     shown = server.request_text(0)
     assert "list_book_reviews(" in shown and "create_order(" not in shown
@@ -288,7 +289,7 @@ def test_top_k_picks_relevant_tools(server: ScriptedOpenAI, client: OpenAIModel,
 def test_tools_as_spec_path(server: ScriptedOpenAI, client: OpenAIModel, api: LibraryAPI, tmp_path: Path) -> None:
     spec = api.write_spec(tmp_path / "library.json")
     server.push(fence("print(get_stats()['books'])"))
-    assert solve("How many books?", str(spec), client=client, backend=fake()).answer == "5\n"
+    assert solve("How many books?", str(spec), client=client, sandbox=fake()).answer == "5\n"
 
 
 def test_bad_input(client: OpenAIModel, library: Collection) -> None:
@@ -302,7 +303,7 @@ def test_bad_input(client: OpenAIModel, library: Collection) -> None:
 
 def test_asolve(server: ScriptedOpenAI, client: OpenAIModel, library: Collection) -> None:
     server.push(fence("print(get_stats()['books'])"))
-    sol = asyncio.run(asolve("How many books?", library, client=client, backend=fake()))
+    sol = asyncio.run(asolve("How many books?", library, client=client, sandbox=fake()))
     assert isinstance(sol, Solution) and sol.ok
 
 
@@ -312,7 +313,7 @@ def test_one_failing_task_does_not_sink_the_batch(client: OpenAIModel, server: S
         return Reply(400, "refused") if "task-bad" in text else fence("print(get_stats()['books'])")
 
     server.router = route
-    sols = solve_many(["task-1", "task-bad", "task-3"], library, client=client, backend=fake(), concurrency=2)
+    sols = solve_many(["task-1", "task-bad", "task-3"], library, client=client, sandbox=fake(), concurrency=2)
     assert [s.ok for s in sols] == [True, False, True]
     assert sols[1].error is not None and sols[1].error["type"] == "ModelError" and sols[1].query == "task-bad"
 
@@ -379,6 +380,6 @@ def test_atc_solve_is_the_function_after_the_module_is_imported(
     import atc.solving  # noqa: F401  (the module is named so that it never shadows atc.solve)
 
     server.push(fence("print(get_stats()['books'])"))
-    sol = atc.solve("How many books?", library, client=client, backend=fake())
+    sol = atc.solve("How many books?", library, client=client, sandbox=fake())
     assert isinstance(sol, Solution) and sol.answer == "5\n"
     assert atc.asolve is asolve and atc.solve_many is solve_many and atc.Solution is Solution

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from atc.model import OpenAIModel
-from atc.solving import solve_many
+from atc.workflows.many import solve_many
 from protocols.loaders import load_data
 from sandbox.api import Limits
 from tests.apis.library import BOOKS, REVIEWS, LibraryAPI
@@ -76,7 +76,7 @@ def test_fifty_tasks_eight_at_a_time(api: LibraryAPI) -> None:
         client = OpenAIModel("scripted-model", base_url=server.base_url, backoff=0.01)
         with LocalBackend() as backend:
             started = time.perf_counter()
-            solutions = solve_many(queries, library, concurrency=8, client=client, backend=backend,
+            solutions = solve_many(queries, library, concurrency=8, client=client, sandbox=backend,
                                    limits=Limits(timeout=30))
             elapsed = time.perf_counter() - started
             # the scan does see sandbox processes: a warmed pool shows up as descendants

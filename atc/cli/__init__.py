@@ -1,6 +1,6 @@
 """The ``atc`` command: a thin layer over the library.
 
-Each command group lives in its own module (``tools``, ``run``, ``solve``, ``probe``, ``mock``,
+Each command group lives in its own module (``tools``, ``run``, ``solve``, ``probe``, ``mock``, ``serve``,
 ``sandbox``) exposing ``register(subparsers, parents)``; handlers take the parsed arguments and
 return the exit code. This module owns the conventions of ``shared/interface.md``: exit codes,
 one or two readable lines on stderr, no traceback unless ``--debug``, and with ``--json`` exactly
@@ -21,7 +21,7 @@ from atc.errors import AtcError, UsageError
 
 __all__ = ["main", "build_parser"]
 
-COMMAND_MODULES = ("tools", "run", "solve", "batch", "probe", "mock", "sandbox")
+COMMAND_MODULES = ("tools", "run", "solve", "batch", "eval", "probe", "mock", "sandbox", "serve")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -87,7 +87,7 @@ def _main(argv: list[str]) -> int:
 
         exporter = trace_exporter()
         if exporter:  # ATC_TRACE: only then is OpenTelemetry imported at all
-            from atc.workflows.tracing import configure
+            from atc.tracing import configure
 
             configure(exporter)
         parser = build_parser(argv)

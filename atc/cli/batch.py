@@ -19,7 +19,15 @@ import sys
 import threading
 from typing import Any, TextIO
 
-from atc.cli.common import add_run_options, limits_from_args, print_json, stop_on_signals, toolset_from_args
+from atc.cli.common import (
+    add_budget_options,
+    add_run_options,
+    budget_from_args,
+    limits_from_args,
+    print_json,
+    stop_on_signals,
+    toolset_from_args,
+)
 from atc.errors import UsageError
 
 __all__ = ["register"]
@@ -33,6 +41,10 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         "a re-run with the same OUT skips the ids already there.")
     p.add_argument("input", metavar="INPUT.jsonl", help="the tasks ('-' reads stdin)")
     add_run_options(p)
+    p.add_argument("--strategy", "-s", metavar="NAME", default=None,
+                   help="how the model solves each query task: chain (default), chain-plain, react, codeact, dfsdt, "
+                        "or an installed plug-in")
+    add_budget_options(p)
     p.add_argument("--out", "-o", metavar="OUT.jsonl", default=None,
                    help="append result lines here (resumable: ids already in it are skipped); default: stdout")
     p.add_argument("--concurrency", "-c", type=int, default=4, metavar="N", help="tasks at a time (4)")
@@ -95,10 +107,16 @@ def _handle(args: argparse.Namespace) -> int:
     if args.record and args.replay:
         raise UsageError("give --record or --replay, not both")
     limits = limits_from_args(args)
+    options: dict[str, Any] = {**budget_from_args(args), "strategy": args.strategy}
+    if args.strategy is not None:  # an unknown name is said before anything runs
+        from atc.strategies.registry import resolve
+
+        resolve(args.strategy, max_reflections=args.max_reflections, max_steps=options["max_steps"])
     tasks = read_tasks(args.input)
     toolset = toolset_from_args(args)
     job = Job(toolset, limits, sandbox=args.sandbox, model=args.model, max_reflections=args.max_reflections,
-              top_k=args.top_k, record=args.record, replay=args.replay)
+              top_k=args.top_k, record=args.record, replay=args.replay,
+              solve_options={k: v for k, v in options.items() if v is not None})
     log = ResultLog(args.out) if args.out else ResultLog(stream=sys.stdout)
     if log.repaired:
         sys.stderr.write(f"atc: {log.repaired}\n")

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # imported by the handlers that use them: ``atc --help`` need
     from atc.workflows.replay import Recording
     from sandbox.api import Limits, Toolset
 
-__all__ = ["add_run_options", "recording_from_args", "limits_from_args", "toolset_from_args", "load_collections", "print_json",
+__all__ = ["add_run_options", "add_budget_options", "budget_from_args", "recording_from_args", "limits_from_args", "toolset_from_args", "load_collections", "print_json",
            "terminal_safe", "stop_on_signals"]
 
 _CREDENTIAL = re.compile(r"^(?P<scheme>[^=]+)=env:(?P<var>[A-Za-z_][A-Za-z0-9_]*)$")
@@ -42,7 +42,7 @@ def add_run_options(p: argparse.ArgumentParser, *, tools_flag: bool = True, max_
     p.add_argument("--credential", action="append", default=[], metavar="KEY=env:VAR",
                    help="a secret read on the host from env var VAR (repeatable). KEY is a security scheme of the "
                         "spec, or where the secret goes: header:NAME, query:NAME, cookie:NAME, bearer, basic; "
-                        "prefix COLLECTION: to send it to one API only")
+                        "prefix COLLECTION. to say which API it is for (petstore.api_key)")
     p.add_argument("--validation", action="append", default=[], metavar="[NAME=]MODE",
                    help="argument checks before a call: strict (default: refuse), warn (send, log what failed), "
                         "off; for every collection, or for collection NAME (repeatable)")
@@ -60,6 +60,30 @@ def add_run_options(p: argparse.ArgumentParser, *, tools_flag: bool = True, max_
                    help="record every tool answer (after redaction: no secret is stored) and model answer in DIR")
     p.add_argument("--replay", metavar="DIR", default=None,
                    help="answer tool calls and model requests from a recording in DIR: no network, no model")
+
+
+def add_budget_options(p: argparse.ArgumentParser) -> None:
+    """What a solve may spend, whatever its strategy (``atc solve``, ``atc batch``, ``atc eval``):
+    comparisons of strategies are made at equal cost."""
+    p.add_argument("--max-model-calls", type=int, default=None, metavar="N",
+                   help="model calls a task may make, retries and a model-based retriever included (no bound)")
+    p.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                   help="prompt + completion tokens a task may spend; checked before each call (no bound)")
+    p.add_argument("--max-steps", type=int, default=None, metavar="N",
+                   help="the strategy's own bound: attempts (chain: --max-reflections + 1), turns (react, codeact: "
+                        "12) or tree nodes (dfsdt: 30)")
+
+
+def budget_from_args(args: argparse.Namespace) -> dict[str, int | None]:
+    """``solve``'s keywords of the budget flags, checked (``UsageError``, exit 2)."""
+    out: dict[str, int | None] = {}
+    for flag, key in (("--max-model-calls", "max_model_calls"), ("--max-tokens", "max_tokens"),
+                      ("--max-steps", "max_steps")):
+        value = getattr(args, key, None)
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be at least 1")
+        out[key] = value
+    return out
 
 
 def recording_from_args(args: argparse.Namespace) -> Recording | None:
@@ -121,6 +145,11 @@ def load_collections(specs: list[str], *, base_url: str | None = None) -> list[A
 
     store = None
     out = []
+    mcp_sources = [t for t in specs if _is_mcp(t)]
+    if len(mcp_sources) > 1:
+        from sandbox.mcp.sources import check_names
+
+        check_names(mcp_sources)  # before any server starts
     for t in specs:
         path = Path(t).expanduser()
         if _is_mcp(t):
@@ -130,14 +159,32 @@ def load_collections(specs: list[str], *, base_url: str | None = None) -> list[A
 
             servers().start_timeout = mcp_start_timeout()
             out += load_source(t)
-        elif path.exists() or t.startswith(("http://", "https://")):
-            out.append(load_spec(t if t.startswith(("http://", "https://")) else path))
+        elif t.startswith(("http://", "https://")):
+            out.append(load_spec(t))
+        elif path.exists() and not _stored_too(t, path):
+            out.append(load_spec(path))
         else:
             from protocols.store import Store
 
             store = store or Store(atc_home())
             out.append(store.get(t))
     return out
+
+
+def _stored_too(t: str, path: Path) -> bool:
+    """Does the bare word ``t``, which names a file or folder here, also name a stored collection?
+    Then the stored collection is taken (a word is a collection's name; ``./NAME`` is a path), and
+    a note says that both exist and how to pick the other."""
+    if "/" in t or "\\" in t or t.startswith(("~", ".")):
+        return False  # written as a path: the path it is
+    from protocols.store import Store
+
+    if not (atc_home() / "collections" / "index.json").exists() or not Store(atc_home()).has(t):
+        return False
+    kind = "folder" if path.is_dir() else "file"
+    sys.stderr.write(f"atc: note: {t!r} is both a stored collection and a {kind} here; using the stored "
+                     f"collection (give ./{t} for the {kind})\n")
+    return True
 
 
 def _is_mcp(t: str) -> bool:
@@ -152,7 +199,9 @@ def _looks_like_url(item: str) -> bool:
     return "://" in item.split("=", 1)[0] or not _PER_COLLECTION.match(item)
 
 
-def toolset_from_args(args: argparse.Namespace) -> Toolset:
+def toolset_from_args(args: argparse.Namespace, collections: list[Any] | None = None) -> Toolset:
+    """The run's tools: ``collections`` (default: those of ``--tools``) with ``--base-url``,
+    ``--credential`` and ``--validation`` applied."""
     from sandbox.api import Toolset
 
     base_url, base_urls = split_per_collection("--base-url", list(args.base_url or []), is_default=_looks_like_url)
@@ -162,7 +211,7 @@ def toolset_from_args(args: argparse.Namespace) -> Toolset:
     validation, validations = split_per_collection(
         "--validation", list(getattr(args, "validation", None) or []), is_default=lambda item: "=" not in item)
     return Toolset(
-        collections=load_collections(args.tools),
+        collections=collections if collections is not None else load_collections(args.tools),
         base_url=base_url,
         credentials=parse_credentials(args.credential),
         base_urls=base_urls,

@@ -1,11 +1,14 @@
-"""``atc probe T [RUN OPTIONS] [--out DIR] [--no-llm] [--max-calls N] [--allow-unsafe] [--executor local|ray] [--json]``.
+"""``atc probe T [RUN OPTIONS] [--out DIR] [--no-llm] [--max-calls N] [--allow-unsafe [--scope NAME=VALUE]...
+[--allow-bulk TOOL]...] [--dry-run] [--executor local|ray] [--json]``.
 
 Black-box probing: call the API's read-only tools, learn their response schemas, record working
 examples and which tool feeds which. Progress goes to stderr, one line per tool as it is decided
-(nothing with ``--json``, where stdout holds only the report). Exit 0 when at least one tool was
-documented, 1 when none was, 2 for bad input, 130 on Ctrl-C (after writing what was learnt, and
-with ``--json`` still printing the report of it). ``--executor`` probes the tools as tasks, one
-per group of tools that share no chain of probing (``probes.spread``), in threads or on Ray.
+(nothing with ``--json``, where stdout holds only the report). Every unsafe call is said on stderr
+before it is sent, with ``--json`` too. ``--dry-run`` sends nothing and prints the plan. Exit 0
+when at least one tool was documented (or the plan was printed), 1 when none was, 2 for bad
+input, 130 on Ctrl-C (after writing what was learnt, and with ``--json`` still printing the
+report of it). ``--executor`` probes the tools as tasks, one per group of tools that share no
+chain of probing (``probes.spread``), in threads or on Ray.
 """
 
 from __future__ import annotations
@@ -38,7 +41,17 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--samples", type=int, default=3, metavar="N",
                    help="successful responses merged per tool at most; model samples per tool and round (3)")
     p.add_argument("--rounds", type=int, default=4, metavar="N", help="chain-of-probing iterations, beta (4)")
-    p.add_argument("--allow-unsafe", action="store_true", help="also call tools that may change data (POST, DELETE...)")
+    p.add_argument("--allow-unsafe", action="store_true",
+                   help="also call tools that may change data (POST, PUT, PATCH, DELETE, MCP tools not annotated "
+                   "readOnlyHint), only under --scope, in the order of the write plan (see --dry-run)")
+    p.add_argument("--scope", action="append", default=[], metavar="NAME=VALUE",
+                   help="pin a parameter for unsafe calls: they write only under it (repeatable; e.g. "
+                   "--scope bucket_id=throwaway, --scope path=/tmp/scratch)")
+    p.add_argument("--allow-bulk", action="append", default=[], metavar="TOOL",
+                   help="also send this bulk delete (one that names no single object, e.g. DELETE /accounts); repeatable")
+    p.add_argument("--dry-run", action="store_true",
+                   help="send nothing: print the plan (the reads, then every unsafe call in order, and why the others "
+                   "are never sent)")
     p.add_argument("--request-timeout", type=float, default=10.0, metavar="SECONDS",
                    help="the longest one request may take (10)")
     p.add_argument("--update", action="store_true", help="write the learnt schemas and examples into the store")
@@ -61,6 +74,10 @@ class _Progress:
         self.done = 0
 
     def __call__(self, event: str, state: Any) -> None:
+        if event == "unsafe":
+            sys.stderr.write(f"atc probe: {state.notice}\n")
+            sys.stderr.flush()
+            return
         if event not in ("documented", "failed", "skipped"):
             return
         self.done += 1
@@ -68,9 +85,38 @@ class _Progress:
             deps = f" <- {', '.join(state.depends_on)}" if state.depends_on else ""
             detail = f"round {state.round}{deps}"
         else:
-            detail = " ".join(str(state.reason or "").split())[:140]
+            detail = " ".join(str(state.reason or "").split())[:260]
         sys.stderr.write(f"[{self.done}/{self.total}] {event:<10} {state.name}  {detail}\n")
         sys.stderr.flush()
+
+
+def _unsafe_only(event: str, state: Any) -> None:
+    """With ``--json``: no progress lines, but every unsafe call is still said first (on stderr)."""
+    if event == "unsafe":
+        sys.stderr.write(f"atc probe: {state.notice}\n")
+        sys.stderr.flush()
+
+
+def _plan(report: Any) -> str:
+    """``--dry-run`` without ``--json``: the plan, for a person."""
+    reads = [t.name for t in report.tools if (t.reason or "").startswith("dry run: a read")]
+    lines = ["dry run: nothing was sent to the API."]
+    lines.append(f"reads, probed first (GET/HEAD, MCP tools annotated readOnlyHint): {len(reads)}"
+                 + (f" ({', '.join(reads[:12])}{', ...' if len(reads) > 12 else ''})" if reads else ""))
+    steps = report.writes
+    scope = ", ".join(f"{k}={v}" for k, v in report.scope.items()) or "none"
+    if steps:
+        lines.append(f"unsafe calls, in this order (scope: {scope}):")
+        lines += [f"  {w['says']}" for w in steps]
+    never = [t for t in report.tools if (t.reason or "").startswith("dry run: never sent")]
+    if never:
+        lines.append("never sent:")
+        lines += [f"  {t.name} ({t.method} {t.path}): {t.reason[len('dry run: never sent: '):]}" for t in never]
+    skipped = [t for t in report.tools if t.reason and not t.reason.startswith("dry run")]
+    if skipped:
+        lines.append("not probed (pass --allow-unsafe to plan them):")
+        lines += [f"  {t.name} ({t.method} {t.path}): {t.reason}" for t in skipped]
+    return "\n".join(lines) + "\n"
 
 
 def _summary(report: Any) -> str:
@@ -81,6 +127,13 @@ def _summary(report: Any) -> str:
             f"{report.count('failed')} failed, {report.count('skipped')} skipped\n")
     if report.note:
         line += f"  note: {report.note}\n"
+    if report.stopped and report.stopped not in (report.note or ""):
+        line += f"  stopped: {report.stopped}\n"
+    if report.writes:
+        done = sum(1 for w in report.writes if w["status"] == "done")
+        line += f"  unsafe calls: {done} of {len(report.writes)} planned were sent and worked\n"
+    if report.left_behind:
+        line += f"  left behind (created, not deleted): {'; '.join(report.left_behind)}\n"
     for kind, path in report.outputs.items():
         line += f"  {kind}: {path}\n"
     return line
@@ -121,12 +174,17 @@ def _handle(args: argparse.Namespace) -> int:
     settings = ProbeSettings(
         max_calls=args.max_calls, per_tool=args.per_tool, samples=args.samples, rounds=args.rounds,
         allow_unsafe=args.allow_unsafe, use_llm=not args.no_llm, request_timeout=args.request_timeout,
-        timeout=args.timeout, memory_mb=args.memory, cache=not args.no_cache, refresh=args.refresh)
-    progress = None if args.json else _Progress(0)
+        timeout=args.timeout, memory_mb=args.memory, cache=not args.no_cache, refresh=args.refresh,
+        scope=tuple(args.scope), allow_bulk=tuple(args.allow_bulk), dry_run=args.dry_run)
+    if args.dry_run and args.executor is not None:
+        raise UsageError("--dry-run sends nothing: it needs no --executor")
+    progress: Any = _unsafe_only if args.json else _Progress(0)
     try:
         toolset = toolset_from_args(args)
-        if progress is not None:
+        if isinstance(progress, _Progress):
             progress.total = len(toolset.tools)
+            if args.dry_run:
+                progress = None
         if args.executor is not None:
             return _spread(args, settings, toolset, progress)
         toolset, client, offline = _recorded(args, toolset)
@@ -149,18 +207,20 @@ def _handle(args: argparse.Namespace) -> int:
 def _finish(args: argparse.Namespace, report: Any) -> int:
     if args.json:
         print_json(report.to_dict())
+    elif report.dry_run:
+        sys.stderr.write(_plan(report))
     else:
         sys.stderr.write(_summary(report))
-    return 0 if report.ok else 1
+    return 0 if report.ok or report.dry_run else 1
 
 
-def _spread(args: argparse.Namespace, settings: Any, toolset: Any, progress: _Progress | None) -> int:
+def _spread(args: argparse.Namespace, settings: Any, toolset: Any, progress: Any) -> int:
     """``--executor``: the groups as tasks; a line per tool as each group's report comes back.
     The first Ctrl-C starts no new group; ``ProbeInterrupted`` is handled by the caller."""
     from probes.spread import probe_spread
 
     def done(index: int, report: Any) -> None:
-        if progress is None:
+        if not isinstance(progress, _Progress):
             return
         for tool in report.tools:
             progress(tool.status, tool)

@@ -73,15 +73,19 @@ def _run(args: argparse.Namespace) -> int:
     recording = recording_from_args(args)
     if recording is not None:
         toolset = recording.wrap_toolset(toolset)
-    from atc.workflows import tracing
+    from atc import tracing
 
     with tracing.span("atc.sandbox.run", {"atc.sandbox": args.sandbox}) as current:
         result = run(program, tracing.wrap_toolset(toolset), limits, sandbox=pending.backend())
         tracing.set_attributes(current, {"atc.status": "ok" if result.ok else "failed",
                                          "atc.attributed_tool": result.error.tool if result.error else None})
     missing = len(recording.missing) if recording is not None else 0
+    from sandbox.http.credentials import auth_hint
+
+    hint = auth_hint(toolset, result.calls)
     if args.json:
-        print_json({**result.to_dict(), **({"unrecorded": missing} if missing else {})})
+        print_json({**result.to_dict(), **({"unrecorded": missing} if missing else {}),
+                    **({"hint": hint} if hint else {})})
     else:
         sys.stdout.write(result.answer)
         if result.answer and not result.answer.endswith("\n"):
@@ -91,4 +95,6 @@ def _run(args: argparse.Namespace) -> int:
             sys.stderr.write(result.stderr if result.stderr.endswith("\n") else result.stderr + "\n")
         if not result.ok:
             sys.stderr.write(format_error(result))
+        if hint:
+            sys.stderr.write(f"  hint: {hint}\n")
     return 0 if result.ok else 1

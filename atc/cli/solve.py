@@ -1,7 +1,8 @@
-"""``atc solve "QUERY" --tools T [RUN OPTIONS] [--model M] [--max-reflections N] [--json]``.
+"""``atc solve "QUERY" --tools T [RUN OPTIONS] [--strategy NAME] [--model M] [--max-reflections N] [--json]``.
 
-Progress goes to stderr (one line per attempt: what failed, where, which tool was blamed), the
-answer to stdout. Exit 0 when solved, 1 when not, 2 for bad input or missing configuration.
+Progress goes to stderr (one line per step: chain's attempts say what failed, where, which tool
+was blamed; react's and codeact's turns and dfsdt's nodes say what was called and how it went),
+the answer to stdout. Exit 0 when solved, 1 when not, 2 for bad input or missing configuration.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import sys
 from typing import Any
 
 from atc.cli.common import (
+    add_budget_options,
     add_run_options,
+    budget_from_args,
     limits_from_args,
     print_json,
     recording_from_args,
@@ -32,6 +35,10 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("query", metavar="QUERY", help="the task, in natural language")
     add_run_options(p)
+    p.add_argument("--strategy", "-s", metavar="NAME", default=None,
+                   help="how the model solves it: chain (default: one program, attributable reflection), "
+                        "chain-plain, react, codeact, dfsdt, or an installed plug-in")
+    add_budget_options(p)
     p.add_argument("--model", "-m", help="model name (default: $ATC_MODEL)")
     p.add_argument("--max-reflections", type=int, default=3, metavar="N",
                    help="repairs after the first attempt (3)")
@@ -43,17 +50,12 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=_handle)
 
 
-def _progress(attempt: Any, number: int) -> None:
-    if attempt.ok:
-        calls = len(attempt.result.calls) if attempt.result else 0
-        sys.stderr.write(f"attempt {number}: ok ({calls} tool call{'' if calls == 1 else 's'})\n")
-        return
-    err = attempt.error or {}
-    where = f" at line {err['line']}" if err.get("line") else ""
-    ran = "" if attempt.result is not None or not attempt.program else " (found before running)"
-    blamed = f"; blamed tool: {attempt.blamed_tool}" if attempt.blamed_tool else ""
-    message = " ".join(str(err.get("message") or "").split())[:160]
-    sys.stderr.write(f"attempt {number}: {err.get('type', 'Error')}{where}{ran}: {message}{blamed}\n")
+#: What a step of a strategy is called in messages ("not solved after 3 turns").
+_STEP_WORDS = {"chain": "attempt", "chain-plain": "attempt", "react": "turn", "codeact": "turn", "dfsdt": "node"}
+
+
+def _progress(step: Any) -> None:
+    sys.stderr.write(f"{step.kind} {step.number}: {step.summary}\n")
     sys.stderr.flush()
 
 
@@ -67,6 +69,7 @@ def _handle(args: argparse.Namespace) -> int:
     if not args.query.strip():
         raise UsageError("the task is empty", hint='example: atc solve "Which books did Lem write?" --tools spec.json')
     limits = limits_from_args(args)
+    budgets = budget_from_args(args)
     toolset = toolset_from_args(args)
     recording = recording_from_args(args)
     client = None
@@ -83,7 +86,11 @@ def _handle(args: argparse.Namespace) -> int:
         sandbox=args.sandbox,
         top_k=args.top_k,
         retriever=args.retriever,
-        on_attempt=None if args.json else _progress,
+        strategy=args.strategy,
+        on_step=None if args.json else _progress,
+        max_model_calls=budgets["max_model_calls"],
+        max_tokens=budgets["max_tokens"],
+        max_steps=budgets["max_steps"],
     )
     missing = len(recording.missing) if recording is not None else 0
     if args.json:
@@ -95,9 +102,12 @@ def _handle(args: argparse.Namespace) -> int:
         sys.stdout.write(solution.answer if solution.answer.endswith("\n") else solution.answer + "\n")
         return 0
     err = solution.error or {}
-    tries = len(solution.attempts)
-    sys.stderr.write(f"atc: not solved after {tries} attempt{'s' if tries != 1 else ''}: "
+    tries, word = solution.steps, _STEP_WORDS.get(solution.strategy, "step")
+    by = f" by {solution.strategy}" if solution.strategy != "chain" else ""
+    sys.stderr.write(f"atc: not solved after {tries} {word}{'s' if tries != 1 else ''}{by}: "
                      f"{err.get('type', 'Error')}: {' '.join(str(err.get('message') or '').split())[:300]}\n")
-    if solution.program:
+    if solution.program and solution.attempts:
         sys.stderr.write("  the last program is in the --json output ('program')\n")
+    elif solution.trace:
+        sys.stderr.write("  every step is in the --json output ('trace')\n")
     return 1

@@ -21,18 +21,22 @@ Entity model (what makes ids consistent across endpoints):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import re
 import string
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "ID_SPACE_SIZE",
     "ANY_ENTITY",
     "IdSpaces",
+    "IdProfile",
+    "merge_profile",
     "rng",
     "stable_int",
     "singular",
@@ -40,6 +44,7 @@ __all__ = [
     "entity_from_name",
     "id_kind",
     "schema_type",
+    "as_dict",
     "name_words",
     "GENERIC_CONTAINERS",
     "NON_ENTITY_WORDS",
@@ -70,11 +75,52 @@ def stable_int(*parts: object) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
 
 
+_MASK = (1 << 64) - 1
+
+
+class SeededRandom(random.Random):
+    """``random.Random`` with a SplitMix64 core: seeding it costs a few operations where the
+    Mersenne Twister fills 624 words, and the mock seeds one per generated value. Every method
+    of ``random.Random`` works (they draw from ``random`` and ``getrandbits``); the sequence is
+    fixed by the seed in every process and Python version."""
+
+    _state: int = 0
+
+    def seed(self, a: Any = None, version: int = 2) -> None:  # noqa: ARG002 - the stdlib's signature
+        self._state = (a if isinstance(a, int) else stable_int(a)) & _MASK
+
+    def _next(self) -> int:
+        self._state = (self._state + 0x9E3779B97F4A7C15) & _MASK
+        z = self._state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+        return z ^ (z >> 31)
+
+    def random(self) -> float:
+        return (self._next() >> 11) * (1.0 / (1 << 53))
+
+    def getrandbits(self, k: int) -> int:
+        if k <= 0:
+            return 0
+        value, bits = 0, 0
+        while bits < k:
+            value = (value << 64) | self._next()
+            bits += 64
+        return value >> (bits - k)
+
+    def getstate(self) -> Any:
+        return self._state
+
+    def setstate(self, state: Any) -> None:
+        self._state = int(state) & _MASK
+
+
 def rng(*parts: object) -> random.Random:
     """A random generator seeded by ``parts``; the values it yields are reproducible."""
-    return random.Random(stable_int(*parts))
+    return SeededRandom(stable_int(*parts))
 
 
+@functools.lru_cache(maxsize=8192)
 def singular(word: str) -> str:
     """A crude singular for path and property nouns: ``companies`` -> ``company``, ``books`` -> ``book``."""
     w = word.lower()
@@ -91,10 +137,16 @@ def singular(word: str) -> str:
 
 def name_words(name: str) -> list[str]:
     """``production_companies`` / ``relatedArtists`` / ``top-tracks`` -> lower-case words."""
+    return list(_name_words(name))
+
+
+@functools.lru_cache(maxsize=8192)
+def _name_words(name: str) -> tuple[str, ...]:
     name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
-    return [w for w in re.split(r"[^A-Za-z0-9]+", name.lower()) if w]
+    return tuple(w for w in re.split(r"[^A-Za-z0-9]+", name.lower()) if w)
 
 
+@functools.lru_cache(maxsize=8192)
 def id_entity(name: str) -> str | None:
     """The entity an id-like name points to: ``book_id`` / ``bookId`` -> ``book``; else None.
 
@@ -111,7 +163,11 @@ def entity_from_name(name: str, known: Iterable[str]) -> str | None:
 
     The whole name is tried first (``companies`` -> ``company``), then its words from the left
     (``movie_credits`` -> ``movie``, ``related-artists`` -> ``artist``), skipping view words."""
-    known = set(known)
+    return _entity_from_name(name, known if isinstance(known, frozenset) else frozenset(known))
+
+
+@functools.lru_cache(maxsize=8192)
+def _entity_from_name(name: str, known: frozenset[str]) -> str | None:
     words = name_words(name)
     if not words:
         return None
@@ -137,6 +193,11 @@ def id_kind(schema: dict[str, Any] | None) -> str:
     return "str"
 
 
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (spec fields are often absent or wrong)."""
+    return value if isinstance(value, dict) else {}
+
+
 def schema_type(schema: dict[str, Any]) -> str | None:
     """The JSON type of a schema: its ``type`` (first non-null of a list), else inferred from keywords."""
     t = schema.get("type")
@@ -151,21 +212,73 @@ def schema_type(schema: dict[str, Any]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class IdProfile:
+    """What the spec says an entity's ids look like, gathered from every place they appear (path
+    parameters, ``id`` of its objects, ``<entity>_id`` fields): ``kind`` (``int``, ``uuid`` or
+    ``str``) and the constraints the generated ids must meet."""
+
+    kind: str = "int"
+    minimum: int | None = None
+    maximum: int | None = None
+    pattern: str | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+
+
+def merge_profile(schemas: Iterable[dict[str, Any]]) -> IdProfile | None:
+    """One profile for an entity from the schemas of its ids: a uuid anywhere makes uuids, an
+    integer anywhere integers (rendered as decimal strings where a string is declared), else
+    strings meeting the strictest pattern and length bounds seen."""
+    schemas = [s for s in schemas if isinstance(s, dict)]
+    if not schemas:
+        return None
+    types = [schema_type(s) for s in schemas]
+    if any(s.get("format") == "uuid" for s in schemas):
+        return IdProfile("uuid")
+
+    def bound(key: str, pick: Any) -> Any:
+        values = [s[key] for s in schemas if isinstance(s.get(key), (int, float)) and not isinstance(s.get(key), bool)]
+        return pick(values) if values else None
+
+    if any(t in ("integer", "number") for t in types):
+        lo = bound("minimum", max)
+        hi = bound("maximum", min)
+        xlo = bound("exclusiveMinimum", max)
+        xhi = bound("exclusiveMaximum", min)
+        if xlo is not None:
+            lo = max(lo, xlo + 1) if lo is not None else xlo + 1
+        if xhi is not None:
+            hi = min(hi, xhi - 1) if hi is not None else xhi - 1
+        return IdProfile("int", int(lo) if lo is not None else None, int(hi) if hi is not None else None)
+    pattern = next((s["pattern"] for s in schemas if isinstance(s.get("pattern"), str)), None)
+    lo_len = bound("minLength", max)
+    hi_len = bound("maxLength", min)
+    return IdProfile("str", pattern=pattern, min_length=int(lo_len) if lo_len is not None else None,
+                     max_length=int(hi_len) if hi_len is not None else None)
+
+
 class IdSpaces:
     """The fixed, finite id space of every (entity, kind): the ids lists return and details accept.
+
+    An entity with a :class:`IdProfile` has one canonical list of ids that meet it; asked for
+    another kind, integer ids are rendered as decimal strings (and digit strings as integers), so
+    that a ``{movie_id}`` declared as a string and an ``id`` declared as an integer name the same
+    movies. Without a profile each kind has a list of its own (the old behaviour).
 
     Foreign keys are part of it: the ``author_id`` of book number *i* is a function of *i*
     (:meth:`foreign`), and :meth:`referrers` inverts it, so ``/authors/{id}/books`` can list
     exactly the books whose detail names that author. Lists, picks and foreign keys draw from the
-    first ``size // FANOUT`` ids (the *active* ones) while referrers come from the whole space, so
+    first ``len // FANOUT`` ids (the *active* ones) while referrers come from the whole space, so
     every author a response mentions has a handful of books; the rest of the space is reachable
     only through such relations (and still answers on detail endpoints)."""
 
     FANOUT = 5
 
-    def __init__(self, size: int = ID_SPACE_SIZE) -> None:
+    def __init__(self, size: int = ID_SPACE_SIZE, profiles: dict[str, IdProfile] | None = None) -> None:
         self.size = size
         self.active = max(1, size // self.FANOUT)
+        self.profiles = dict(profiles or {})
         self._lists: dict[tuple[str, str], list[Any]] = {}
         self._index: dict[tuple[str, str], dict[Any, int]] = {}
         self._referrers: dict[tuple[str, str, str, str], dict[int, list[int]]] = {}
@@ -173,52 +286,99 @@ class IdSpaces:
     def ids(self, entity: str, kind: str) -> list[Any]:
         key = (entity, kind)
         if key not in self._lists:
-            r = rng("ids", entity, kind)
-            values: list[Any]
-            if kind == "int":
-                values = r.sample(range(100, 1_000_000), self.size)
-            elif kind == "uuid":
-                values = [str(uuid.UUID(int=r.getrandbits(128), version=4)) for _ in range(self.size)]
-            else:
-                values = ["".join(r.choice(_B62) for _ in range(22)) for _ in range(self.size)]
+            values = self._derived(entity, kind)
+            if values is None:
+                values = self._generate(entity, kind, self.profiles.get(entity))
             self._lists[key] = values
             self._index[key] = {v: i for i, v in enumerate(values)}
         return self._lists[key]
 
+    def _derived(self, entity: str, kind: str) -> list[Any] | None:
+        """The canonical list in another kind's clothes, when the entity's profile allows it."""
+        profile = self.profiles.get(entity)
+        if profile is None or profile.kind == kind:
+            return None
+        if profile.kind == "int" and kind == "str":
+            return [str(v) for v in self.ids(entity, "int")]
+        if profile.kind == "str" and kind == "int":
+            canonical = self.ids(entity, "str")
+            if canonical and all(isinstance(v, str) and re.fullmatch(r"0|[1-9]\d{0,17}", v) for v in canonical):
+                return [int(v) for v in canonical]
+        return None
+
+    def _generate(self, entity: str, kind: str, profile: IdProfile | None) -> list[Any]:
+        r = rng("ids", entity, kind)
+        if profile is not None and profile.kind != kind:
+            profile = None
+        if kind == "int":
+            lo = profile.minimum if profile and profile.minimum is not None else None
+            hi = profile.maximum if profile and profile.maximum is not None else None
+            if lo is None and hi is None:
+                lo, hi = 100, 1_000_000
+            elif lo is None:
+                lo = min(100, hi) if hi is not None and hi >= 1 else hi - 1_000_000  # type: ignore[operator]
+            elif hi is None:
+                hi = max(lo, 100) + 1_000_000
+            assert lo is not None and hi is not None
+            span = range(lo, hi + 1)
+            # A small range keeps room for ids the mock never hands out: for creates to take, and
+            # for "not found" to mean something.
+            count = min(self.size, max(1, len(span) // 2))
+            return r.sample(span, count) if len(span) else [lo]
+        if kind == "uuid":
+            return [str(uuid.UUID(int=r.getrandbits(128), version=4)) for _ in range(self.size)]
+        return self._strings(r, profile)
+
+    def _strings(self, r: random.Random, profile: IdProfile | None) -> list[str]:
+        values: dict[str, None] = {}
+        misses = 0
+        while len(values) < self.size and misses < self.size:
+            value = _one_string(r, profile)
+            if value in values:
+                misses += 1
+            values.setdefault(value)
+        return list(values)
+
+    def _active(self, ids: list[Any]) -> int:
+        return max(1, min(self.active, len(ids) // self.FANOUT or 1))
+
     def index(self, entity: str, kind: str, value: Any) -> int | None:
         """The position of ``value`` in the space, or None when it is not one of its ids."""
         self.ids(entity, kind)
-        return self._index[(entity, kind)].get(value)
+        try:
+            return self._index[(entity, kind)].get(value)
+        except TypeError:  # an unhashable value is no id
+            return None
 
     def pick(self, entity: str, kind: str, *seed: object) -> Any:
         ids = self.ids(entity, kind)
-        return ids[stable_int("pick", *seed) % min(self.active, len(ids))]
+        return ids[stable_int("pick", *seed) % self._active(ids)]
 
     def sample(self, entity: str, kind: str, n: int, *seed: object) -> list[Any]:
         ids = self.ids(entity, kind)
-        active = min(self.active, len(ids))
+        active = self._active(ids)
         return [ids[i] for i in rng("sample", *seed).sample(range(active), min(n, active))]
 
-    def _target(self, source: str, position: int, target: str) -> int:
-        return stable_int("fk", source, target, position) % self.active
+    def _target(self, source: str, position: int, target: str, kind: str) -> int:
+        return stable_int("fk", source, target, position) % self._active(self.ids(target, kind))
 
     def foreign(self, source: str, source_kind: str, source_id: Any, target: str, kind: str) -> Any | None:
         """The ``<target>_id`` that instance ``source_id`` of ``source`` refers to (None: not an id)."""
         position = self.index(source, source_kind, source_id)
         if position is None:
             return None
-        return self.ids(target, kind)[self._target(source, position, target)]
+        return self.ids(target, kind)[self._target(source, position, target, kind)]
 
     def referrers(self, source: str, source_kind: str, target: str, kind: str, target_id: Any) -> list[Any]:
         """The ``source`` ids whose :meth:`foreign` ``<target>_id`` is ``target_id``."""
         key = (source, source_kind, target, kind)
+        ids = self.ids(source, source_kind)
         if key not in self._referrers:
             table: dict[int, list[int]] = {}
-            for i in range(self.size):
-                table.setdefault(self._target(source, i, target), []).append(i)
+            for i in range(len(ids)):
+                table.setdefault(self._target(source, i, target, kind), []).append(i)
             self._referrers[key] = table
         position = self.index(target, kind, target_id)
-        ids = self.ids(source, source_kind)
         return [ids[i] for i in self._referrers[key].get(position, [])] if position is not None else []
 
     def contains(self, entity: str, raw: str | int) -> bool:
@@ -227,3 +387,47 @@ class IdSpaces:
         if re.fullmatch(r"-?\d+", text) and self.index(entity, "int", int(text)) is not None:
             return True
         return self.index(entity, "str", text) is not None or self.index(entity, "uuid", text.lower()) is not None
+
+    def mint(self, entity: str, kind: str, taken: Any) -> Any:
+        """A new id of ``entity`` for an object a client creates: outside the space, meeting the
+        entity's profile, and not in ``taken`` (a container of ids already handed out). Which id
+        is minted depends only on how many were minted before, so fresh servers agree."""
+        profile = self.profiles.get(entity)
+        for attempt in range(1000):
+            r = rng("mint", entity, kind, attempt)
+            candidate: Any
+            if kind == "uuid":
+                candidate = str(uuid.UUID(int=r.getrandbits(128), version=4))
+            elif profile is not None and profile.kind == "str":
+                candidate = _one_string(r, profile)
+                if kind == "int":
+                    candidate = int(candidate) if re.fullmatch(r"0|[1-9]\d{0,17}", candidate) else None
+            else:
+                lo = profile.minimum if profile and profile.kind == "int" and profile.minimum is not None else 1_000_001
+                hi = profile.maximum if profile and profile.kind == "int" and profile.maximum is not None \
+                    else lo + 10_000_000
+                candidate = r.randint(lo, max(lo, hi))
+                if kind == "str":
+                    candidate = str(candidate)
+            if candidate is not None and candidate not in taken and not self.contains(entity, candidate):
+                return candidate
+        raise RuntimeError(f"no id left to mint for {entity}")
+
+
+def _one_string(r: random.Random, profile: IdProfile | None) -> str:
+    """One string id meeting ``profile`` (its pattern within its length bounds when it can be
+    generated, else base62 characters of a length inside the bounds)."""
+    from atc.mock.patterns import pattern_value
+
+    lo = profile.min_length if profile and profile.min_length is not None else None
+    hi = profile.max_length if profile and profile.max_length is not None else None
+    if profile is not None and profile.pattern:
+        value = pattern_value(profile.pattern, r, lo, hi)
+        if value is not None:
+            return value
+    length = 22
+    if lo is not None:
+        length = max(length, lo)
+    if hi is not None:
+        length = min(length, hi)
+    return "".join(r.choice(_B62) for _ in range(max(1, length)))

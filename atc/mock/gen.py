@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from atc.mock.checks import is_valid
 from atc.mock.data import (
     ANY_ENTITY,
     GENERIC_CONTAINERS,
@@ -28,7 +29,7 @@ from atc.mock.data import (
 )
 from atc.mock.values import integer_value, number_value, string_value
 
-__all__ = ["RequestContext", "SchemaFaker", "DEFAULT_ITEMS", "MAX_ITEMS", "MAX_DEPTH"]
+__all__ = ["RequestContext", "SchemaFaker", "DEFAULT_ITEMS", "MAX_ITEMS", "MAX_DEPTH", "is_cut", "merge_all_of"]
 
 DEFAULT_ITEMS = 3
 MAX_ITEMS = 50
@@ -37,6 +38,8 @@ MAX_DEPTH = 7
 #: How many instances a filtered list looks at to find ``limit`` that satisfy the filters.
 FILTER_SCAN = 200
 _HARD_DEPTH = MAX_DEPTH + 4
+#: Filtered fields of instances kept for later searches (see ``SchemaFaker._filtered``).
+_MAX_HEADS = 200_000
 
 
 @dataclass
@@ -57,6 +60,11 @@ class RequestContext:
     root_entity: str | None = None
     root_id: Any = None
     item_entity: str | None = None
+    #: what clients wrote (:class:`atc.mock.state.MockState`): an instance it holds shows its
+    #: fields wherever it is generated, and a deleted one is left out of lists
+    state: Any = None
+    #: ids that the endpoint's main list shows first (objects created under the request's parents)
+    first: list[Any] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -71,25 +79,38 @@ class _Scope:
 
 def _compatible(value: Any, schema: dict[str, Any]) -> bool:
     """Whether an argument value can stand in for a generated one without breaking the schema."""
-    enum = schema.get("enum")
-    if isinstance(enum, list) and enum and value not in enum:
-        return False
     t = schema_type(schema)
-    if t is None:
-        return True
-    if t == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if t == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if t == "string":
-        return isinstance(value, str)
-    if t == "boolean":
-        return isinstance(value, bool)
-    if t == "array":
-        return isinstance(value, list)
-    if t == "object":
-        return isinstance(value, dict)
-    return False
+    cheap = {"integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+             "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+             "string": lambda v: isinstance(v, str), "boolean": lambda v: isinstance(v, bool),
+             "array": lambda v: isinstance(v, list), "object": lambda v: isinstance(v, dict)}.get(t or "")
+    if t is not None and (cheap is None or not cheap(value)):
+        return False
+    return is_valid(schema, value)
+
+
+#: Keys of generated free-form objects (``additionalProperties``, ``minProperties``).
+_EXTRA_KEYS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
+
+
+def own_id_key(props: dict[str, Any], entity: str | None) -> str | None:
+    """The property that is an entity instance's own id: ``id``, else ``<entity>_id`` /
+    ``<entity>Id`` (a Stop with ``stop_id``), None when the object has neither."""
+    if "id" in props:
+        return "id"
+    if entity is None:
+        return None
+    camel = "".join(w.title() if i else w for i, w in enumerate(entity.split("_")))
+    return next((k for k in (f"{entity}_id", f"{camel}Id", f"{camel}ID") if k in props), None)
+
+
+def is_cut(schema: Any) -> bool:
+    """Whether the import cut this schema (a recursion, or a schema too deep or too large): it
+    stands for a value the mock cannot describe, so it is better left out than made up."""
+    if not isinstance(schema, dict) or "properties" in schema:
+        return False
+    d = schema.get("description")
+    return isinstance(d, str) and d.startswith(("(recursive: ", "(nesting too deep", "(schema too large"))
 
 
 _TOTALS = ("total", "total_results", "total_count", "count", "num_results", "total_items")
@@ -127,7 +148,9 @@ class SchemaFaker:
     def __init__(self, spaces: IdSpaces, known: frozenset[str]) -> None:
         self.spaces = spaces
         self.known = known
-        self._validators: dict[int, Any] = {}
+        self._heads: dict[tuple[Any, ...], Any] = {}
+        self._flat: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+        self._instances: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, Any]]] = {}
 
     def response(self, schema: dict[str, Any], ctx: RequestContext) -> Any:
         scope = _Scope(ctx.root_key)
@@ -141,7 +164,20 @@ class SchemaFaker:
     def _flatten(self, schema: Any) -> dict[str, Any]:
         if not isinstance(schema, dict):
             return {}
-        return merge_all_of(schema) if "allOf" in schema else schema
+        if "allOf" not in schema:
+            return schema
+        # One merged dict per schema object, so that it has a stable identity (caches key on it).
+        hit = self._flat.get(id(schema))
+        if hit is not None and hit[0] is schema:
+            return hit[1]
+        merged = merge_all_of(schema)
+        self._flat[id(schema)] = (schema, merged)
+        return merged
+
+    def forget(self) -> None:
+        """Drop what was kept of generated instances (a client wrote: instances may look new)."""
+        self._instances.clear()
+        self._heads.clear()
 
     def _value(self, schema: Any, name: str, scope: _Scope, path: str, depth: int, ctx: RequestContext, *,
                entity: str | None = None, forced_id: Any = None, root: bool = False, primary: bool = False) -> Any:
@@ -206,13 +242,7 @@ class SchemaFaker:
         return first
 
     def _valid(self, schema: dict[str, Any], value: Any) -> bool:
-        validator = self._validators.get(id(schema))
-        if validator is None:
-            import jsonschema
-
-            validator = jsonschema.Draft7Validator(schema)
-            self._validators[id(schema)] = validator
-        return bool(validator.is_valid(value))
+        return is_valid(schema, value)
 
     # -- containers ----------------------------------------------------------------------------
 
@@ -225,20 +255,35 @@ class SchemaFaker:
             required = set(schema.get("required") or [])
             props = {k: v for k, v in props.items() if k in required}
         own_id: Any = None
-        if "id" in props and entity in self.known and entity is not None:
-            own_id = self._own_id(props["id"], entity, scope, path, ctx, forced_id, root)
+        id_key = own_id_key(props, entity) if entity in self.known else None
+        if id_key is not None and entity is not None:
+            own_id = self._own_id(props[id_key], entity, scope, path, ctx, forced_id, root)
             if own_id is not None:
-                kind = "str" if isinstance(own_id, str) and id_kind(self._flatten(props["id"])) == "int" \
-                    else id_kind(self._flatten(props["id"]))
+                kind = "str" if isinstance(own_id, str) and id_kind(self._flatten(props[id_key])) == "int" \
+                    else id_kind(self._flatten(props[id_key]))
                 scope, path = _Scope(f"{entity}#{own_id}", entity, own_id, kind), ""
         elif entity is not None:
             scope = _Scope(scope.key, entity)
+        # An entity instance below the root depends only on itself, its depth and the path's
+        # ids (and on what clients wrote, which empties the cache): generated once, shared after.
+        cache_key = (id(schema), entity, own_id, depth, tuple(sorted((k, str(v)) for k, v in ctx.path_ids.items()))) \
+            if own_id is not None and not root else None
+        if cache_key is not None:
+            hit = self._instances.get(cache_key)
+            if hit is not None and hit[0] is schema:
+                return dict(hit[1])
         values: dict[str, Any] = {}
+        required = set(schema.get("required") or []) if isinstance(schema.get("required"), list) else set()
+        # A response never carries what only a client writes (writeOnly), and a recursion the
+        # import cut is left out where the schema allows (an optional field, an empty list).
+        props = {k: v for k, v in props.items()
+                 if not (isinstance(v, dict) and v.get("writeOnly") is True)
+                 and not (is_cut(v) and k not in required)}
         # Ids first, so that ``author_name`` can be the name of the ``author_id`` next to it.
         order = sorted(props, key=lambda k: 0 if k == "id" or id_entity(k) else 1)
         for k in order:
             sub = self._flatten(props[k])
-            if k == "id" and own_id is not None:
+            if k == id_key and own_id is not None:
                 values[k] = own_id
                 continue
             if root and k in ctx.echo and _compatible(ctx.echo[k], sub):
@@ -256,21 +301,53 @@ class SchemaFaker:
             # (``books`` of /authors/{id}/books); ``limit`` and the filters apply to it.
             primary = depth <= 1 and schema_type(sub) == "array" and (
                 k in GENERIC_CONTAINERS or (hint is not None and hint == ctx.item_entity))
-            if k in GENERIC_CONTAINERS and depth <= 1:
+            if k in GENERIC_CONTAINERS and not root and entity is not None and own_id is None:
+                # The ``items`` of a wrapper named after an entity (Spotify's ``artists: {items}``)
+                # are that entity's instances, the same as on its detail endpoint.
+                hint = entity
+            elif k in GENERIC_CONTAINERS and depth <= 1:
                 hint = ctx.item_entity
-            if hint is None and root and schema_type(sub) == "array" and ctx.item_entity != ctx.root_entity:
+            if hint is None and root and schema_type(sub) == "array" and ctx.item_entity != ctx.root_entity \
+                    and singular(k) == k.lower():
                 # A top-level list the name does not explain (``cast`` of /person/{id}/movie_credits)
-                # most likely holds what the endpoint is about.
+                # most likely holds what the endpoint is about; a plural (``genres``) names its own.
                 hint = ctx.item_entity
             values[k] = self._value(sub, k, scope, f"{path}/{k}", depth + 1, ctx, entity=hint, primary=primary)
         out = {k: values[k] for k in props if k in values}
+        instance = own_id if own_id is not None else (ctx.root_id if root and entity == ctx.root_entity else None)
+        stored = ctx.state.fields(entity, instance) if ctx.state is not None and instance is not None else None
+        if stored:
+            for k, v in stored.items():
+                if k in props and k != id_key and _compatible(v, self._flatten(props[k])):
+                    out[k] = v
         if root:
             _fix_totals(out)
         extra = schema.get("additionalProperties")
-        if not props and isinstance(extra, dict) and depth < MAX_DEPTH:
+        if extra is not False:
+            # A name the schema requires without describing it (a spec's slip) still has to be
+            # there: a value from additionalProperties, else a plain string.
+            for k in sorted(required - set(out)):
+                if k not in (schema.get("properties") or {}):
+                    out[k] = self._value(extra, k, scope, f"{path}/{k}", depth + 1, ctx) if isinstance(extra, dict) \
+                        else string_value(k, {}, entity, rng(scope.key, path, k))
+        low = schema.get("minProperties")
+        low = low if isinstance(low, int) and not isinstance(low, bool) else 0
+        if isinstance(extra, dict) and depth < MAX_DEPTH and (not props or len(out) < low):
             r = rng(scope.key, path, "keys")
-            for key in sorted({r.choice(("alpha", "beta", "gamma", "delta")) for _ in range(2)}):
-                out[key] = self._value(extra, key, scope, f"{path}/{key}", depth + 1, ctx)
+            keys = sorted({r.choice(_EXTRA_KEYS) for _ in range(2)})
+            keys += [k for k in _EXTRA_KEYS if k not in keys][:max(0, low - len(out) - len(keys))]
+            for key in keys:
+                if key not in out and not is_cut(extra):
+                    out[key] = self._value(extra, key, scope, f"{path}/{key}", depth + 1, ctx)
+        elif len(out) < low and extra is not False:
+            for i in range(low - len(out)):
+                out.setdefault(_EXTRA_KEYS[i % len(_EXTRA_KEYS)] + (str(i) if i >= len(_EXTRA_KEYS) else ""),
+                               string_value("note", {"type": "string"}, None, rng(scope.key, path, "extra", i)))
+        if cache_key is not None:
+            if len(self._instances) > _MAX_HEADS:
+                self._instances.clear()
+            self._instances[cache_key] = (schema, out)
+            return dict(out)
         return out
 
     def _own_id(self, id_schema: Any, entity: str, scope: _Scope, path: str, ctx: RequestContext,
@@ -305,9 +382,12 @@ class SchemaFaker:
 
     def _array(self, schema: dict[str, Any], name: str, scope: _Scope, path: str, depth: int,
                ctx: RequestContext, *, entity: str | None, primary: bool) -> list[Any]:
+        prefix = schema.get("prefixItems")
+        if isinstance(prefix, list) and prefix:
+            return self._tuple(schema, prefix, name, scope, path, depth, ctx)
         items = self._flatten(schema.get("items"))
         n = ctx.items if primary else DEFAULT_ITEMS
-        if depth >= MAX_DEPTH:
+        if depth >= MAX_DEPTH or is_cut(items):
             n = 0
         lo, hi = schema.get("minItems"), schema.get("maxItems")
         if isinstance(hi, int):
@@ -322,8 +402,9 @@ class SchemaFaker:
             return self.spaces.sample(ref, kind, n, *seed)
         forced: list[Any] = [None] * n
         props = items.get("properties") if isinstance(items.get("properties"), dict) else None
-        if entity in self.known and entity is not None and props and "id" in props:
-            id_schema = self._flatten(props["id"])
+        key = own_id_key(props, entity) if props and entity in self.known else None
+        if entity is not None and props and key is not None:
+            id_schema = self._flatten(props[key])
             kind = "str" if schema_type(id_schema) == "string" and id_kind(id_schema) == "int" else id_kind(id_schema)
             pool = self._referring(entity, kind, props, ctx) if primary else None
             if pool is not None:
@@ -331,9 +412,13 @@ class SchemaFaker:
                 pool = r.sample(pool, len(pool))
             elif primary and ctx.filters:
                 pool = self.spaces.sample(entity, kind, FILTER_SCAN, *seed)
+            gone = ctx.state.gone if primary and ctx.state is not None else (lambda e, v: False)
             if pool is not None:
+                pool = [v for v in [*ctx.first, *pool] if not gone(entity, v)]
                 return self._filtered(items, props, pool, n, entity, name, scope, path, depth, ctx)
             forced = list(self.spaces.sample(entity, kind, n, *seed))
+            if primary and (ctx.first or ctx.state is not None):
+                forced = [v for v in [*ctx.first, *forced] if not gone(entity, v)][:n]
             forced += [None] * (n - len(forced))
         out: list[Any] = []
         for i in range(n):
@@ -343,6 +428,18 @@ class SchemaFaker:
                 continue
             out.append(value)
         return out
+
+    def _tuple(self, schema: dict[str, Any], prefix: list[Any], name: str, scope: _Scope, path: str,
+               depth: int, ctx: RequestContext) -> list[Any]:
+        """OAS 3.1 ``prefixItems``: one value per position, then ``items`` up to ``minItems``."""
+        out = [self._value(sub, name, scope, f"{path}/{i}", depth + 1, ctx) for i, sub in enumerate(prefix)]
+        rest = schema.get("items")
+        lo = schema.get("minItems")
+        if isinstance(rest, dict) and isinstance(lo, int):
+            for i in range(len(out), lo):
+                out.append(self._value(rest, name, scope, f"{path}/{i}", depth + 1, ctx))
+        hi = schema.get("maxItems")
+        return out[:hi] if isinstance(hi, int) else out
 
     def _referring(self, entity: str, kind: str, props: dict[str, Any], ctx: RequestContext) -> list[Any] | None:
         """For ``/authors/{author_id}/books``: the books whose ``author_id`` is the requested one
@@ -382,12 +479,25 @@ class SchemaFaker:
         needed = set(hard) | set(soft)
         probe = {**items, "required": [],
                  "properties": {k: v for k, v in props.items() if k == "id" or k in needed or id_entity(k)}}
+        # (an own ``<entity>_id`` is an id_entity name too, so it is in the probe as well)
         matches: list[Any] = []
         fallback: list[Any] = []
+        probed = tuple(sorted(needed))
+        context = tuple(sorted((k, str(v)) for k, v in ctx.path_ids.items()))
         for cid in pool[:FILTER_SCAN]:
             if needed:
-                head = self._value(probe, singular(name), scope, f"{path}/{cid}", depth + 1, ctx,
-                                   entity=entity, forced_id=cid)
+                # The filtered fields of an instance depend only on it (and on the path's ids):
+                # kept, a search after the first looks at a few hundred dict entries, not objects.
+                head_key = (id(items), probed, entity, cid, context)
+                head = self._heads.get(head_key)
+                written = ctx.state is not None and ctx.state.fields(entity, cid) is not None
+                if head is None or written:
+                    head = self._value(probe, singular(name), scope, f"{path}/{cid}", depth + 1, ctx,
+                                       entity=entity, forced_id=cid)
+                    if not written:
+                        if len(self._heads) > _MAX_HEADS:
+                            self._heads.clear()
+                        self._heads[head_key] = head
                 if not isinstance(head, dict) or any(head.get(k) != v for k, v in hard.items()):
                     continue
                 if len(fallback) < n:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from atc.mock.data import entity_from_name, id_entity, singular
+from atc.mock.data import NON_ENTITY_WORDS, entity_from_name, id_entity, singular
 from protocols.model import Collection, Tool
 
 __all__ = ["Endpoint", "compile_endpoint", "known_entities", "PARAM"]
@@ -26,7 +26,9 @@ class Endpoint:
 
     ``mode``: ``detail`` (path ends in an id: the root object *is* that entity), ``sub`` (a
     resource under an id, ``/movie/{id}/credits``: the root object carries that id), ``keyed``
-    (non-id parameters after the last id, ``/tv/{id}/season/{n}``), or ``free``."""
+    (non-id parameters after the last id, ``/tv/{id}/season/{n}``), ``create`` (a POST to a
+    collection, ``/projects/{id}/tasks``: the root object is a NEW instance of ``root_entity``,
+    its parents the path's ids), or ``free``."""
 
     tool: Tool
     regex: re.Pattern[str]
@@ -116,5 +118,23 @@ def compile_endpoint(tool: Tool, known: frozenset[str]) -> Endpoint:
         mode, root_entity = "free", item_entity
     if item_entity is None:
         item_entity = parent
+    created = _created_entity(tool, segs, known)
+    if created is not None:
+        mode, root_entity, root_param, item_entity = "create", created, None, created
     return Endpoint(tool, regex, groups, (literal_segments, literal_chars), id_params, mode,
                      root_entity, root_param if mode in ("detail", "sub") else None, item_entity)
+
+
+def _created_entity(tool: Tool, segs: list[str], known: frozenset[str]) -> str | None:
+    """For a POST to a collection (a path ending in a plural noun or a known entity, not a view
+    word like ``search``), the entity it creates; None for anything else (``/orders/{id}/cancel``)."""
+    if tool.method.upper() != "POST" or not segs or PARAM.search(segs[-1]):
+        return None
+    last = segs[-1]
+    words = [w for w in re.split(r"[^A-Za-z0-9]+", last.lower()) if w]
+    if not words or any(w in NON_ENTITY_WORDS for w in words):
+        return None
+    entity = entity_from_name(last, known)
+    if entity is not None and singular(words[-1]) == entity.split("_")[-1]:
+        return entity
+    return singular("_".join(words)) if singular(words[-1]) != words[-1] else None

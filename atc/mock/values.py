@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import math
 import random
-import re
 import string
 import uuid
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from atc.mock.data import name_words, stable_int
+from atc.mock.patterns import compiled, pattern_value
 
 __all__ = [
     "PERSON_ENTITIES",
@@ -111,11 +111,11 @@ def _by_format(fmt: str, r: random.Random) -> str | None:
     """A value of a JSON Schema / OpenAPI string ``format``, or None for a format not known here."""
     if fmt == "date":
         return _date(r).isoformat()
-    if fmt == "date-time":
+    if fmt in ("date-time", "datetime"):
         dt = datetime.combine(_date(r), datetime.min.time(), tzinfo=UTC) + timedelta(seconds=r.randrange(86400))
         return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
     if fmt == "time":
-        return f"{r.randrange(24):02d}:{r.choice((0, 15, 30, 45)):02d}:00"
+        return f"{r.randrange(24):02d}:{r.choice((0, 15, 30, 45)):02d}:00Z"  # RFC 3339 full-time: with offset
     if fmt in ("email", "idn-email"):
         return f"{r.choice(_FIRST).lower()}.{r.choice(_LAST).lower()}@example.com"
     if fmt in ("uri", "url", "uri-reference", "iri", "iri-reference"):
@@ -148,7 +148,7 @@ def string_value(name: str, schema: dict[str, Any], entity: str | None, r: rando
         return _fit_string(value, schema, r)
     if last in ("date", "birthday", "deathday") or n.endswith("_date"):
         value = _date(r).isoformat()
-    elif n.endswith("_at") or last in ("timestamp", "datetime"):
+    elif n.endswith("_at") or (last == "at" and len(words) > 1) or last in ("timestamp", "datetime"):
         value = _by_format("date-time", r)
     elif last in ("opens", "open", "opening", "start", "starts"):
         value = f"{r.randrange(7, 11):02d}:{r.choice((0, 30)):02d}"
@@ -218,111 +218,43 @@ def string_value(name: str, schema: dict[str, Any], entity: str | None, r: rando
 
 
 def _fit_string(value: str, schema: dict[str, Any], r: random.Random) -> str:
-    pattern = schema.get("pattern")
-    if isinstance(pattern, str):
-        try:
-            if not re.search(pattern, value):
-                candidate = pattern_value(pattern, r)
-                if candidate is not None:
-                    value = candidate
-        except re.error:
-            pass
+    """``value``, or a replacement, that meets the schema's ``pattern`` and length bounds. A
+    pattern is met by generating from it within the length window (never by padding a match)."""
     lo = schema.get("minLength")
     hi = schema.get("maxLength")
-    if isinstance(hi, int) and hi >= 0 and len(value) > hi:
-        value = value[:hi]
-    if isinstance(lo, int) and len(value) < lo:
-        value = value + "x" * (lo - len(value))
+    lo = lo if isinstance(lo, int) and lo >= 0 else None
+    hi = hi if isinstance(hi, int) and hi >= 0 else None
+    pattern = schema.get("pattern")
+    if isinstance(pattern, str):
+        regex = compiled(pattern)
+        fits = (lo is None or len(value) >= lo) and (hi is None or len(value) <= hi)
+        if regex is not None and not (fits and regex.search(value)):
+            candidate = pattern_value(pattern, r, lo, hi)
+            if candidate is not None:
+                return candidate
+    if hi is not None and len(value) > hi:
+        value = value[:hi].rstrip() or value[:hi]
+    if lo is not None and len(value) < lo:
+        value = _lengthened(value, lo, schema.get("format"), r)
+        if hi is not None:
+            value = value[:hi]
     return value
 
 
-# Characters a generated string may contain where the pattern allows "anything" or a negated class.
-_PRINTABLE = string.ascii_letters + string.digits + " -_.@:/"
-_CATEGORIES: dict[str, str] = {
-    "CATEGORY_DIGIT": string.digits,
-    "CATEGORY_NOT_DIGIT": string.ascii_letters + "-_",
-    "CATEGORY_WORD": string.ascii_letters + string.digits + "_",
-    "CATEGORY_NOT_WORD": " -.:/",
-    "CATEGORY_SPACE": " ",
-    "CATEGORY_NOT_SPACE": string.ascii_letters + string.digits,
-}
-
-
-class _Unsupported(Exception):
-    pass
-
-
-def _class_chars(items: list[tuple[Any, Any]]) -> str:
-    """The characters of a ``[...]`` class (negated: the printable ones it excludes)."""
-    chars: list[str] = []
-    negate = False
-    for op, av in items:
-        kind = str(op)
-        if kind == "NEGATE":
-            negate = True
-        elif kind == "LITERAL":
-            chars.append(chr(av))
-        elif kind == "RANGE":
-            lo, hi = av
-            chars.extend(chr(c) for c in range(lo, min(hi, lo + 200) + 1))
-        elif kind == "CATEGORY":
-            chars.extend(_CATEGORIES.get(str(av), ""))
-        else:
-            raise _Unsupported(kind)
-    if negate:
-        excluded = set(chars)
-        return "".join(c for c in _PRINTABLE if c not in excluded)
-    return "".join(chars)
-
-
-def _emit(parsed: Any, r: random.Random, out: list[str]) -> None:
-    for op, av in parsed:
-        kind = str(op)
-        if kind == "LITERAL":
-            out.append(chr(av))
-        elif kind == "NOT_LITERAL":
-            out.append(r.choice([c for c in _PRINTABLE if c != chr(av)]))
-        elif kind == "ANY":
-            out.append(r.choice(string.ascii_letters))
-        elif kind == "IN":
-            chars = _class_chars(av)
-            if not chars:
-                raise _Unsupported("empty class")
-            out.append(r.choice(chars))
-        elif kind in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-            lo, hi, sub = av
-            for _ in range(r.randint(lo, min(hi, lo + 3))):
-                _emit(sub, r, out)
-        elif kind in ("SUBPATTERN", "ATOMIC_GROUP"):
-            _emit(av[-1], r, out)
-        elif kind == "BRANCH":
-            _emit(r.choice(av[1]), r, out)
-        elif kind == "AT":
-            continue
-        else:
-            raise _Unsupported(kind)
-
-
-def pattern_value(pattern: str, r: random.Random) -> str | None:
-    """A string matching a regular expression, built from Python's own parse of it (literals,
-    classes, quantifiers, groups, alternatives), or None when the pattern uses more than that
-    (look-arounds, back-references). Every result is checked with ``re`` before it is returned."""
-    try:
-        from re import _parser as sre_parse  # type: ignore[attr-defined]  # the stdlib's regex parser (3.11+)
-
-        parsed = sre_parse.parse(pattern)
-    except (ImportError, re.error, RecursionError, OverflowError):
-        return None
-    for _ in range(5):
-        out: list[str] = []
-        try:
-            _emit(parsed, r, out)
-        except (_Unsupported, ValueError, IndexError, TypeError):
-            return None
-        value = "".join(out)
-        if re.search(pattern, value):
-            return value
-    return None
+def _lengthened(value: str, length: int, fmt: Any, r: random.Random) -> str:
+    """``value`` made ``length`` long in a way that keeps its format: more words for text, a
+    longer local part for an email address, a longer path for a URI, more letters otherwise."""
+    missing = length - len(value)
+    letters = "".join(r.choice(string.ascii_lowercase) for _ in range(missing))
+    if fmt in ("email", "idn-email") and "@" in value:
+        local, domain = value.split("@", 1)
+        return f"{local}{letters}@{domain}"
+    if fmt in ("uri", "url", "uri-reference", "iri", "iri-reference"):
+        return value + "/" + letters[:-1] if missing > 1 else value + "/"
+    if " " in value:
+        words = value + " " + " ".join(r.choice(_NOUN) for _ in range(length // 4 + 1))
+        return words[:length]
+    return value + letters
 
 
 def _limits(schema: dict[str, Any]) -> tuple[float | None, float | None, bool, bool]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from atc.errors import UsageError
@@ -50,6 +50,8 @@ class BatchSummary:
     concurrency: int = 1
     out: str | None = None
     repaired: str | None = None
+    #: failures by kind over this run's solves (``Solution.failures`` summed)
+    failures: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -68,6 +70,8 @@ class BatchSummary:
             self.completion_tokens += usage.completion_tokens
         self.api_calls += outcome.api_calls()
         self.unrecorded += outcome.unrecorded
+        for kind, count in (getattr(outcome.result, "failures", None) or {}).items():
+            self.failures[kind] = self.failures.get(kind, 0) + int(count)
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "tasks": self.tasks, "skipped": self.skipped, "ran": self.ran,
@@ -77,7 +81,7 @@ class BatchSummary:
                           "completion_tokens": self.completion_tokens},
                 "api_calls": self.api_calls, "unrecorded": self.unrecorded, "wall_ms": round(self.wall_ms, 3),
                 "executor": self.executor, "concurrency": self.concurrency, "out": self.out,
-                "repaired": self.repaired}
+                "repaired": self.repaired, "failures": dict(sorted(self.failures.items()))}
 
 
 def run_batch(tasks: list[Task], job: Job, *, log: ResultLog | None = None, concurrency: int = 8,

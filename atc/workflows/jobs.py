@@ -47,10 +47,9 @@ class Outcome:
         return d
 
     def api_calls(self) -> int:
-        attempts = getattr(self.result, "attempts", None)
-        if attempts is None:
-            return len(getattr(self.result, "calls", []))
-        return sum(len(a.result.calls) for a in attempts if a.result is not None)
+        """Every tool call the task made: a solve's all attempts or branches, a program's calls."""
+        counted = getattr(self.result, "api_calls", None)
+        return int(counted) if isinstance(counted, int) else len(self.result.calls)
 
 
 @dataclass
@@ -107,7 +106,7 @@ class Job:
 
                 recording = open_recording(self.record, self.replay)
                 toolset = recording.wrap_toolset(self.toolset) if recording else self.toolset
-                from atc.workflows import tracing
+                from atc import tracing
 
                 toolset = tracing.wrap_toolset(toolset)
                 self._ready = toolset, recording
@@ -142,7 +141,7 @@ class Job:
 
     def run(self, task: Task) -> Outcome:
         """Run one task; never raises for the task's own failure (it becomes a failed result)."""
-        from atc.workflows import tracing
+        from atc import tracing
         from atc.workflows.replay import MISSES
 
         misses: list[str] = []
@@ -166,7 +165,10 @@ class Job:
                          limits=self.limits, sandbox=self.sandbox, top_k=self.top_k, on_attempt=self.on_attempt,
                          **self.solve_options)
         except Exception as exc:
-            return Solution.failed(task.query, exc, duration_ms=(time.perf_counter() - started) * 1000)
+            chosen = self.solve_options.get("strategy")
+            name = chosen if isinstance(chosen, str | None) else getattr(chosen, "name", None)
+            return Solution.failed(task.query, exc, duration_ms=(time.perf_counter() - started) * 1000,
+                                   strategy=name)
 
     def _run_program(self, task: Task) -> ExecutionResult:
         from sandbox.api import ErrorInfo, ExecutionResult

@@ -141,7 +141,8 @@ class ToolRecorder:
             raise
         clean = call.redact(reply)
         self.recording.tools.append(key, request, {"status": clean.status, "headers": clean.headers,
-                                                   "data": clean.data, "redirects": clean.redirects})
+                                                   "data": clean.data, "redirects": clean.redirects,
+                                                   "redacted": clean.redacted})
         return reply
 
 
@@ -170,8 +171,11 @@ class ToolReplayer:
             raise SendFailure(str(failure.get("message")), tool=call.tool.name,
                               failure=str(failure.get("failure") or "request"), status=failure.get("status"),
                               redirects=list(failure.get("redirects") or []))
-        return Reply(status=int(response["status"]), headers=dict(response.get("headers") or {}),
-                     data=response.get("data"), raw=b"", redirects=list(response.get("redirects") or []))
+        status = response.get("status")
+        redacted = response.get("redacted")
+        return Reply(status=status if isinstance(status, int) else None, headers=dict(response.get("headers") or {}),
+                     data=response.get("data"), raw=b"", redirects=list(response.get("redirects") or []),
+                     redacted=redacted if isinstance(redacted, int) else 0)
 
 
 def _short(args: dict[str, Any]) -> str:
@@ -193,9 +197,9 @@ def _model_request(model: str | None, temperature: Any, messages: Sequence[Messa
 def _completion_dict(c: Completion) -> dict[str, Any]:
     d: dict[str, Any] = {"text": c.text, "prompt_tokens": c.prompt_tokens,
                          "completion_tokens": c.completion_tokens, "requests": c.requests}
-    extra = getattr(c, "tool_calls", None)  # function calling, where the client supports it
+    extra = getattr(c, "tool_calls", None)  # function calling: kept in the wire form, read back below
     if extra:
-        d["tool_calls"] = extra
+        d["tool_calls"] = [t.to_dict() if hasattr(t, "to_dict") else t for t in extra]
     return d
 
 
@@ -203,8 +207,10 @@ def _completion_from(d: dict[str, Any]) -> Completion:
     kw: dict[str, Any] = {"text": str(d.get("text") or ""), "prompt_tokens": int(d.get("prompt_tokens") or 0),
                           "completion_tokens": int(d.get("completion_tokens") or 0),
                           "requests": int(d.get("requests") or 1)}
-    if d.get("tool_calls") and "tool_calls" in getattr(Completion, "__dataclass_fields__", {}):
-        kw["tool_calls"] = d["tool_calls"]
+    if d.get("tool_calls"):
+        from atc.model import tool_calls_of
+
+        kw["tool_calls"] = tool_calls_of(d["tool_calls"])
     return Completion(**kw)
 
 

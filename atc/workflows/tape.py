@@ -3,7 +3,9 @@
 Two append-only JSON Lines files live in the directory: ``tools.jsonl`` (tool calls, keyed by the
 tool and its canonical arguments) and ``model.jsonl`` (model completions, keyed by the canonical
 request). Each line is ``{"key": ..., "request": {...}, "response": {...}}``: small, diffable,
-greppable. The key is the SHA-256 of the request's canonical JSON (sorted keys, no spaces).
+greppable. The key is the SHA-256 of the request's canonical JSON (sorted keys, no spaces); the
+request and response are stored as they came, in their own key order, so that a replayed answer
+is the recorded one exactly.
 
 Repeated identical requests are kept in order: recording appends one line per occurrence, and
 replay hands out the lines of a key in file order, one per request (a model asked the same
@@ -88,7 +90,11 @@ class TapeFile:
             return (recorded[n] if n < len(recorded) else None), len(recorded)
 
     def append(self, key: str, request: Any, response: Any) -> None:
-        line = (canonical({"key": key, "request": request, "response": response}) + "\n").encode("utf-8")
+        # The line keeps every object's own key order: a replayed answer must be the recorded one
+        # byte for byte (a program that prints a dict prints its keys in that order). Only the
+        # lookup key is canonical.
+        line = (json.dumps({"key": key, "request": request, "response": response}, separators=(",", ":"),
+                           ensure_ascii=False, default=str) + "\n").encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)

@@ -31,6 +31,7 @@ from itertools import accumulate
 from typing import Any
 
 from protocols.errors import ToolError
+from sandbox.jsonbounds import count_values
 
 __all__ = ["read_body", "to_data", "accept_encoding", "binary_object", "is_binary_object", "MAX_RESPONSE_DEPTH",
            "CHUNK", "BodyTooLarge"]
@@ -243,14 +244,19 @@ def is_binary_object(value: Any) -> bool:
             and set(value) <= _BINARY_KEYS)
 
 
-def to_data(raw: bytes, content_type: str) -> Any:
-    """JSON data, text or a binary object (see the module docstring); ``None`` for no body."""
+def to_data(raw: bytes, content_type: str, max_values: int | None = None) -> Any:
+    """JSON data, text or a binary object (see the module docstring); ``None`` for no body.
+    JSON with more than ``max_values`` values is refused (``ValueError``) before it is decoded:
+    its Python objects would cost the host many times its bytes (``sandbox.jsonbounds``)."""
     if not raw:
         return None
     media, charset = _media(content_type)
     is_json = "json" in media
     # JSON is also recognised under a wrong or missing type, unless the type says media.
     if is_json or (raw.lstrip()[:1] in (b"{", b"[") and not media.startswith(_MEDIA_TYPES)):
+        if max_values is not None and count_values(raw, max_values) > max_values:
+            raise ValueError(f"the response holds more than {max_values} JSON values, more than a run with "
+                             "its --memory may take")
         try:
             data = json.loads(raw if not _foreign(charset) else raw.decode(charset or "utf-8"),
                               parse_constant=lambda _name: None)

@@ -1,7 +1,8 @@
 """Redirects: which ones the gateway follows, and how the next request looks.
 
 The gateway follows a redirect only within the ORIGIN of the API the call was made to (same
-scheme, host and port; ``http`` -> ``https`` on the same host is allowed too, as an upgrade),
+scheme, host and port; ``http`` -> ``https`` on the same host is allowed too, as an upgrade:
+``protocols.origins``, the rule ``atc tools import URL`` follows too),
 at most ``MAX_HOPS`` times, to ``http``/``https`` URLs only. A redirect to another origin is not
 followed at all, with or without credentials: the call fails with a ``ToolError`` that names the
 status and where it pointed. Following it without credentials would still let a program reach
@@ -23,11 +24,12 @@ from dataclasses import dataclass
 
 import httpx
 
+from protocols import origins
+
 __all__ = ["REDIRECT_STATUSES", "MAX_HOPS", "Hop", "next_hop", "origin_of"]
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 MAX_HOPS = 10
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True)
@@ -51,18 +53,11 @@ class Hop:
 
 
 def origin_of(url: httpx.URL) -> tuple[str, str, int]:
-    scheme = url.scheme.lower()
-    return scheme, (url.host or "").lower(), url.port or _DEFAULT_PORTS.get(scheme, 0)
+    return origins.origin_of(str(url))
 
 
 def _same_origin(target: httpx.URL, origin: httpx.URL) -> bool:
-    t_scheme, t_host, t_port = origin_of(target)
-    o_scheme, o_host, o_port = origin_of(origin)
-    if (t_scheme, t_host, t_port) == (o_scheme, o_host, o_port):
-        return True
-    # an upgrade to https on the same host (default ports) keeps the secrets just as safe
-    return (o_scheme, t_scheme) == ("http", "https") and t_host == o_host and \
-        o_port == 80 and t_port == 443
+    return origins.same_origin(str(target), str(origin))
 
 
 def next_hop(status: int, location: str | None, current: httpx.URL, origin: httpx.URL, method: str,

@@ -33,12 +33,13 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from protocols.errors import ToolError
+from protocols.errors import ConfigError, ToolError
 from protocols.model import Collection, SecurityScheme, Tool
 from sandbox.api import Limits, Toolset
+from sandbox.hostbounds import HostBounds
 from sandbox.http import credentials as creds
 from sandbox.http.decoding import BodyTooLarge, accept_encoding, read_body, to_data
-from sandbox.http.redirects import REDIRECT_STATUSES, next_hop
+from sandbox.http.redirects import REDIRECT_STATUSES, next_hop, origin_of
 from sandbox.http.request import Prepared, build, check_text
 
 __all__ = ["HttpTransport", "Reply", "SendFailure", "NoCookies", "shared_client", "uses_cookies",
@@ -119,13 +120,16 @@ def uses_cookies(collection: Collection) -> bool:
 class Reply:
     """What the API answered: status, headers (lower-case names; repeated ones joined with
     ``", "``), the body as program data and as raw bytes, and the redirects followed on the way.
-    ``status`` is None for a transport without status codes (an MCP result)."""
+    ``status`` is None for a transport without status codes (an MCP result). ``redacted`` counts
+    secrets taken out before the gateway got the reply (a replayed answer was redacted when it
+    was recorded; the count is the recording's)."""
 
     status: int | None
     headers: dict[str, str]
     data: Any
     raw: bytes
     redirects: list[dict[str, Any]] = field(default_factory=list)
+    redacted: int = 0
 
 
 class SendFailure(ToolError):
@@ -163,6 +167,7 @@ class HttpTransport:
         # collection -> host -> cookie name -> value; only for collections that declare cookies.
         self._jars: dict[str, dict[str, dict[str, str]]] = {}
         self._plans: dict[str, tuple[dict[str, str], list[tuple[creds.Placement, str]]]] = {}
+        self._origin_sets: dict[str, set[tuple[str, str, int]]] = {}
 
     # -- where, and with which secrets ----------------------------------------------------------
 
@@ -178,11 +183,29 @@ class HttpTransport:
         return base.rstrip("/")
 
     def plan(self, collection: Collection) -> tuple[dict[str, str], list[tuple[creds.Placement, str]]]:
-        """The credentials ``collection`` gets: its schemes given, and placements."""
+        """The credentials bound to ``collection`` (``credentials.bind``): its schemes given, and
+        placements. A credential that cannot be bound to exactly one collection is sent nowhere
+        (``ConfigError``; the call fails with ``config``, as ``check`` says before a run)."""
         found = self._plans.get(collection.name)
         if found is None:
-            names = [c.name for c in self.toolset.collections]
-            found = self._plans[collection.name] = creds.for_collection(self.toolset.credentials, collection, names)
+            found = creds.for_collection(self.toolset.credentials, collection, self.toolset.collections)
+            self._plans[collection.name] = found
+        return found
+
+    def _origins(self, collection: Collection) -> set[tuple[str, str, int]]:
+        """The origins of ``collection``'s API in this run (its tools' base URLs): the only places
+        its credentials are sent to."""
+        found = self._origin_sets.get(collection.name)
+        if found is None:
+            found = set()
+            for t in collection.tools:
+                base = self.toolset.base_url_for(t.name)
+                if base and base.lower().startswith(("http://", "https://")):
+                    try:
+                        found.add(origin_of(httpx.URL(base)))
+                    except (httpx.InvalidURL, ValueError):
+                        continue
+            self._origin_sets[collection.name] = found
         return found
 
     def _secret(self, tool: Tool, key: str, source: str) -> str:
@@ -193,10 +216,23 @@ class HttpTransport:
                               tool=tool.name, failure="config", hint=f"export {var}=... on the host")
         return check_text(tool, key, value)
 
-    def _add_credentials(self, tool: Tool, headers: dict[str, str], query: list[tuple[str, str]],
+    def _add_credentials(self, tool: Tool, url: str, headers: dict[str, str], query: list[tuple[str, str]],
                          cookies: list[tuple[str, str]]) -> None:
         collection = self.toolset.collection_of(tool.name)
-        given, placements = self.plan(collection)
+        try:
+            given, placements = self.plan(collection)
+        except ConfigError as exc:
+            raise SendFailure(f"{tool.name}: {exc.message}", tool=tool.name, failure="config", hint=exc.hint) from None
+        if not (given or placements):
+            return
+        try:
+            origin = origin_of(httpx.URL(url))
+        except (httpx.InvalidURL, ValueError):
+            origin = None
+        if origin not in self._origins(collection):
+            # Built from the collection's own base URL, a request cannot leave its origin (path
+            # values are encoded piece by piece); should one ever, it goes without the secrets.
+            return
         declared = bool(tool.security)
         # Many specs (RapidAPI ones above all) declare no security although the API wants a key:
         # then every credential given for the collection is sent, and one whose variable is unset
@@ -263,7 +299,7 @@ class HttpTransport:
         except ValueError as exc:
             raise SendFailure(f"{tool.name}: the request could not be made: {exc}", tool=tool.name,
                               failure="arguments") from None
-        self._add_credentials(tool, prepared.headers, query, prepared.cookies)
+        self._add_credentials(tool, prepared.url, prepared.headers, query, prepared.cookies)
         global _ACCEPT_ENCODING
         if _ACCEPT_ENCODING is None:
             _ACCEPT_ENCODING = accept_encoding()
@@ -298,7 +334,7 @@ class HttpTransport:
                 headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
         content_type = response_headers.get("content-type", "")
         try:
-            data = to_data(raw, content_type)
+            data = to_data(raw, content_type, HostBounds.of(self.limits).frame_values)
         except ValueError as exc:
             raise SendFailure(f"{tool.name}: {exc}", tool=tool.name, failure="response", status=status,
                               redirects=hops) from None

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from sandbox.mcp.connections import McpServers
 
 __all__ = ["is_mcp_source", "servers_from_source", "servers_from_config", "load_source", "load_mcp",
-           "resolve_env", "collection_from_listing"]
+           "resolve_env", "collection_from_listing", "check_names", "check_ready"]
 
 _SCHEMES = {"mcp+http://": ("http", "http://"), "mcp+https://": ("http", "https://"),
             "mcp+sse://": ("sse", "http://")}
@@ -60,16 +60,75 @@ def _slug(text: str, fallback: str = "mcp") -> str:
     return slug if slug and slug[0].isalnum() else fallback
 
 
-def _command_name(argv: list[str]) -> str:
+#: Programs that run a script or package named later on their command line: the collection is
+#: named after that, not after the interpreter (two ``node ...`` servers are not both "node").
+_RUNNERS = frozenset({"node", "nodejs", "deno", "bun", "tsx", "ts-node", "python", "python3", "pypy3", "ruby",
+                      "perl", "php", "bash", "sh", "java", "dotnet", "go", "uv", "poetry", "pipenv", "npm", "pnpm",
+                      "yarn", "bunx", "npx", "uvx", "pipx", "run", "exec", "start", "x", "dlx", "tool", "docker", "env",
+                      "podman"})
+#: Options of those runners that take a value (``uv run --with mcp server.py``).
+_VALUE_OPTIONS = frozenset({"--with", "--from", "-p", "--package", "--python", "--project", "--directory", "--cwd",
+                            "-w", "--workspace", "-e", "--env", "-v", "--volume", "--name", "--publish", "--network",
+                            "--mount", "--workdir", "--env-file", "--user", "-u", "--entrypoint", "--platform",
+                            "--config", "-c"})
+#: File and folder names that say nothing about the server: look one level up instead.
+_GENERIC = frozenset({"index", "main", "server", "cli", "app", "__main__", "run", "start", "mod", "dist", "build",
+                      "lib", "src", "bin", "out", "build-js", "esm", "cjs", "target", "release", "debug", "scripts"})
+
+
+def _package_name(script: Path) -> str | None:
+    """The ``name`` of the nearest ``package.json`` (or ``pyproject.toml``) above ``script``,
+    within a few levels: what ``node node_modules/@scope/server-x/dist/index.js`` runs."""
+    for folder in list(script.parents)[:5]:
+        manifest = folder / "package.json"
+        try:
+            if manifest.is_file():
+                name = json.loads(manifest.read_text(encoding="utf-8")).get("name")
+                return name.rsplit("/", 1)[-1] if isinstance(name, str) and name else None
+        except (OSError, ValueError, AttributeError):
+            return None
+    return None
+
+
+def _script_name(arg: str, cwd: str | None) -> str:
+    """A name for a script path: its package's name when it has one, else its own name, or that
+    of the first folder above it that says something (``weather/server.py`` -> ``weather``)."""
+    path = Path(arg).expanduser()
+    if not path.is_absolute() and cwd:
+        path = Path(cwd) / path
+    found = _package_name(path)
+    if found:
+        return found
+    for part in [path.stem, *(p.name for p in path.parents)]:
+        if part and part.lower() not in _GENERIC:
+            return part
+    return path.stem or arg
+
+
+def _command_name(argv: list[str], cwd: str | None = None) -> str:
     """A collection name for a command line: the module of ``python -m pkg.mod``, the package of
-    ``npx pkg``/``uvx pkg``, else the program's file name."""
+    ``npx pkg``/``uvx pkg``, the script (or its package) that an interpreter runs (``node
+    .../server-memory/dist/index.js`` -> ``server-memory``), else the program's file name."""
     if "-m" in argv[:-1]:
         return _slug(argv[argv.index("-m") + 1].rsplit(".", 1)[-1])
-    if Path(argv[0]).name in ("npx", "uvx", "pipx") and len(argv) > 1:
-        rest = [a for a in argv[1:] if not a.startswith("-")]
-        if rest:
-            return _slug(rest[0].rsplit("/", 1)[-1])
-    return _slug(Path(argv[-1] if Path(argv[0]).name.startswith("python") and len(argv) > 1 else argv[0]).stem)
+    rest = list(argv)
+    while rest and (Path(rest[0]).name.lower() in _RUNNERS or re.match(r"python3?\.\d+$", Path(rest[0]).name)):
+        rest.pop(0)
+        while rest and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", rest[0]):  # env VAR=value ... COMMAND
+            rest.pop(0)
+        while rest and rest[0].startswith("-"):  # the runner's own options: what it runs comes after
+            option = rest.pop(0)
+            if option in _VALUE_OPTIONS and rest:
+                rest.pop(0)
+    if not rest:
+        return _slug(Path(argv[0]).stem)
+    target = rest[0]
+    if Path(argv[0]).name.lower() in ("docker", "podman"):  # an image: its last path part, no tag
+        return _slug(re.sub(r"[:@].*$", "", target.rsplit("/", 1)[-1]))
+    if Path(argv[0]).name.lower() in ("npx", "uvx", "pipx", "bunx") or not re.search(r"[/\\]|\.\w+$", target):
+        package = target.rsplit("/", 1)[-1] if not target.startswith("@") else target.split("/", 1)[-1]
+        return _slug(re.sub(r"(?<=.)@[^@/]*$", "", package))  # a pinned version (pkg@1.2.3) is not the name
+    return _slug(_script_name(target, cwd))
 
 
 def servers_from_source(text: str) -> list[McpServer]:
@@ -85,7 +144,7 @@ def servers_from_source(text: str) -> list[McpServer]:
             raise UsageError("--tools mcp: needs a command line", hint='example: --tools mcp:"python -m my_server"')
         # The command line was written relative to this directory: it runs there, also when a
         # stored collection starts it again from somewhere else.
-        return [McpServer(name=_command_name(argv), command=argv[0], args=argv[1:], cwd=os.getcwd())]
+        return [McpServer(name=_command_name(argv, os.getcwd()), command=argv[0], args=argv[1:], cwd=os.getcwd())]
     for prefix, (transport, scheme) in _SCHEMES.items():
         if text.startswith(prefix):
             url = scheme + text[len(prefix):]
@@ -150,6 +209,36 @@ def resolve_env(server: McpServer, environ: Mapping[str, str]) -> McpServer:
                      env=env, cwd=server.cwd, url=server.url)
 
 
+def check_ready(server: McpServer, environ: Mapping[str, str], *, collection: str | None = None) -> None:
+    """What a server needs before a program runs (``ConfigError``, exit 2): every environment
+    variable a stored server reads from the host, its command (on ``PATH`` or a file that is
+    there) and its working directory. Said for every server before anything starts, so that a
+    run never fails at its first call to one server after it has already called others."""
+    label = f"MCP server {collection or server.name!r} ({server.describe()})"
+    missing = sorted(k for k, v in server.env.items() if v is None and k not in environ)
+    if missing:
+        names = ", ".join(missing)
+        raise ConfigError(f"{label} needs environment variable{'s' if len(missing) > 1 else ''} {names}, "
+                          f"which {'are' if len(missing) > 1 else 'is'} not set",
+                          hint=f"export {missing[0]}=... (its value goes to the server process only)")
+    if server.transport != "stdio" or not server.command:
+        return
+    if server.cwd and not Path(server.cwd).is_dir():
+        raise ConfigError(f"{label}: its working directory {server.cwd} is not there",
+                          hint="import the server again from where it runs")
+    import shutil
+
+    command = server.command
+    if os.sep in command or (os.altsep and os.altsep in command):
+        path = Path(command).expanduser()
+        found = (path if path.is_absolute() else Path(server.cwd or os.getcwd()) / path).is_file()
+    else:
+        found = shutil.which(command, path=environ.get("PATH", os.defpath)) is not None
+    if not found:
+        raise ConfigError(f"{label}: command {command!r} is not found",
+                          hint="install it, or give its full path")
+
+
 def collection_from_listing(listing: dict[str, Any], server: McpServer, *, name: str | None = None,
                             source: str = "") -> Collection:
     """A collection from a live ``tools/list`` result of ``server``."""
@@ -162,6 +251,22 @@ def collection_from_listing(listing: dict[str, Any], server: McpServer, *, name:
     label = " ".join(str(info.get(k) or "") for k in ("name", "version")).strip() if isinstance(info, dict) else ""
     collection.description = f"MCP server {server.describe()}" + (f" ({label})" if label else "")
     return collection
+
+
+def check_names(sources: list[str]) -> None:
+    """Refuse, before any server starts, two MCP sources of one run whose servers would get the
+    same collection name (``ConfigError`` naming both; ``Toolset`` refuses any other clash)."""
+    seen: dict[str, str] = {}
+    for text in sources:
+        for server in servers_from_source(text):
+            described = f"{text!r}" if text.startswith("mcp") else f"{text!r} ({server.name})"
+            first = seen.setdefault(server.name, described)
+            if first is described:
+                continue
+            what = f"{first} is given twice" if first == described else f"{first} and {described}"
+            raise ConfigError(f"two MCP servers of this run would both be named {server.name!r}: {what}",
+                              hint="give each its own name: a key of its own in an mcpServers file, or "
+                                   "'atc tools import SOURCE --name NAME' and then --tools NAME")
 
 
 def load_source(text: str, *, name: str | None = None, servers: McpServers | None = None,

@@ -31,37 +31,43 @@ from typing import Any
 
 from protocols.model import McpServer, Tool
 from sandbox.api import Limits, Toolset
+from sandbox.hostbounds import HostBounds
 from sandbox.http.transport import Reply, SendFailure
+from sandbox.jsonbounds import TooManyValues, count_values, loads
 from sandbox.mcp.connections import McpFailure, McpServers
 from sandbox.mcp.sources import resolve_env
 
 __all__ = ["McpTransport", "result_data", "error_text", "secret_values"]
 
 
-def _item(item: Any) -> Any:
+def _item(item: Any, max_values: int | None) -> Any:
     if isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str):
         text = item["text"]
         stripped = text.strip()
         if stripped[:1] in ("{", "[", '"') or stripped in ("true", "false", "null") or \
                 stripped[:1].isdigit() or stripped[:1] == "-":
             try:
-                return json.loads(stripped)
+                return json.loads(stripped) if max_values is None else loads(stripped.encode(), max_values)
+            except TooManyValues:
+                raise
             except ValueError:
                 pass
         return text
     return item
 
 
-def result_data(result: Mapping[str, Any]) -> Any:
-    """The program's value of a (non-error) ``CallToolResult``, as the module docstring says."""
+def result_data(result: Mapping[str, Any], max_values: int | None = None) -> Any:
+    """The program's value of a (non-error) ``CallToolResult``, as the module docstring says. JSON
+    in a text item with more than ``max_values`` values is refused (``TooManyValues``) before it
+    is decoded (``sandbox.jsonbounds``)."""
     if "structuredContent" in result and result["structuredContent"] is not None:
         return result["structuredContent"]
     content = result.get("content") or []
     if not isinstance(content, list) or not content:
         return None
     if len(content) == 1:
-        return _item(content[0])
-    return [_item(c) for c in content]
+        return _item(content[0], max_values)
+    return [_item(c, max_values) for c in content]
 
 
 def error_text(result: Mapping[str, Any]) -> str:
@@ -114,10 +120,12 @@ class McpTransport:
             raise SendFailure(f"{tool.name}: collection {collection.name!r} lists MCP tools but names no server to "
                               "call", tool=tool.name, failure="config",
                               hint="import it from the live server: atc tools import mcp:\"COMMAND ARGS\"")
-        found = self._resolved.get(collection.name)
+        # By the server's identity, never by the collection's name: two collections may have come
+        # from different servers that an older store gave one name.
+        found = self._resolved.get(server.key())
         if found is None:
             try:
-                found = self._resolved[collection.name] = resolve_env(server, self.environ)
+                found = self._resolved[server.key()] = resolve_env(server, self.environ)
             except Exception as exc:
                 raise SendFailure(f"{tool.name}: {exc}", tool=tool.name, failure="config") from None
         return found
@@ -144,4 +152,13 @@ class McpTransport:
                               tool=tool.name, failure="response")
         if result.get("isError"):
             raise SendFailure(f"{tool.name}: MCP tool error: {error_text(result)}", tool=tool.name, failure="tool")
-        return Reply(status=None, headers={}, data=result_data(result), raw=raw)
+        values = HostBounds.of(self.limits).frame_values
+        try:
+            if count_values(raw, values) > values:
+                raise TooManyValues(values + 1, values)
+            data = result_data(result, values)
+        except TooManyValues:
+            raise SendFailure(f"{tool.name}: the MCP result holds more than {values} JSON values, more than a run "
+                              f"with --memory {self.limits.memory_mb} may take", tool=tool.name,
+                              failure="response") from None
+        return Reply(status=None, headers={}, data=data, raw=raw)

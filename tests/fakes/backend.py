@@ -6,6 +6,11 @@ raising ``ToolError``), and every call is recorded as a ``ToolCall`` with the pr
 from. Errors become an ``ErrorInfo`` with the innermost program line; a ``ToolError`` is attributed
 to its tool, and ``attribute`` (optional) lets a test decide other attributions. It isolates
 nothing: use it only with programs the test wrote.
+
+``open_session`` gives a ``FakeSession`` (``sandbox.api.SandboxSession``): snippets run with
+``exec`` in one dict of globals that persists until ``close``; the call budget counts across
+snippets; afterwards ``execute`` raises ``SessionEnded``. ``sandbox.interactive.open_session``
+takes it like a real backend's.
 """
 
 from __future__ import annotations
@@ -18,10 +23,10 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from atc.errors import ToolError
-from sandbox.api import ErrorInfo, ExecutionResult, Limits, ToolCall, Toolset
+from atc.errors import SessionEnded, ToolError
+from sandbox.api import ErrorInfo, ExecutionResult, Limits, SessionLimits, ToolCall, Toolset
 
-__all__ = ["FakeBackend"]
+__all__ = ["FakeBackend", "FakeSession"]
 
 Handler = Callable[..., Any]
 
@@ -65,11 +70,18 @@ class FakeBackend:
         return call
 
     def run(self, program: str, tools: Toolset, limits: Limits) -> ExecutionResult:
-        self.programs.append(program)
-        started = time.perf_counter()
         calls: list[ToolCall] = []
         env: dict[str, Any] = {"__name__": "__main__", "ToolError": ToolError}
         env.update({name: self._stub(name, tools, calls) for name in tools.names()})
+        return self.execute(program, env, calls)
+
+    def open_session(self, tools: Toolset, limits: Limits, session: SessionLimits) -> FakeSession:
+        return FakeSession(self, tools, limits)
+
+    def execute(self, program: str, env: dict[str, Any], calls: list[ToolCall]) -> ExecutionResult:
+        """Run ``program`` in ``env``, whose tool stubs record into ``calls``."""
+        self.programs.append(program)
+        started = time.perf_counter()
         out = io.StringIO()
         error: ErrorInfo | None = None
         try:
@@ -97,7 +109,7 @@ class FakeBackend:
                     error.tool = found.get("tool")
                     error.attribution = found
         return ExecutionResult(ok=error is None, answer=out.getvalue(), sandbox=self.name,
-                               duration_ms=(time.perf_counter() - started) * 1000, error=error, calls=calls)
+                               duration_ms=(time.perf_counter() - started) * 1000, error=error, calls=list(calls))
 
     def close(self) -> None:
         pass
@@ -107,3 +119,62 @@ class FakeBackend:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class FakeSession:
+    """A sandbox session of the fake backend (see the module docstring)."""
+
+    def __init__(self, backend: FakeBackend, tools: Toolset, limits: Limits) -> None:
+        self.name = backend.name
+        self.backend = backend
+        self.limits = limits
+        self._calls: list[ToolCall] = []
+        self._env: dict[str, Any] = {"__name__": "__main__", "ToolError": ToolError}
+        self._env.update({name: self._counted(backend._stub(name, tools, self._calls)) for name in tools.names()})
+        self._ended: str | None = None
+        self._used = 0
+        self._seconds = 0.0
+        self._snippets = 0
+
+    def _counted(self, stub: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if len(self._calls) + self._used >= self.limits.max_calls:
+                raise ToolError("call budget exhausted", tool=stub.__name__)
+            return stub(*args, **kwargs)
+
+        call.__name__ = stub.__name__
+        return call
+
+    def execute(self, code: str) -> ExecutionResult:
+        if self._ended is not None:
+            raise SessionEnded(f"this sandbox session has ended ({self._ended})", reason=self._ended)
+        self._snippets += 1
+        result = self.backend.execute(code, self._env, self._calls)
+        self._used += len(self._calls)
+        self._calls.clear()
+        self._seconds += result.duration_ms / 1000
+        return result
+
+    def close(self, reason: str = "closed") -> None:
+        self._ended = self._ended or reason
+        self._env.clear()
+
+    @property
+    def alive(self) -> bool:
+        return self._ended is None
+
+    @property
+    def ended(self) -> str | None:
+        return self._ended
+
+    @property
+    def calls(self) -> int:
+        return self._used
+
+    @property
+    def exec_seconds(self) -> float:
+        return self._seconds
+
+    @property
+    def snippets(self) -> int:
+        return self._snippets

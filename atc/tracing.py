@@ -1,8 +1,9 @@
 """OpenTelemetry spans, when OpenTelemetry is there and wanted; otherwise nothing at all.
 
-The spans nest as a user reads a run: ``atc.solve`` -> ``atc.attempt`` -> ``atc.model`` (one
-completion) and ``atc.sandbox.run`` (one program) -> ``atc.tool`` (one call), under ``atc.task``
-in a batch. Attributes are the ones people filter on: ``atc.tool``, ``atc.status`` (ok / failed /
+The spans nest as a user reads a run: ``atc.solve`` -> ``atc.attempt`` (``chain``) or
+``atc.step`` (a turn or node of the other strategies) -> ``atc.model`` (one completion) and
+``atc.sandbox.run`` (one program or snippet) -> ``atc.tool`` (one call), under ``atc.task`` in a
+batch. Attributes are the ones people filter on: ``atc.tool``, ``atc.status`` (ok / failed /
 the HTTP status), ``atc.duration_ms``, ``atc.prompt_tokens`` / ``atc.completion_tokens``,
 ``atc.attributed_tool`` (the tool a failure is traced to), ``atc.error.type``.
 
@@ -79,6 +80,7 @@ def solve_span(fn: Callable[P, Solution]) -> Callable[P, Solution]:
             solution = fn(*args, **kwargs)
             set_attributes(current, {
                 "atc.status": "ok" if solution.ok else "failed", "atc.attempts": len(solution.attempts),
+                "atc.strategy": solution.strategy, "atc.steps": solution.steps, "atc.api_calls": solution.api_calls,
                 "atc.prompt_tokens": solution.usage.prompt_tokens,
                 "atc.completion_tokens": solution.usage.completion_tokens,
                 "atc.llm_calls": solution.usage.llm_calls, "atc.attributed_tool": (solution.error or {}).get("tool"),

@@ -1,0 +1,144 @@
+"""``atc eval SUITE [--tools T] [--strategy S1,S2,...] [RUN OPTIONS] [--model M] [--judge-model J] [--out DIR] [--json]``.
+
+Runs a benchmark suite with one or more strategies on the same tools and limits, and scores it:
+Success% (a judge model, ToolEval's protocol; n/a without one), Path%, Prec%, model calls,
+tokens, API calls, steps, wall time, failures (``atc.evaluation``). The table goes to stdout (with
+``--json``: the summary document), progress to stderr. With ``--out DIR``: per-strategy run files
+(resumable exactly like ``atc batch``), ``results.jsonl``, ``summary.json``, ``summary.md`` and
+``chart.png``. Ctrl-C stops taking tasks; what finished is kept, and the same command resumes.
+
+Exit 0: every task ran and was scored (judged, with a judge); 1: some were not (a judge that
+failed, a model server that went away: run again to finish); 2: bad input; 130: interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from typing import Any, TextIO
+
+from atc.cli.common import (
+    add_budget_options,
+    add_run_options,
+    budget_from_args,
+    limits_from_args,
+    print_json,
+    stop_on_signals,
+    toolset_from_args,
+)
+from atc.errors import UsageError
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "eval", parents=parents, help="run a benchmark suite with one or more strategies and score it",
+        description="Run a benchmark suite (a tasks JSONL with gold solutions, the built-in 'examples', or "
+        "FORMAT:PATH of a public benchmark: restbench-tmdb, restbench-spotify, toolflow-movie, toolflow-food, "
+        "toolflow-weather, toolbench) with one or more strategies on the same tools and limits, and score "
+        "Success% (with a judge), Path%, Prec% and the cost of each.")
+    p.add_argument("suite", metavar="SUITE",
+                   help="a tasks .jsonl, a suite.json, 'examples', or FORMAT:PATH (PATH defaults to $ATC_BENCH_DATA)")
+    p.add_argument("--tools", "-t", action="append", default=None, metavar="T",
+                   help="the collections (replace the suite's): a spec, an imported collection, an MCP server (repeatable)")
+    add_run_options(p, tools_flag=False)
+    p.add_argument("--strategy", "-s", default="chain", metavar="S1,S2,...",
+                   help="strategies to compare, comma-separated: chain (default), chain-plain, react, codeact, dfsdt, "
+                        "or an installed plug-in")
+    add_budget_options(p)
+    p.add_argument("--model", "-m", help="model name (default: $ATC_MODEL)")
+    p.add_argument("--judge-model", metavar="J", default=None,
+                   help="the judge of Success%% (default: $ATC_JUDGE_MODEL; none: Success%% is n/a)")
+    p.add_argument("--judge-votes", type=int, default=1, metavar="N",
+                   help="judge verdicts per answer, majority wins (1; ToolEval used 4)")
+    p.add_argument("--rejudge", action="store_true", help="ask the judge again about answers it already judged")
+    p.add_argument("--out", "-o", metavar="DIR", default=None,
+                   help="write run files, results.jsonl, summary.json, summary.md and chart.png here (resumable)")
+    p.add_argument("--api", choices=["mock", "real"], default=None,
+                   help="reach the tools through atc mock of their specs, or the real API (default: the suite's; "
+                        "real when --base-url is given)")
+    p.add_argument("--concurrency", "-c", type=int, default=4, metavar="N", help="tasks at a time (4)")
+    p.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="where tasks run: local threads (default) or a Ray cluster (RAY_ADDRESS, else a local one)")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="the first N tasks only")
+    p.add_argument("--max-reflections", type=int, default=3, metavar="N", help="repairs after the first attempt (3)")
+    p.add_argument("--top-k", type=int, default=None, metavar="K",
+                   help="tools shown to the model when a task has no candidates and the collections hold more (20)")
+    p.add_argument("--retriever", metavar="NAME", default=None,
+                   help="choose the tools shown with this retriever, even for tasks that have candidates")
+    p.add_argument("--no-chart", action="store_true", help="write no chart.png")
+    p.set_defaults(handler=_handle)
+
+
+class _Progress:
+    """One line on stderr (a terminal only): strategy, done/total, ok and failed."""
+
+    def __init__(self, stream: TextIO, total: int) -> None:
+        self.stream, self.total = stream, total
+        self.counts: dict[str, list[int]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, strategy: str, index: int, outcome: Any) -> None:
+        with self._lock:
+            done = self.counts.setdefault(strategy, [0, 0])
+            done[0 if outcome.ok else 1] += 1
+            self.stream.write(f"\r{strategy}: {sum(done)} of {self.total} run  ok {done[0]}  failed {done[1]}   ")
+            self.stream.flush()
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from atc.config import ray_address
+    from atc.evaluation import RunSettings
+
+    strategies = [s.strip() for s in args.strategy.split(",") if s.strip()]
+    if args.limit is not None and args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    if args.top_k is not None and args.top_k < 1:
+        raise UsageError("--top-k must be at least 1")
+    if args.base_url and args.api == "mock":
+        raise UsageError("--base-url names the real API; it does not go with --api mock")
+    api = args.api or ("real" if args.base_url else None)
+    return RunSettings(strategies=strategies, model=args.model, limits=limits_from_args(args), sandbox=args.sandbox,
+                       concurrency=args.concurrency, executor=args.executor, max_reflections=args.max_reflections,
+                       top_k=args.top_k, retriever=args.retriever, record=args.record, replay=args.replay, api=api,
+                       ray_address=ray_address(),
+                       solve_options={k: v for k, v in budget_from_args(args).items() if v is not None})
+
+
+def _handle(args: argparse.Namespace) -> int:
+    from atc.evaluation import JudgeOptions, evaluate, load_suite
+    from atc.evaluation.report import markdown
+
+    settings = _settings(args)
+    settings.check()
+    suite = load_suite(args.suite, tools=args.tools).head(args.limit)
+    toolset = toolset_from_args(args, collections=suite.collections) if suite.collections else suite.toolset()
+    judge = JudgeOptions(model=args.judge_model, votes=args.judge_votes, rejudge=args.rejudge)
+    progress = _Progress(sys.stderr, len(suite.tasks)) if sys.stderr.isatty() and not args.json else None
+    stop = threading.Event()
+    with stop_on_signals(stop, "\natc: stopping: no new tasks; waiting for the running ones to finish and be written "
+                         "(Ctrl-C again to stop waiting)\n"):
+        result = evaluate(suite, settings, toolset=toolset, judge=judge, out=args.out, chart=not args.no_chart,
+                          stop=stop, on_outcome=progress)
+    if progress is not None:
+        sys.stderr.write("\n")
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        sys.stdout.write(markdown(result))
+    chartless = next((n for n in result.notes if n.startswith("no chart")), None)
+    if chartless and not args.json:
+        sys.stderr.write(f"atc: {chartless}\n")
+    if args.out and not args.json:
+        sys.stderr.write(f"atc: results in {args.out}: results.jsonl, summary.json, summary.md"
+                         f"{'' if args.no_chart or chartless else ', chart.png'}, runs/\n")
+    again = "run the same command again to " if args.out else "give --out DIR to keep results and "
+    if result.interrupted:
+        sys.stderr.write(f"atc: interrupted: {'the finished tasks are kept; ' if args.out else ''}{again}resume\n")
+        return 130
+    if not result.complete:
+        sys.stderr.write(f"atc: the evaluation is not complete (see its notes); {again}finish it\n")
+        return 1
+    return 0

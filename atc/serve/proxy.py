@@ -1,0 +1,87 @@
+"""Each served tool as its own MCP tool (``--proxy-tools``): the classic one-call-per-turn style,
+next to ``run_program``, for hosts and tasks that want it.
+
+A proxied call is not a way around atc: it goes through a ``sandbox.gateway.Gateway`` exactly as
+a program's call does -- the arguments are validated against the tool's schema, credentials are
+added on the host, the response is redacted -- and counts against the session's tool-call
+budget. Each session has a gateway of its own for its proxied calls (cookies an API sets reach
+that session's later calls only); its call log is emptied after every call, so a long session
+keeps no responses in memory.
+
+The tool's input schema is the tool's own JSON Schema (the SDK does no validation of its own for
+these tools: the gateway's is the one that counts); the description is the compact protocol.
+The result is the response as JSON text, or ``isError`` with the gateway's message (tool, HTTP
+status, the API's own error text).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocols.model import Tool
+from protocols.render import render_compact
+from sandbox.api import Limits, Toolset
+
+__all__ = ["ProxyReply", "input_schema", "description", "read_only", "call"]
+
+
+@dataclass
+class ProxyReply:
+    ok: bool
+    text: str
+    status: int | None = None
+    redacted: int = 0
+
+
+@dataclass
+class _SessionGateway:
+    gateway: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def input_schema(tool: Tool) -> dict[str, Any]:
+    schema = dict(tool.parameters) if isinstance(tool.parameters, dict) else {}
+    schema.setdefault("type", "object")
+    schema.setdefault("properties", {})
+    return schema
+
+
+def description(tool: Tool) -> str:
+    return render_compact([tool]) + "\n(A single API call through atc. To chain many calls, write one program " \
+                                    "with run_program instead.)"
+
+
+def read_only(tool: Tool) -> bool:
+    return tool.method.upper() in ("GET", "HEAD")
+
+
+def _gateway_of(state: Any, toolset: Toolset, limits: Limits) -> _SessionGateway:
+    """The session's proxy gateway (made on its first proxied call; ``state`` is a ``SessionState``)."""
+    with state.lock:
+        if state.proxy is None:
+            from sandbox.gateway import Gateway
+
+            # The session budget is counted by Sessions.take_call; the gateway's own counter only
+            # needs to never refuse first.
+            state.proxy = _SessionGateway(Gateway(toolset, Limits(
+                timeout=limits.timeout, max_calls=1 << 30, call_timeout=limits.call_timeout,
+                max_response_bytes=limits.max_response_bytes)))
+        found: _SessionGateway = state.proxy
+        return found
+
+
+def call(state: Any, toolset: Toolset, limits: Limits, name: str, args: dict[str, Any]) -> ProxyReply:
+    """One proxied call of tool ``name`` for the session of ``state`` (blocking)."""
+    proxy = _gateway_of(state, toolset, limits)
+    with proxy.lock:
+        outcome = proxy.gateway.call(name, args)
+        record = proxy.gateway.calls[-1] if proxy.gateway.calls else None
+        proxy.gateway.calls.clear()
+    redacted = record.redacted if record is not None else 0
+    if outcome.ok:
+        return ProxyReply(True, json.dumps(outcome.data, ensure_ascii=False, default=str), outcome.status, redacted)
+    message = str((outcome.error or {}).get("message") or f"{name}: the call failed")
+    return ProxyReply(False, message, outcome.status, redacted)

@@ -1,0 +1,273 @@
+"""The MCP server: atc's tools, resources and prompt on the official SDK (``MCPServer``).
+
+Tools: ``search_tools(query, k)``, ``describe_tools(names)``, ``run_program(program)`` and, with
+``ServeSettings.proxy_tools``, one tool per served tool. Resources: ``atc://collections`` (what is
+served), ``atc://collections/{name}`` (a collection's compact protocols), ``atc://guide`` (how
+to write programs). Prompt: ``write_program(task)``. The texts a host's model reads are package
+data (``atc/prompts/serve_*.md``).
+
+A program runs in a worker thread (``anyio.to_thread``) under a process-wide limit of
+``concurrency`` programs at once, while the handler sends a progress notification every
+``progress_interval`` seconds (calls so far, the last tool, the time). When the SDK cancels the
+handler -- the client sent ``notifications/cancelled``, closed a 2026-07-28 request's stream, or
+its stdio connection ended -- the run's ``sandbox.cancel.Cancel`` stops the program and the
+handler waits (shielded) until the sandbox is gone before it lets the cancellation go on. The
+HTTP layer cancels through ``InFlight`` when a 2025-era client drops its request (``http.py``).
+
+This module does not use ``from __future__ import annotations``: the SDK reads the tools'
+signatures (``Annotated`` descriptions, the ``Context`` parameter, the output models) at run time.
+"""
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError as McpToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import Tool as McpTool
+from pydantic import Field
+
+from atc import __version__, prompts
+from atc.errors import AtcError, CallBudget
+from atc.serve import proxy, runs
+from atc.serve.catalog import MAX_K, Catalog
+from atc.serve.schemas import DescribeResult, RunResult, SearchResult
+from atc.serve.sessions import InFlight, Sessions, session_key
+from atc.serve.settings import ServeSettings
+from sandbox.api import Backend, ExecutionResult
+from sandbox.cancel import Cancel
+
+__all__ = ["AtcServer", "build_server"]
+
+log = logging.getLogger("atc.serve")
+
+
+class AtcServer(MCPServer):
+    """atc's MCP server. ``backend`` is the sandbox the programs run in (made ready by the caller)."""
+
+    def __init__(self, settings: ServeSettings, backend: Backend) -> None:
+        self.options = settings
+        self.backend = backend
+        self.catalog = Catalog(settings.toolset, settings.retriever)
+        self.sessions = Sessions(settings.session_max_calls, settings.session_max_runs)
+        self.inflight = InFlight()
+        self.limiter = anyio.CapacityLimiter(settings.concurrency)
+        super().__init__(name=settings.name, title="atc: chain-of-tools", version=__version__,
+                         instructions=prompts.render("serve_instructions", summary=self.catalog.summary()),
+                         log_level="WARNING")
+        self._register()
+
+    # -- registration ----------------------------------------------------------------------------
+
+    def _limits_text(self) -> dict[str, str]:
+        limits = self.options.limits
+        return {"timeout": f"{limits.timeout:g}", "max_calls": str(limits.max_calls), "memory": str(limits.memory_mb)}
+
+    def _register(self) -> None:
+        catalog = self.catalog
+        summary = catalog.summary()
+        listing = catalog.listing()
+        tools_text = ("Tools (name(parameters) -> response shape; describe_tools gives the full protocol):\n" + listing
+                      if listing is not None else
+                      f"Find the tools with search_tools ({summary}); describe_tools gives their parameters "
+                      "and response fields.")
+        read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+        self.add_tool(self.search_tools, name="search_tools", title="Find API tools for a task",
+                      description=prompts.render("serve_search_tools", summary=summary), annotations=read_only)
+        self.add_tool(self.describe_tools, name="describe_tools", title="Full protocols of API tools",
+                      description=prompts.render("serve_describe_tools"), annotations=read_only)
+        self.add_tool(self.run_program, name="run_program", title="Run one program that chains API calls",
+                      description=prompts.render("serve_run_program", tools=tools_text, **self._limits_text()),
+                      annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True))
+
+        @self.resource("atc://collections", name="collections", title="Served collections", mime_type="text/markdown",
+                       description="The API collections atc serves, with their number of tools.")
+        def collections() -> str:
+            return catalog.collections_text()
+
+        @self.resource("atc://collections/{name}", name="collection", title="A collection's tools",
+                       mime_type="text/markdown",
+                       description="Compact protocols of every tool of one collection: name(parameters) -> response.")
+        def collection(name: str) -> str:
+            try:
+                return catalog.collection_text(name)
+            except AtcError as exc:
+                raise ValueError(str(exc)) from None
+
+        @self.resource("atc://guide", name="guide", title="How to solve a task with one atc program",
+                       mime_type="text/markdown")
+        def guide() -> str:
+            return self._guide("")
+
+        @self.prompt(name="write_program", title="Solve a task with one atc program",
+                     description="Teaches how to find the tools, write ONE program that chains their calls, run it "
+                                 "with run_program and repair it from the attributed error.")
+        def write_program(task: Annotated[str, Field(description="the task to solve")] = "") -> str:
+            return self._guide(task)
+
+    def _guide(self, task: str) -> str:
+        tail = f"\nThe task: {task.strip()}\n" if task.strip() else ""
+        return prompts.render("serve_guide", summary=self.catalog.summary(), task=tail, **self._limits_text())
+
+    # -- the tools -------------------------------------------------------------------------------
+
+    async def search_tools(
+        self,
+        query: Annotated[str, Field(description="what the tools should do, in plain words")],
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="how many tools to return")] = 8,
+    ) -> Annotated[CallToolResult, SearchResult]:
+        try:
+            found = await anyio.to_thread.run_sync(self.catalog.search, query, k)
+        except AtcError as exc:
+            raise McpToolError(str(exc)) from None
+        return CallToolResult(content=[TextContent(type="text", text=found.text())], structured_content=found.to_dict())
+
+    async def describe_tools(
+        self,
+        names: Annotated[list[str], Field(description="tool names, as search_tools lists them", min_length=1,
+                                          max_length=MAX_K)],
+    ) -> Annotated[CallToolResult, DescribeResult]:
+        try:
+            described = self.catalog.describe(names)
+        except AtcError as exc:
+            raise McpToolError(str(exc)) from None
+        return CallToolResult(content=[TextContent(type="text", text=described.text())],
+                              structured_content=described.to_dict(), is_error=not described.tools)
+
+    async def run_program(
+        self,
+        program: Annotated[str, Field(description="the complete Python program; its answer is what it prints")],
+        ctx: Context,
+    ) -> Annotated[CallToolResult, RunResult]:
+        key, ephemeral = session_key(ctx.headers)
+        started = time.monotonic()
+        with self.sessions.scope(key, ephemeral) as state:
+            answer = await self._run(program, state, key, ctx)
+        error = answer.error or {}
+        log.info("run_program %s: %s%s, %d calls, %.0f ms (session %s)", ctx.request_id,
+                 "ok" if answer.ok else error.get("type"), f" blamed {error['tool']}" if error.get("tool") else "",
+                 len(answer.result.calls) if answer.result else 0, (time.monotonic() - started) * 1000, key[:13])
+        return CallToolResult(content=[TextContent(type="text", text=answer.text())],
+                              structured_content=answer.to_dict(), is_error=not answer.ok)
+
+    async def _run(self, text: str, state: Any, key: str, ctx: Context) -> runs.RunAnswer:
+        toolset = self.options.toolset
+        program = runs.prepare(text, toolset.names())
+        if program is None:
+            return runs.refused("", "NoProgram", "run_program got no program: pass the complete Python source "
+                                                 "as `program`")
+        static = runs.static_check(program, toolset)
+        if static is not None:
+            return static
+        limits = self.options.limits
+        # The session's other programs hold calls they may not use: wait for them rather than refuse.
+        patience = time.monotonic() + limits.timeout + limits.call_timeout
+        while True:
+            try:
+                grant = self.sessions.begin_run(state, limits.max_calls)
+                break
+            except CallBudget as exc:
+                if not self.sessions.pending(state) or time.monotonic() > patience:
+                    return runs.refused(program, "CallBudget", f"{exc.message}; {exc.hint}" if exc.hint else exc.message)
+            await anyio.sleep(0.05)
+        limits = dataclasses.replace(limits, max_calls=grant)
+        token, tap = Cancel(), runs.ProgressTap()
+        result: ExecutionResult | None = None
+        try:
+            with self.inflight.track(key, str(ctx.request_id), token):
+                result = await self._in_thread(
+                    lambda: runs.execute(program, toolset, limits, self.backend, token, tap), token, ctx, tap)
+        except AtcError as exc:  # the sandbox could not run it at all (engine gone, a credential unset)
+            log.warning("run_program %s: %s: %s", ctx.request_id, type(exc).__name__, exc.message)
+            return runs.refused(program, type(exc).__name__, str(exc), static=False)
+        finally:
+            self.sessions.end_run(state, grant, len(result.calls) if result is not None else tap.status()[0])
+        return runs.answer_for(program, result, toolset)
+
+    async def _in_thread(self, work: Callable[[], ExecutionResult], token: Cancel, ctx: Context,
+                         tap: runs.ProgressTap) -> ExecutionResult:
+        """``work()`` in a worker thread, with progress notifications; cancelling the caller
+        cancels ``token`` and waits (shielded) for the sandbox run to end."""
+        started, done = threading.Event(), threading.Event()
+        began = time.monotonic()
+        failed: list[Exception] = []
+
+        def body() -> ExecutionResult | None:
+            started.set()
+            try:
+                return work()
+            except Exception as exc:  # re-raised below, outside the task group (which would wrap it)
+                failed.append(exc)
+                return None
+            finally:
+                done.set()
+
+        async def progress() -> None:
+            limits = self.options.limits
+            while True:
+                await anyio.sleep(self.options.progress_interval)
+                calls, last = tap.status()
+                message = f"{calls} tool call{'' if calls == 1 else 's'}" + (f", last {last}" if last else "") + \
+                    f", {time.monotonic() - began:.0f} s of {limits.timeout:g} s"
+                try:
+                    await ctx.report_progress(calls, None, message)
+                except Exception:  # a client that stopped listening must not stop the run
+                    return
+
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(progress)
+                result = await anyio.to_thread.run_sync(body, abandon_on_cancel=True, limiter=self.limiter)
+                group.cancel_scope.cancel()
+            if failed:
+                raise failed[0]
+            assert result is not None
+            return result
+        except anyio.get_cancelled_exc_class():
+            log.info("run_program %s: cancelled by the client", ctx.request_id)
+            token.cancel("the client cancelled the request or went away")
+            with anyio.CancelScope(shield=True), anyio.move_on_after(self.options.limits.call_timeout + 15):
+                while started.is_set() and not done.is_set():
+                    await anyio.sleep(0.02)
+            raise
+
+    # -- proxied tools ---------------------------------------------------------------------------
+
+    async def list_tools(self) -> list[McpTool]:
+        tools = await super().list_tools()
+        if self.options.proxy_tools:
+            tools += [McpTool(name=t.name, title=f"{t.name} (one API call)", description=proxy.description(t),
+                              input_schema=proxy.input_schema(t),
+                              annotations=ToolAnnotations(read_only_hint=proxy.read_only(t), open_world_hint=True))
+                      for t in self.options.toolset.tools.values()]
+        return tools
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
+        if not (self.options.proxy_tools and name in self.options.toolset.tools):
+            return await super().call_tool(name, arguments, context)
+        try:
+            headers = context.headers if context is not None else None
+        except ValueError:  # a call from outside any request (a test calling the server directly)
+            headers = None
+        key, ephemeral = session_key(headers)
+        with self.sessions.scope(key, ephemeral) as state:
+            try:
+                self.sessions.take_call(state)
+            except CallBudget as exc:
+                return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+            reply = await anyio.to_thread.run_sync(proxy.call, state, self.options.toolset, self.options.limits,
+                                                   name, arguments)
+        log.info("%s: %s (session %s)", name, "ok" if reply.ok else "failed", key[:13])
+        return CallToolResult(content=[TextContent(type="text", text=reply.text)], is_error=not reply.ok)
+
+
+def build_server(settings: ServeSettings, backend: Backend) -> AtcServer:
+    """The server for ``settings``, its retriever warming up in the background."""
+    server = AtcServer(settings, backend)
+    server.catalog.warm()
+    return server

@@ -1,0 +1,140 @@
+"""``atc.session`` and ``atc.asession``: a sandbox session from the Python API.
+
+    import atc
+    with atc.session(shop, base_url=api.url) as s:
+        s.run("hits = search_books(query='garden')['results']")
+        print(s.run("print(len(hits))").answer)   # the globals of the first snippet are there
+
+    async with atc.asession(shop, base_url=api.url) as s:
+        result = await s.run("print(get_stats())")
+
+The session itself is ``sandbox.interactive.Session`` (its limits, its reaping, its teardown);
+this layer adds what the Python API accepts as tools everywhere: a stored collection's name
+besides Collections, spec paths, MCP sources and Toolsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from protocols.model import Collection
+from sandbox.api import Backend, ExecutionResult, Limits, SessionLimits, Toolset
+from sandbox.interactive import Session
+
+__all__ = ["session", "asession", "Session", "AsyncSession", "SessionLimits"]
+
+Tools = Toolset | Collection | str | Path | Sequence[Collection | str | Path]
+
+
+def _toolset(tools: Tools, base_url: str | dict[str, str] | None, credentials: dict[str, str] | None,
+             validation: str | dict[str, str] | None) -> Toolset:
+    """A Toolset from any form ``atc.solve`` takes, a stored collection's name included."""
+    from sandbox.execute import as_toolset
+    from sandbox.mcp.sources import is_mcp_source
+
+    if isinstance(tools, Toolset):
+        return as_toolset(tools, base_url=base_url, credentials=credentials, validation=validation)
+    items = [tools] if isinstance(tools, Collection | str | Path) else list(tools)
+    resolved: list[Collection | str] = []
+    for item in items:
+        if isinstance(item, str | Path) and not (isinstance(item, str) and (is_mcp_source(item) or item.startswith(
+                ("http://", "https://")))) and not Path(item).expanduser().exists():
+            from atc.config import atc_home
+            from protocols.store import Store
+
+            resolved.append(Store(atc_home()).get(str(item)))  # NotFound (exit 2) names the store
+        else:
+            resolved.append(item if isinstance(item, Collection | str) else str(item))
+    return as_toolset(resolved, base_url=base_url, credentials=credentials, validation=validation)
+
+
+def session(
+    tools: Tools,
+    limits: Limits | None = None,
+    *,
+    sandbox: str | Backend | None = None,
+    session_limits: SessionLimits | None = None,
+    base_url: str | dict[str, str] | None = None,
+    credentials: dict[str, str] | None = None,
+    validation: str | dict[str, str] | None = None,
+) -> Session:
+    """Open a sandbox session: one isolated interpreter whose globals survive from one
+    ``run(code)`` to the next, under ``limits`` (``timeout`` per snippet, the rest for the whole
+    session) and ``session_limits``, torn down on ``close()`` or at the end of a ``with`` block.
+    The other arguments are ``atc.run``'s."""
+    from sandbox.interactive import open_session
+
+    toolset = _toolset(tools, base_url, credentials, validation)
+    return open_session(toolset, limits, sandbox=sandbox, session_limits=session_limits)
+
+
+class AsyncSession:
+    """A session for asyncio callers: ``await s.run(code)``. Opened by ``await`` or ``async with``
+    (or the first ``run``); each snippet runs in a worker thread. A ``run`` that is cancelled
+    ends the session (its snippet is stopped: what it did to the globals is unknown)."""
+
+    def __init__(self, opener: Callable[[], Session]) -> None:
+        self._opener = opener
+        self._session: Session | None = None
+        self._opening: asyncio.Lock | None = None
+
+    async def open(self) -> AsyncSession:
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._session is None:
+                self._session = await asyncio.to_thread(self._opener)
+        return self
+
+    def __await__(self) -> Any:
+        return self.open().__await__()
+
+    async def __aenter__(self) -> AsyncSession:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def session(self) -> Session:
+        """The underlying ``Session`` (once opened): ``alive``, ``ended``, ``calls``, ``exec_seconds``..."""
+        if self._session is None:
+            from protocols.errors import UsageError
+
+            raise UsageError("this session is not open yet", hint="await it, or use `async with`")
+        return self._session
+
+    async def run(self, code: str) -> ExecutionResult:
+        await self.open()
+        current = self.session
+        try:
+            return await asyncio.to_thread(current.run, code)
+        except asyncio.CancelledError:
+            current.interpreter.close("a snippet was cancelled")
+            raise
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await asyncio.to_thread(self._session.close)
+
+
+def asession(
+    tools: Tools,
+    limits: Limits | None = None,
+    *,
+    sandbox: str | Backend | None = None,
+    session_limits: SessionLimits | None = None,
+    base_url: str | dict[str, str] | None = None,
+    credentials: dict[str, str] | None = None,
+    validation: str | dict[str, str] | None = None,
+) -> AsyncSession:
+    """``session`` for asyncio callers: ``async with atc.asession(tools) as s`` or
+    ``s = await atc.asession(tools)``. The tools are read now (bad input raises here); the sandbox
+    opens in a worker thread."""
+    from sandbox.interactive import open_session
+
+    toolset = _toolset(tools, base_url, credentials, validation)
+    return AsyncSession(lambda: open_session(toolset, limits, sandbox=sandbox, session_limits=session_limits))

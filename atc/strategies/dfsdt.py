@@ -1,0 +1,259 @@
+"""``dfsdt``: ToolLLM's depth-first search-based decision tree (ToolLLM, appendix A.4).
+
+Each node of the tree is one function-calling turn: the model, in the state its path led to,
+calls one function (a tool, through the episode's gateway, or ``finish``) and the child node holds
+the observation. The search is a pre-order depth-first traversal, as the paper chooses over
+ranked DFS (no model calls to sort children):
+
+- a node is expanded into at most ``width`` children; when a node already has children, the
+  model is shown them and asked for a different action (the paper's diversity prompt);
+- ``finish(return_type="give_answer", final_answer=...)`` ends the search with the answer;
+- ``finish(return_type="give_up_and_restart")`` abandons the state: the search goes back two
+  levels, to the node before the action that led there, and tries something else there (given up
+  in the first state, the search restarts from the task, if the root has children left);
+- a path that reaches ``max_depth`` turns without an answer is a dead end: back one level;
+- ``max_steps`` (default 30) bounds the nodes, i.e. the model turns of the whole tree, and the
+  model budget bounds its calls and tokens. With no give-up and no dead end, DFSDT is ReAct.
+
+Tool calls are real: going back to an earlier node restores the conversation, not the API's
+state (as in the paper, actions are irreversible). Every node is recorded in the trace; the
+answer's calls (``Solution.calls``) are those along the final path, while ``api_calls`` counts
+the calls of every branch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from atc import prompts, tracing
+from atc.errors import ModelBudget, ModelError, UsageError
+from atc.model import Message
+from atc.strategies.base import Episode, Outcome, Step, error_dict, model_stop
+from atc.strategies.functions import MAX_OBSERVATION, act, finish_name, function_schemas, tool_calls
+from atc.strategies.registry import register
+from sandbox.api import ToolCall
+
+__all__ = ["Dfsdt", "Node", "DEFAULT_NODES", "DEFAULT_WIDTH", "DEFAULT_DEPTH"]
+
+DEFAULT_NODES = 30
+DEFAULT_WIDTH = 2
+DEFAULT_DEPTH = 10
+#: Levels a give-up goes back (ToolBench's prune_back_length): past the state given up on.
+_GIVE_UP_BACK = 2
+
+
+@dataclass
+class Node:
+    """One turn of the tree. ``status``: ``root``; ``ok`` / ``failed`` (a tool call and how it
+    went); ``no_action`` (no function called); ``answer``; ``gave_up``; ``dead_end`` (the depth
+    limit was reached here). ``messages`` is the conversation in this node's state."""
+
+    id: int
+    parent: int | None
+    depth: int
+    status: str = "root"
+    thought: str = ""
+    action: str | None = None
+    args: Any = None
+    observation: str = ""
+    answer: str | None = None
+    children: list[int] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list, repr=False)
+    call: ToolCall | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"id": self.id, "parent": self.parent, "depth": self.depth, "status": self.status,
+                             "thought": self.thought[:500], "action": self.action, "args": self.args,
+                             "observation": self.observation[:500], "children": list(self.children)}
+        if self.answer is not None:
+            d["answer"] = self.answer
+        return d
+
+
+class _Found(Exception):
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+
+class _Stop(Exception):
+    def __init__(self, error: dict[str, Any]) -> None:
+        self.error = error
+
+
+class Dfsdt:
+    """Depth-first search over function-calling turns, with give-up-and-restart."""
+
+    name = "dfsdt"
+    uses_sandbox = False
+
+    def __init__(self, *, max_steps: int | None = None, width: int = DEFAULT_WIDTH, max_depth: int = DEFAULT_DEPTH,
+                 max_observation: int = MAX_OBSERVATION, **_: Any) -> None:
+        self.max_nodes = max_steps if max_steps is not None else DEFAULT_NODES
+        if self.max_nodes < 1 or width < 1 or max_depth < 1:
+            raise UsageError("dfsdt needs --max-steps (nodes), width and max_depth of at least 1")
+        self.width, self.max_depth, self.max_observation = width, max_depth, max_observation
+
+    def run(self, episode: Episode) -> Outcome:
+        return _Search(self, episode).run()
+
+
+class _Search:
+    """One search: the tree, and the functions offered at every node."""
+
+    def __init__(self, settings: Dfsdt, episode: Episode) -> None:
+        self.settings = settings
+        self.episode = episode
+        self.finish = finish_name(episode.toolset.names())
+        self.functions = [*function_schemas(episode.shown), _finish_function(self.finish)]
+        root = Node(0, None, 0, messages=[
+            {"role": "system", "content": prompts.render("dfsdt", finish=self.finish)},
+            {"role": "user", "content": f"Task: {episode.query.strip()}"}])
+        self.nodes: list[Node] = [root]
+
+    def run(self) -> Outcome:
+        try:
+            self.descend(self.nodes[0])
+        except _Found as found:
+            return self.outcome(found.node, None)
+        except _Stop as stop:
+            return self.outcome(self.nodes[-1], stop.error)
+        return self.outcome(self.nodes[-1], error_dict(
+            "SearchExhausted", f"every branch (width {self.settings.width}, depth {self.settings.max_depth}) "
+                               f"ended without an answer after {len(self.nodes) - 1} node(s)"))
+
+    def descend(self, node: Node) -> int:
+        """Search below ``node``; returns how many levels the search goes back up from it."""
+        if node.status == "answer":
+            raise _Found(node)
+        if node.status == "gave_up":
+            return _GIVE_UP_BACK
+        if node.depth >= self.settings.max_depth:
+            node.status = "dead_end"
+            self.episode.fail("dead_end")
+            return 1
+        for _ in range(self.settings.width):
+            back = self.descend(self.expand(node))
+            if back > 1 and node.parent is not None:  # the root restarts: there is no earlier state
+                return back - 1
+        return 1
+
+    def expand(self, node: Node) -> Node:
+        """One model turn in ``node``'s state: a new child holding what the model did."""
+        made = len(self.nodes) - 1
+        if made >= self.settings.max_nodes:
+            self.episode.fail("step_limit")
+            raise _Stop(error_dict("StepLimit", f"the node budget ({self.settings.max_nodes}) was spent "
+                                                "without an answer"))
+        messages = node.messages + self.retry_note(node)
+        child = Node(len(self.nodes), node.id, node.depth + 1)
+        with tracing.span("atc.step", {"atc.strategy": "dfsdt", "atc.step": child.id, "atc.depth": child.depth}):
+            try:
+                reply = self.episode.ask(messages, tools=self.functions, tool_choice="auto")
+            except ModelError as exc:
+                if made == 0 and not isinstance(exc, ModelBudget):
+                    raise
+                raise _Stop(model_stop(self.episode, exc, f"{made} node(s)")) from exc
+            self.nodes.append(child)
+            node.children.append(child.id)
+            self.act(node, child, reply.text, tool_calls(reply.tool_calls))
+        self.episode.report(Step("node", child.id, child.status in ("ok", "answer"), _summary(child)))
+        return child
+
+    def act(self, node: Node, child: Node, text: str, calls: tuple[Any, ...]) -> None:
+        """Do what the reply asks and record it on ``child`` (its state: ``node``'s plus this turn)."""
+        child.thought = text.strip()
+        assistant: Message = {"role": "assistant", "content": text}
+        if calls:
+            assistant["tool_calls"] = [c.to_dict() for c in calls]
+        child.messages = [*node.messages, assistant]
+        if not calls:
+            child.status = "no_action"
+            self.episode.fail("no_action")
+            child.messages.append({"role": "user", "content": prompts.render("react_nudge", finish=self.finish)})
+            return
+        first = calls[0]
+        for extra in calls[1:]:
+            child.messages.append({"role": "tool", "tool_call_id": extra.id,
+                                   "content": "Not run: call one function per turn."})
+        child.action = first.name
+        if first.name == self.finish:
+            self.finished(child, first.arguments, first.id)
+            return
+        action = act(self.episode, first, max_chars=self.settings.max_observation)
+        child.args = action.args if action.args is not None else action.arguments
+        child.observation, child.call = action.observation, action.call
+        child.status = "ok" if action.ok else "failed"
+        child.messages.append({"role": "tool", "tool_call_id": first.id, "content": action.observation})
+
+    def finished(self, child: Node, arguments: str, call_id: str) -> None:
+        try:
+            args = json.loads(arguments or "{}")
+        except ValueError:
+            args = None
+        args = args if isinstance(args, dict) else {}
+        child.args = args
+        kind = str(args.get("return_type") or "give_answer")
+        answer = str(args.get("final_answer") or "").strip()
+        if kind == "give_up_and_restart":
+            child.status = "gave_up"
+            self.episode.fail("gave_up")
+        elif kind == "give_answer" and answer:
+            child.status, child.answer = "answer", answer
+        else:
+            child.status = "failed"
+            self.episode.fail("empty_answer" if kind == "give_answer" else "malformed_call")
+            child.observation = (f"Error: {self.finish} takes return_type give_answer (with final_answer) or "
+                                 "give_up_and_restart")
+            child.messages.append({"role": "tool", "tool_call_id": call_id, "content": child.observation})
+
+    def retry_note(self, node: Node) -> list[Message]:
+        """For a node tried before: its earlier children, and the request to do something else."""
+        if not node.children:
+            return []
+        tried = [{"action": c.action, "args": c.args, "observation": c.observation[:300] or c.status}
+                 for c in (self.nodes[i] for i in node.children)]
+        return [{"role": "user", "content": prompts.render(
+            "dfsdt_retry", tried=json.dumps(tried, ensure_ascii=False, indent=1, default=str))}]
+
+    def path(self, node: Node) -> list[Node]:
+        out = [node]
+        while out[-1].parent is not None:
+            out.append(self.nodes[out[-1].parent])
+        return out[::-1]
+
+    def outcome(self, last: Node, error: dict[str, Any] | None) -> Outcome:
+        path = self.path(last)
+        found = last.status == "answer" and error is None
+        trace = {"nodes": [n.to_dict() for n in self.nodes], "path": [n.id for n in path],
+                 "answer_node": last.id if found else None, "width": self.settings.width,
+                 "max_depth": self.settings.max_depth, "max_nodes": self.settings.max_nodes}
+        return Outcome(ok=found, answer=(last.answer or "") if found else "", error=None if found else error,
+                       calls=[n.call for n in path if n.call is not None], steps=len(self.nodes) - 1, trace=trace)
+
+
+def _finish_function(name: str) -> dict[str, Any]:
+    return {"type": "function", "function": {
+        "name": name,
+        "description": "End this try. With return_type give_answer, give the final answer (the only part the "
+                       "user sees: make it complete). With give_up_and_restart, abandon this state when you "
+                       "cannot go on from it: the search restarts from an earlier state.",
+        "parameters": {"type": "object", "properties": {
+            "return_type": {"type": "string", "enum": ["give_answer", "give_up_and_restart"]},
+            "final_answer": {"type": "string", "description": "the final answer (with give_answer)"}},
+            "required": ["return_type"]}}}
+
+
+def _summary(node: Node) -> str:
+    where = f"depth {node.depth}"
+    if node.status == "answer":
+        return f"{where}: answer: {' '.join(str(node.answer).split())[:120]}"
+    if node.status in ("gave_up", "no_action"):
+        return f"{where}: {node.status.replace('_', ' ')}"
+    shown = json.dumps(node.args, ensure_ascii=False, default=str)[:80] if node.args is not None else ""
+    status = "ok" if node.status == "ok" else f"failed: {' '.join(node.observation.split())[:120]}"
+    return f"{where}: {node.action}({shown}) -> {status}"
+
+
+register("dfsdt", Dfsdt)

@@ -1,0 +1,95 @@
+"""``solve_many``: many tasks solved at once, as a batch (``atc.workflows.batch``), from Python.
+
+It lives with the batch it runs rather than with ``solve``: the batch runs ``atc.solving.solve``
+for each task, so this room depends on ``atc.solving`` and never the other way round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from atc.errors import UsageError
+from atc.solving import Solution, ToolsArg, toolset_for
+from sandbox.api import Limits
+from sandbox.execute import pick_sandbox
+
+__all__ = ["solve_many", "ResultHook"]
+
+#: ``on_result(index, solution)`` of ``solve_many``: called as each task finishes.
+ResultHook = Callable[[int, Solution], None]
+
+
+def solve_many(
+    queries: Sequence[str],
+    tools: ToolsArg,
+    *,
+    concurrency: int = 8,
+    ids: Sequence[str | int] | None = None,
+    out: str | Path | None = None,
+    on_result: ResultHook | None = None,
+    executor: str = "local",
+    record: str | Path | None = None,
+    replay: str | Path | None = None,
+    **kw: Any,
+) -> list[Solution]:
+    """Solve many tasks at once, at most ``concurrency`` at a time (so at most that many
+    sandboxes run together); results come back in the order of ``queries``. A task that raises
+    becomes a ``Solution`` with ``ok`` False and the error, never sinking the batch. Missing model
+    configuration is raised at once, since no task could run.
+
+    ``out``: a JSON Lines file where each finished task's line (``{"id", ...solve --json}``) is
+    appended and fsynced as it finishes; tasks whose id is already there are not run again (their
+    Solution is read back from the file), so an interrupted call resumes where it stopped. ``ids``
+    name the tasks (default: their index). ``on_result(index, solution)`` is called as each task
+    finishes (progress). ``executor``: ``"local"`` (threads here) or ``"ray"`` (a Ray cluster:
+    ``RAY_ADDRESS``, else a local one; the model client is made on each worker from ``model`` and
+    its environment). ``record``/``replay``: a directory to record the tools' and the model's
+    answers into, or to answer from (``atc.workflows.replay``). Other keywords are ``solve``'s
+    (``strategy``, ``max_model_calls``, ``max_tokens``, ``max_steps``...), the same for every task."""
+    from atc.workflows.batch import run_batch
+    from atc.workflows.jobs import Job, Outcome
+    from atc.workflows.outfile import ResultLog
+    from atc.workflows.tasks import Task
+
+    if concurrency < 1:
+        raise UsageError("concurrency must be at least 1")
+    if ids is not None and len(ids) != len(queries):
+        raise UsageError(f"ids has {len(ids)} items for {len(queries)} queries")
+    names = list(ids) if ids is not None else list(range(len(queries)))
+    if len({str(i) for i in names}) != len(names):
+        raise UsageError("ids must be unique")
+    toolset = toolset_for(tools, kw.pop("base_url", None), kw.pop("credentials", None), kw.pop("validation", None))
+    sandbox = pick_sandbox(kw.pop("sandbox", None), kw.pop("backend", None))
+    named = {k: kw.pop(k) for k in ("model", "client", "max_reflections", "limits", "top_k", "on_attempt") if k in kw}
+    if "strategy" in kw:  # an unknown name is said before any task runs
+        from atc.strategies.registry import resolve
+
+        resolve(kw["strategy"], max_reflections=named.get("max_reflections", 3), max_steps=kw.get("max_steps"))
+    job = Job(toolset, named.get("limits") or Limits(), sandbox=sandbox,
+              model=named.get("model"), max_reflections=named.get("max_reflections", 3), top_k=named.get("top_k"),
+              record=str(record) if record else None, replay=str(replay) if replay else None,
+              client=named.get("client"), on_attempt=named.get("on_attempt"), solve_options=kw)
+    tasks = [Task(name, query=query) for name, query in zip(names, queries, strict=True)]
+    if not tasks:
+        return []
+    results: list[Solution | None] = [None] * len(tasks)
+
+    def finished(index: int, outcome: Outcome) -> None:
+        assert isinstance(outcome.result, Solution)
+        results[index] = outcome.result
+        if on_result is not None:
+            on_result(index, outcome.result)
+
+    log = ResultLog(out) if out is not None else None
+    try:
+        run_batch(tasks, job, log=log, concurrency=concurrency, executor=executor, on_outcome=finished)
+    finally:
+        if log is not None:
+            log.close()
+    for index, task in enumerate(tasks):
+        if results[index] is None and log is not None and task.key in log.done:
+            results[index] = Solution.from_dict(log.done[task.key])
+    return [r if r is not None else Solution.failed(t.query or "", UsageError("not run"))
+            for r, t in zip(results, tasks, strict=True)]

@@ -1,0 +1,103 @@
+"""What hostile programs cost the HOST: the atc process's peak memory and CPU per run (issue 20).
+
+Every case of the hostile-host corpus (``tests/hostile_host.py``: validation bombs, frames of
+millions of empty lists, streams of ``ready`` and ``output`` frames, huge arguments and responses
+kept in the call log, a 500 KB program, ...) plus a normal run, on each backend and for each
+``--memory``, in a child atc process (``tests.hostile_host.measure``): the peak resident memory
+above the process's baseline (taken once, before the first case) and the process's CPU time
+during the run, set against the run's own limits: ``peak / --memory`` (the goal: at most 4) and
+``CPU / --timeout``. The "normal" row is the baseline measured in the same run.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_hostile.py [--backends local,docker] [--memory 64,256]
+        [--timeout 5] [--cases NAME,...] [--code DIR] [--json OUT]
+
+``--code DIR`` measures the code of another checkout (its ``sandbox`` package; this corpus and
+its echo API are copied in), e.g. the code before a change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.apis.echo import EchoAPI  # noqa: E402
+from tests.hostile_host import CASES, HostCase, Measured, measure  # noqa: E402
+
+NORMAL = HostCase("normal run (3 calls)", "for i in range(3):\n    echo(items=[1, 2, 3], blob='x')\nprint('ok')",
+                  ("ok",))
+
+
+def _load() -> str:
+    with open("/proc/loadavg") as f:
+        return f"load average {' '.join(f.read().split()[:3])} on {os.cpu_count()} cores"
+
+
+def _prepare(code: Path) -> Path:
+    """A checkout to measure, with this corpus and its echo API in it."""
+    if code == ROOT:
+        return code
+    for rel in ("tests/hostile_host.py", "tests/apis/echo.py"):
+        (code / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, code / rel)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backends", default="local,docker")
+    parser.add_argument("--memory", default="64,256", help="--memory values (MB), comma-separated")
+    parser.add_argument("--timeout", type=float, default=5.0)
+    parser.add_argument("--cases", default="", help="only these cases (comma-separated names)")
+    parser.add_argument("--code", type=Path, default=ROOT, help="the checkout whose sandbox is measured")
+    parser.add_argument("--json", type=Path, help="also write every row here")
+    args = parser.parse_args(argv)
+    wanted = set(filter(None, args.cases.split(",")))
+    cases = [NORMAL] + [c for c in CASES if not wanted or c.name in wanted]
+    backends = [b for b in args.backends.split(",") if b]
+    if "docker" in backends:
+        from sandbox.docker_backend import docker_available
+
+        if not docker_available():
+            print("(no Docker engine or no sandbox image: Docker rows left out)")
+            backends.remove("docker")
+    code = _prepare(args.code.resolve())
+    api = EchoAPI().start()
+    spec = api.write_spec(Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-hostile-echo-{os.getpid()}.json")
+    print(f"before: {_load()}")
+    rows: list[Measured] = []
+    try:
+        for backend in backends:
+            for memory in (int(m) for m in args.memory.split(",")):
+                got = measure(backend, cases, spec=spec, limits={"timeout": args.timeout, "memory_mb": memory},
+                              timeout=3600, root=code)
+                rows += got
+                print(f"\n### {backend}, --memory {memory} --timeout {args.timeout:g} "
+                      f"(baseline {got[0].baseline_mb:.0f} MB)\n")
+                print("| case | outcome | peak MB | peak / --memory | CPU s | CPU / --timeout | wall s |")
+                print("|---|---|---|---|---|---|---|")
+                for r in got:
+                    print(f"| {r.name} | {r.outcome} | {r.peak_mb:.1f} | {r.peak_mb / memory:.2f} | {r.cpu_s:.2f} | "
+                          f"{r.cpu_s / args.timeout:.2f} | {r.wall_s:.2f} |")
+                worst = max(got, key=lambda r: r.peak_mb)
+                print(f"\nworst: {worst.name}, {worst.peak_mb:.1f} MB = {worst.peak_mb / memory:.2f} x --memory "
+                      f"(goal: at most 4); most CPU: {max(r.cpu_s for r in got):.2f} s")
+    finally:
+        api.stop()
+        spec.unlink(missing_ok=True)
+    print(f"\nafter: {_load()}")
+    if args.json:
+        args.json.write_text(json.dumps([r.to_dict() for r in rows], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""The runners the two real backends lend to sandbox sessions (``sandbox/interpreter.py``).
+
+Each is a ``RunnerHandle``: the channel of one runner, what confines it, and its ``end``, which
+removes everything of it before it returns.
+
+- Local: a jailed runner taken like a run's (``LocalBackend._take``), spawned with the session's
+  CPU time; its end is a run's teardown, done at once: PID 1 of its namespace killed (the kernel
+  takes every process it started), the jail reaped, its work directory, cgroups and what its uid
+  owns in the kernel removed, the uid released.
+- Docker: a container taken from the pool like a run's, whose waiting runner is replaced by one
+  forked with the session's CPU time; its end closes the connection to the container's fork
+  server, which then exits -- and as PID 1 of the container it takes every process of the
+  session with it -- and removes the container in the background (``close()`` of the backend and
+  its exit hook wait for that). A session's container is never reset and recycled: whatever the
+  session did there goes with it.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import TYPE_CHECKING
+
+from protocols.errors import SandboxError
+from sandbox.api import Limits, SessionLimits, Toolset
+from sandbox.interpreter import Interpreter
+from sandbox.session import SessionOutcome
+
+if TYPE_CHECKING:
+    from sandbox.docker_backend import DockerBackend
+    from sandbox.docker_cells import Cell
+    from sandbox.local_backend import LocalBackend
+    from sandbox.local_worker import Worker
+
+__all__ = ["LocalRunner", "DockerRunner", "open_local", "open_docker"]
+
+
+class LocalRunner:
+    """A jailed runner of the local backend, lent to one session."""
+
+    def __init__(self, worker: Worker, limits: Limits) -> None:
+        from sandbox.local_backend import run_isolation
+
+        self.worker = worker
+        self.limits = limits
+        self.isolation = run_isolation(worker)
+
+    @property
+    def sock(self) -> socket.socket:
+        return self.worker.sock
+
+    def end(self, outcome: SessionOutcome | None) -> None:
+        from sandbox.local_backend import explain_exit
+
+        # A runner that vanished gets a moment to finish dying, so that how it died is seen.
+        lost = outcome is not None and outcome.done is None and outcome.failure == "SandboxError"
+        status = self.worker.stop(finished=False, grace=0.5 if lost else 0.0)
+        if outcome is not None:
+            explain_exit(self.worker, outcome, status, self.limits)
+
+
+class DockerRunner:
+    """The runner of a container of the Docker backend, lent to one session with its container."""
+
+    def __init__(self, backend: DockerBackend, cell: Cell, limits: Limits) -> None:
+        self.backend = backend
+        self.cell = cell
+        self.isolation = ["fresh-container" if i == "reset-checked" else i for i in backend.isolation(limits)]
+        self._sock = cell.runner
+
+    @property
+    def sock(self) -> socket.socket:
+        assert self._sock is not None
+        return self._sock
+
+    def end(self, outcome: SessionOutcome | None) -> None:
+        try:
+            if outcome is not None and outcome.done is None and outcome.failure in (None, "SandboxError"):
+                self.backend._explain_death(self.cell, outcome)
+        finally:
+            self.backend.end_session_cell(self.cell)
+
+
+def open_local(backend: LocalBackend, tools: Toolset, limits: Limits, session: SessionLimits) -> Interpreter:
+    spawn = session.spawn_limits(limits)
+    worker = backend._take(spawn)
+    runner = LocalRunner(worker, spawn)
+    return Interpreter(runner, tools, limits, session, sandbox=backend.name, client=backend.client).open()
+
+
+def open_docker(backend: DockerBackend, tools: Toolset, limits: Limits, session: SessionLimits) -> Interpreter:
+    from sandbox.docker_cells import CellError
+    from sandbox.docker_spec import key_of
+
+    key = key_of(limits)
+    cell = backend._take(key)
+    spawn = session.spawn_limits(limits)
+    try:
+        # The pool's runner has a run's CPU limit: the server forks one with the session's instead.
+        # As a reset: the old runner's exit starts the server's cleaner (it kills every process of
+        # the sandbox uid), which the server then waits for before it answers -- left running, it
+        # would kill the session's runner once that takes the uid.
+        cell.prime(spawn.cpu_seconds or 0, key.file_bytes, backend.start_timeout, reset=True)
+    except BaseException as exc:
+        backend.end_session_cell(cell)
+        if isinstance(exc, CellError):
+            raise SandboxError(f"the sandbox runner did not start: {exc}") from exc
+        raise
+    runner = DockerRunner(backend, cell, spawn)
+    return Interpreter(runner, tools, limits, session, sandbox=backend.name).open()
