@@ -25,6 +25,10 @@ backend (``sandbox/docker_cells.py``):
   in ``TIME_WAIT``. After a run that was not clean no runner comes; the backend removes the
   container (as it does after a run that did not end normally: it takes the next runner only
   after a run that did). ``"error"`` instead of ``pid``: no runner could be made.
+- ``{"op": "renew", "id": N, "cpu": S}`` from the host (isolated containers only): the next runner
+  handed over gets S s of CPU time instead of the container's (a session's runner: the host then
+  closes the runner it holds, and takes the next as after a run). Answer ``{"op": "renewed", "id":
+  N, "ok": bool}`` once that runner is made.
 - ``{"op": "exit", "pid": R, "status": S}`` when run ``R`` has ended (``Popen.returncode`` style:
   the runner's exit code, 128 + N for a signal).
 
@@ -252,7 +256,8 @@ def end_run() -> bool:
     return False
 
 
-def init(jail: Any, opts: dict[str, Any], runner: dict[str, Any], isolated: bool, ids: tuple[int, int]) -> int:
+def init(jail: Any, opts: dict[str, Any], runner: dict[str, Any], isolated: bool, ids: tuple[int, int],
+         cpu: int | None = None) -> int:
     """The run's first process (PID 1 of the run's namespaces when ``isolated``; fd 3: the runner's
     socket, fd 4: the status pipe): root, capabilities, filter; then the runner as its child, and
     reap until it exits; then the end of the run and its status on fd 4."""
@@ -280,7 +285,7 @@ def init(jail: Any, opts: dict[str, Any], runner: dict[str, Any], isolated: bool
         try:
             os.close(4)
             _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
-            status = _run_runner(runner, opts)
+            status = _run_runner(runner, opts, cpu)
         finally:
             os._exit(status)
     os.close(3)
@@ -305,11 +310,11 @@ def _before_program(cpu: int, fsize: int) -> None:
     os.chdir("/tmp")
 
 
-def _run_runner(runner: dict[str, Any], opts: dict[str, Any]) -> int:
+def _run_runner(runner: dict[str, Any], opts: dict[str, Any], cpu: int | None) -> int:
     """The runner, on its socket (fd 3): made ahead of its run, it says ``ready`` at once and waits
-    for ``start``."""
+    for ``start``. ``cpu``: its CPU time when not the container's (a session's)."""
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    cpu, fsize = int(opts.get("cpu") or 0), int(opts.get("fsize") or 1 << 30)
+    cpu, fsize = int(opts.get("cpu") or 0) if cpu is None else cpu, int(opts.get("fsize") or 1 << 30)
     return int(runner["main"](["--fd", "3"], before_program=lambda: _before_program(cpu, fsize)))
 
 
@@ -335,9 +340,9 @@ def _clone_blind(pylibc: Any, flags: int) -> str:
 
 
 def template(link: socket.socket, jail: Any, opts: dict[str, Any], runner: dict[str, Any], isolated: bool) -> int:
-    """Wait for ``b"spawn"`` with the runner's socket and the status pipe's write end, clone a
-    run's init with them (into new namespaces when ``isolated``), answer b"1" (or b"0"), close
-    them; until the server goes."""
+    """Wait for ``b"spawn"`` (or ``b"spawn N"``: a runner with N s of CPU time) with the runner's
+    socket and the status pipe's write end, clone a run's init with them (into new namespaces when
+    ``isolated``), answer b"1" (or b"0"), close them; until the server goes."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps inits: no status lands here
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -358,7 +363,8 @@ def template(link: socket.socket, jail: Any, opts: dict[str, Any], runner: dict[
         data, fds, _flags, _addr = socket.recv_fds(link, 64, 2)
         if not data:
             return 0
-        ok = data == b"spawn" and len(fds) == 2
+        word, _, number = data.partition(b" ")
+        ok = word == b"spawn" and len(fds) == 2 and (not number or number.isdigit())
         if ok:
             how = _clone_blind(pylibc, flags)
             if how == "child":
@@ -368,7 +374,7 @@ def template(link: socket.socket, jail: Any, opts: dict[str, Any], runner: dict[
                     os.dup2(fds[0], 3)
                     os.dup2(fds[1], 4)
                     os.closerange(5, os.sysconf("SC_OPEN_MAX"))
-                    status = init(jail, opts, runner, isolated, ids)
+                    status = init(jail, opts, runner, isolated, ids, int(number) if number else None)
                 finally:
                     os._exit(status)
             ok = how == "parent"
@@ -479,11 +485,11 @@ class _Spares:
         self.ready: list[tuple[socket.socket, int]] = []
         self.pending: list[tuple[socket.socket, int]] = []
 
-    def ask(self) -> bool:
+    def ask(self, cpu: int | None = None) -> bool:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         status_r, status_w = os.pipe()
         try:
-            socket.send_fds(self.link, [b"spawn"], [theirs.fileno(), status_w])
+            socket.send_fds(self.link, [b"spawn" if cpu is None else b"spawn %d" % cpu], [theirs.fileno(), status_w])
         except OSError:
             ours.close()
             os.close(status_r)
@@ -504,6 +510,17 @@ class _Spares:
             self.ready.append(made)
         else:
             _close(made)
+
+    def renew(self, cpu: int) -> bool:
+        """Replace every spare by one whose runner has ``cpu`` s of CPU time (for a session)."""
+        while self.pending:
+            self.acknowledged()
+        while self.ready:
+            _close(self.ready.pop())
+        if not self.ask(cpu):
+            return False
+        self.acknowledged()
+        return bool(self.ready)
 
     def take(self) -> tuple[socket.socket, int] | None:
         """A spare whose init is alive (it writes its pipe only at its end), made now if there is
@@ -643,10 +660,17 @@ def serve(opts: dict[str, Any]) -> int:
                 finish(handle)
         if ctl.fileno() in ready:
             data, fds, _flags, _addr = socket.recv_fds(ctl, _MAX_MESSAGE, 2)
-            for fd in fds:  # the host sends nothing
+            for fd in fds:  # the host sends none
                 os.close(fd)
             if not data:
                 return 0  # the backend is gone: the container stops with everything in it
+            try:
+                msg = json.loads(data)
+            except ValueError:
+                msg = None
+            cpu = msg.get("cpu") if isinstance(msg, dict) and msg.get("op") == "renew" else None
+            if isinstance(cpu, int) and not isinstance(cpu, bool) and 0 <= cpu < 1 << 31 and isolated:
+                _send(ctl, {"op": "renewed", "id": msg.get("id"), "ok": spares.renew(cpu)})
 
 
 def main(argv: list[str]) -> int:

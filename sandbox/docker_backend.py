@@ -34,7 +34,7 @@ itself by the container's ``oom_kill`` counter (``State.OOMKilled`` where the ho
 it); we do not use Docker's ``auto_remove``, which would delete the container before that.
 
 ``open_session`` lends a container to a sandbox session (``sandbox/interpreter.py``): its runner is
-forked again with the session's CPU time, serves snippet after snippet, and when the session ends
+made again with the session's CPU time, serves snippet after snippet, and when the session ends
 the container goes (``sandbox/session_runners.py``); it never serves another run.
 """
 
@@ -222,7 +222,7 @@ class DockerBackend:
     def open_session(self, tools: Toolset, limits: Limits | None = None,
                      session: SessionLimits | None = None) -> Interpreter:
         """A sandbox session in one container of the pool (``sandbox/interpreter.py``): its runner
-        is forked again with the session's CPU time, and the container is removed when the session
+        is made again with the session's CPU time, and the container is removed when the session
         ends, never recycled for another run; ``close`` ends every session still open."""
         from sandbox.session_runners import open_docker
 

@@ -103,6 +103,7 @@ class Cell:
     resetting: bool = False
     #: When that run ended (monotonic).
     ended: float = 0.0
+    _next_id: int = 0
 
     def _next(self, timeout: float, *, keep_fds: bool = False) -> tuple[dict[str, Any], list[int]]:
         """The server's next message and the descriptors it carried (closed unless ``keep_fds``);
@@ -177,6 +178,28 @@ class Cell:
             self.runs += 1
         self.runner, self.runner_pid = ours, int(msg["pid"])
         self.oom_before = oom_kills(self.cid)
+
+    def renew(self, cpu_seconds: int, timeout: float) -> None:
+        """Replace the waiting runner by one with ``cpu_seconds`` of CPU time instead of the
+        container's (a session's runner): the server makes it, the waiting one is dropped -- its
+        end checked like a run's -- and the new one taken as after a run."""
+        self._next_id += 1
+        try:
+            self.ctl.settimeout(timeout)
+            self.ctl.send(json.dumps({"op": "renew", "id": self._next_id, "cpu": int(cpu_seconds)}).encode())
+        except OSError as exc:
+            raise CellError(f"the container's fork server is gone: {exc}") from exc
+        deadline = time.monotonic() + timeout
+        while True:
+            msg, _fds = self._next(max(0.001, deadline - time.monotonic()))
+            if msg.get("op") == "renewed" and msg.get("id") == self._next_id:
+                break
+        if msg.get("ok") is not True:
+            raise CellError("the container's fork server could not start a runner")
+        if self.runner is not None:
+            self.runner.close()  # the waiting runner sees the end of its socket and exits
+            self.runner = None
+        self.take_runner(max(0.001, deadline - time.monotonic()), after_run=True)
 
     def exit_status(self, timeout: float) -> int | None:
         """How the last runner ended (None: unknown, e.g. the server died with it)."""

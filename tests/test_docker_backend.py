@@ -502,3 +502,18 @@ def test_the_reset_counts_the_sockets_of_the_containers_network_not_the_hosts() 
     assert sockets_in_use("sockstat", table) == []  # orphan, alloc, mem and used count the host's
     left = table.replace("tw 0", "tw 2").replace("RAW: inuse 0", "RAW: inuse 1")
     assert sockets_in_use("sockstat", left) == ["sockstat: TCP tw 2", "sockstat: RAW inuse 1"]
+
+
+@pytest.mark.docker
+@needs_docker
+def test_a_sessions_runner_has_the_sessions_cpu_time(backend: DockerBackend, toolset: Toolset) -> None:
+    """A session's runner is not the pool's (a run's CPU time): the container's server makes one
+    with the session's, ``exec_seconds`` plus 2 s, and checks the dropped one's end as a run's."""
+    from sandbox.api import SessionLimits
+
+    interpreter = backend.open_session(toolset, Limits(timeout=20), SessionLimits(exec_seconds=40))
+    try:
+        result = interpreter.execute("import resource\nprint(resource.getrlimit(resource.RLIMIT_CPU)[0])")
+    finally:
+        interpreter.close()
+    assert result.ok and result.answer.strip() == "42", result.to_dict()
