@@ -24,7 +24,8 @@ backend (``sandbox/docker_cells.py``):
   nothing: the container's writable places are empty and its network has no socket in use or
   in ``TIME_WAIT``. After a run that was not clean no runner comes; the backend removes the
   container (as it does after a run that did not end normally: it takes the next runner only
-  after a run that did). ``"error"`` instead of ``pid``: no runner could be made.
+  after a run that did). ``"error"`` instead of ``pid``: no runner could be made. After a run the
+  message carries the run's ``exit`` report as ``"ended"`` (one message, one read for the host).
 - ``{"op": "renew", "id": N, "cpu": S}`` from the host (isolated containers only): the next runner
   handed over gets S s of CPU time instead of the container's (a session's runner: the host then
   closes the runner it holds, and takes the next as after a run). Answer ``{"op": "renewed", "id":
@@ -614,17 +615,21 @@ def serve(opts: dict[str, Any]) -> int:
         status, gone = _STATUS.unpack(data) if len(data) == _STATUS.size else (-signal.SIGKILL, 0)
         if not gone:
             doubt.append(handle)
-        _send(ctl, {"op": "exit", "pid": handle, "status": status})
+        ended = {"op": "exit", "pid": handle, "status": status}
         if isolated and not runs:
             reap()
-            hand_over(not doubt and not _leftovers())
+            hand_over(not doubt and not _leftovers(), ended)
+        else:
+            _send(ctl, ended)
 
-    def hand_over(clean: bool | None) -> None:
+    def hand_over(clean: bool | None, ended: dict[str, Any] | None = None) -> None:
         """Give the host the next runner, unasked, its socket attached; ``clean`` after a run (and
-        no runner once a run was not)."""
+        no runner once a run was not), with the run's ``exit`` report."""
         msg: dict[str, Any] = {"op": "runner"}
         if clean is not None:
             msg["clean"] = clean
+        if ended is not None:
+            msg["ended"] = ended
         made = spares.take() if clean is not False else None
         if made is None:
             if clean is not False:

@@ -66,18 +66,25 @@ def _stream_socket(fds: list[int]) -> socket.socket | None:
     return sock
 
 
-def oom_kills(cid: str) -> int | None:
+def oom_kills(cid: str, known: list[str] | None = None) -> int | None:
     """How many processes the kernel has killed for memory in container ``cid`` (its memory
-    cgroup's ``oom_kill`` counter), or None when this host does not show it."""
-    for pattern in _CGROUP_FILES:
+    cgroup's ``oom_kill`` counter), or None when this host does not show it. ``known``: where it
+    was found before, tried first (and filled in): read at every run, off no other path."""
+    for path in [*(known or ()), *(pattern.format(cid=cid) for pattern in _CGROUP_FILES)]:
         try:
-            with open(pattern.format(cid=cid)) as f:
-                for line in f:
-                    name, _, value = line.partition(" ")
-                    if name == "oom_kill":
-                        return int(value)
-        except (OSError, ValueError):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                data = os.read(fd, 4096)
+            finally:
+                os.close(fd)
+        except OSError:
             continue
+        for line in data.split(b"\n"):
+            name, _, value = line.partition(b" ")
+            if name == b"oom_kill" and value.strip().isdigit():
+                if known is not None and path not in known:
+                    known[:] = [path]
+                return int(value)
     return None
 
 
@@ -103,6 +110,7 @@ class Cell:
     resetting: bool = False
     #: When that run ended (monotonic).
     ended: float = 0.0
+    _oom_file: list[str] = field(default_factory=list)
     _next_id: int = 0
 
     def _next(self, timeout: float, *, keep_fds: bool = False) -> tuple[dict[str, Any], list[int]]:
@@ -128,8 +136,9 @@ class Cell:
         except CellError:
             _close_all(fds)
             raise
-        if msg.get("op") == "exit" and isinstance(msg.get("pid"), int):
-            self.exits[msg["pid"]] = int(msg.get("status") or 0)
+        for report in (msg, msg.get("ended")):
+            if isinstance(report, dict) and report.get("op") == "exit" and isinstance(report.get("pid"), int):
+                self.exits[report["pid"]] = int(report.get("status") or 0)
         return msg, fds
 
     def hello(self, timeout: float) -> None:
@@ -177,7 +186,7 @@ class Cell:
         if after_run:
             self.runs += 1
         self.runner, self.runner_pid = ours, int(msg["pid"])
-        self.oom_before = oom_kills(self.cid)
+        self.oom_before = oom_kills(self.cid, self._oom_file)
 
     def renew(self, cpu_seconds: int, timeout: float) -> None:
         """Replace the waiting runner by one with ``cpu_seconds`` of CPU time instead of the
@@ -213,7 +222,7 @@ class Cell:
 
     def memory_killed(self) -> bool | None:
         """Did the kernel kill something in the container for memory since the runner started?"""
-        now = oom_kills(self.cid)
+        now = oom_kills(self.cid, self._oom_file)
         if now is None or self.oom_before is None:
             return None
         return now > self.oom_before

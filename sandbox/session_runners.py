@@ -100,7 +100,7 @@ def open_docker(backend: DockerBackend, tools: Toolset, limits: Limits, session:
             # started with the session's CPU time instead.
             backend.end_session_cell(cell)
             cell = backend._take(key_of(spawn))
-    else:
+    elif spawn.cpu_seconds != key.cpu_seconds:
         try:
             # The pool's runner has a run's CPU limit: the server makes one with the session's
             # (the waiting one is dropped, and its end checked as a run's before the new one comes).

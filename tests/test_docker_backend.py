@@ -483,8 +483,8 @@ def test_the_host_takes_only_a_ready_unix_stream_socket_from_a_clean_reset() -> 
             cell.take_runner(2, 0.2)
         ours, runner = socket.socketpair()
         wire.send(runner, {"op": "ready"})
-        _hand(server, {"op": "exit", "pid": 3, "status": 0})
-        _hand(server, {"op": "runner", "pid": 4, "clean": True}, ours.fileno())
+        _hand(server, {"op": "runner", "pid": 4, "clean": True, "ended": {"op": "exit", "pid": 3, "status": 0}},
+              ours.fileno())
         cell.take_runner(2, after_run=True)
         assert cell.runner_pid == 4 and cell.exits == {3: 0} and cell.runs == 1 and cell.waiting()
         _hand(server, {"op": "runner", "clean": False})
