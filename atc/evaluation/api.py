@@ -167,11 +167,11 @@ def _claim(out: Path, suite: Suite) -> None:
         return
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is not a directory")
-    from atc.evaluation.report import write_atomic
+    from protocols.files import atomic_write
 
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(marker, (json.dumps({"suite": suite.name, "tasks": len(suite.tasks), "source": suite.source,
-                                      "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=2) + "\n").encode())
+    atomic_write(marker, json.dumps({"suite": suite.name, "tasks": len(suite.tasks), "source": suite.source,
+                                     "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=2) + "\n")
 
 
 def pending(suite: Suite, strategies: list[str], folder: Path | None) -> int:
@@ -234,8 +234,5 @@ def evaluate(suite: Suite, settings: RunSettings | None = None, *, toolset: Tool
     result.wall_s = runs.wall_s
     if folder is not None:
         result.out = str(folder)
-        missing_chart = write_outputs(result, folder, with_chart=chart)
-        if missing_chart and chart:
-            result.notes.append(f"no chart: {missing_chart}")
-            write_outputs(result, folder, with_chart=False)
+        write_outputs(result, folder, with_chart=chart)
     return result
