@@ -1,6 +1,7 @@
 """What the Python API takes as ``tools``, made into a run's ``Toolset``: ``toolset_for``.
 
-``atc.solve``, ``solve_many``, ``atc.session`` and ``atc.asession`` take the tools in whatever
+``atc.solve``, ``solve_many``, ``atc.session``, ``atc.asession`` and the collections of an
+evaluation suite (``atc.evaluation``) take the tools in whatever
 form the caller has at hand: a ``Toolset``, a ``Collection``, a spec path or URL, an MCP source
 (``mcp:COMMAND``, ``mcp+http://...``, an ``mcpServers`` file), the name of a collection imported
 into the store, or a list of those. One function reads them, so that every entry point takes the
@@ -21,12 +22,13 @@ from sandbox.api import Toolset
 if TYPE_CHECKING:
     from sandbox.execute import BaseUrl, Validation
 
-__all__ = ["ToolsArg", "toolset_for"]
+__all__ = ["ToolsArg", "toolset_for", "collections_of"]
 
 ToolsArg = Toolset | Collection | str | Path | Sequence[Collection | str | Path]
 
 
-def _collection_list(tools: ToolsArg) -> list[Collection]:
+def collections_of(tools: ToolsArg) -> list[Collection]:
+    """The collections of a ``tools`` argument other than a ``Toolset`` (see the module docstring)."""
     items = [tools] if isinstance(tools, Collection | str | Path) else list(tools)  # type: ignore[arg-type]
     out: list[Collection] = []
     for item in items:
@@ -74,5 +76,5 @@ def toolset_for(tools: ToolsArg, base_url: BaseUrl = None, credentials: dict[str
     per collection)."""
     from sandbox.execute import as_toolset
 
-    return as_toolset(tools if isinstance(tools, Toolset) else _collection_list(tools), base_url=base_url,
+    return as_toolset(tools if isinstance(tools, Toolset) else collections_of(tools), base_url=base_url,
                       credentials=credentials or None, validation=validation)

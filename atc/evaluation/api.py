@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from atc.errors import UsageError
 from atc.evaluation.runner import OutcomeHook, RunSettings, run_strategies
 from atc.evaluation.scoring import EvalResult, VerdictCache, score_runs
-from atc.evaluation.suite import BUILTIN, Suite, load_tool_sources, read_manifest, read_tasks_file
+from atc.evaluation.suite import BUILTIN, Suite, read_manifest, read_tasks_file
 
 if TYPE_CHECKING:
     from atc.evaluation.judge import Judge
@@ -79,7 +79,9 @@ def load_suite(spec: str, *, tools: list[str] | None = None) -> Suite:
             raise UsageError(f"no suite {spec!r}", hint=f"give a tasks .jsonl, a suite.json, '{BUILTIN}', or FORMAT:PATH "
                              f"with FORMAT one of: {', '.join(readers())}")
     if replace:
-        suite.collections = load_tool_sources(tools or [])
+        from atc.toolsets import collections_of
+
+        suite.collections = collections_of(tools or [])
     return suite
 
 
