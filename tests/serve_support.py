@@ -32,6 +32,7 @@ from tests.apis.library import SECRET as LIB_SECRET
 from tests.apis.library import LibraryAPI
 from tests.fakes.serving import LoopbackServer
 from tests.mcp_servers import ROOT, SHOP
+from tests.procs import descendants
 
 ATC = Path(sys.executable).with_name("atc")
 TOKEN = "serve-test-token-4f1e9a7c2b"
@@ -217,23 +218,6 @@ def _ticks(pid: int) -> int | None:
 
 def alive(pid: int) -> bool:
     return _ticks(pid) is not None
-
-
-def descendants(root: int) -> set[int]:
-    parent: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            parent[int(entry.name)] = int(fields[1])
-    found: set[int] = set()
-    frontier = {root}
-    while frontier:
-        frontier = {p for p, pp in parent.items() if pp in frontier} - found
-        found |= frontier
-    return found
 
 
 def container_pids(owner: int) -> set[int]:

@@ -24,12 +24,12 @@ import pytest
 from atc.cli import main
 from sandbox.docker_engine import docker_available
 from tests.mcp_servers import ROOT
+from tests.procs import descendants
 from tests.serve_support import (
     TOKEN,
     Apis,
     HttpServe,
     containers,
-    descendants,
     http_client,
     serve_args,
     serve_env,
