@@ -96,6 +96,12 @@ class StoreAPI(LoopbackServer):
                 self.send_json(status, obj)
 
             def _user(self) -> str | None:
+                """The account the request's Basic credential names (None: none, a wrong one, or
+                every credential expired after ``expire_after`` requests)."""
+                with api._lock:
+                    requests = len(api.log)
+                if api.expire_after is not None and requests >= api.expire_after:
+                    return None
                 header = self.headers.get("Authorization") or ""
                 if not header.startswith("Basic "):
                     return None
@@ -116,10 +122,7 @@ class StoreAPI(LoopbackServer):
                 parts = [unquote(p) for p in split.path.split("/") if p]
                 if parts == ["__heartbeat__"]:
                     return self._answer(200, {"ok": True})
-                with api._lock:
-                    requests = len(api.log)
-                expired = api.expire_after is not None and requests >= api.expire_after
-                user = None if expired else self._user()
+                user = self._user()
                 if user is None:
                     return self._answer(401, {"message": "Please authenticate yourself to use this endpoint."})
                 if parts == ["__flush__"] and self.command == "POST":
@@ -198,10 +201,7 @@ class StoreAPI(LoopbackServer):
                     body = json.loads(raw) if raw else {}
                 except ValueError:
                     return self._answer(400, {"message": "the body is not JSON"})
-                with api._lock:
-                    requests = len(api.log)
-                expired = api.expire_after is not None and requests >= api.expire_after
-                user = None if expired else self._user()
+                user = self._user()
                 if user is None:
                     return self._answer(401, {"message": "Please authenticate yourself to use this endpoint."})
                 if len(parts) % 2 or not parts:
