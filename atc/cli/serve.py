@@ -17,7 +17,6 @@ token is there and long enough, the address can be bound (exit 2 otherwise).
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import Any
 
@@ -138,6 +137,8 @@ def _client_gone(exc: BaseException) -> bool:
 
 def _log_to_stderr() -> None:
     """One line per program run (outcome, calls, time; never arguments, answers or secrets)."""
+    import logging  # only when serving: ``atc --help`` and every other command never load it
+
     log = logging.getLogger("atc.serve")
     if any(getattr(h, "atc_serve", False) for h in log.handlers):
         return
