@@ -9,9 +9,9 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-__all__ = ["atc_home", "ModelSettings", "model_settings", "EmbedSettings", "embed_settings", "mcp_start_timeout",
-           "trace_exporter", "ray_address", "search_server_mode", "search_server_idle", "temp_dir", "serve_token",
-           "JudgeSettings", "judge_settings", "bench_data"]
+__all__ = ["atc_home", "ModelSettings", "model_settings", "EmbedSettings", "embed_settings", "embed_runtime", "models_dir",
+           "mcp_start_timeout", "trace_exporter", "ray_address", "search_server_mode", "search_server_idle", "temp_dir",
+           "serve_token", "JudgeSettings", "judge_settings", "bench_data"]
 
 
 def atc_home(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -142,6 +142,20 @@ class EmbedSettings(NamedTuple):
     def __repr__(self) -> str:
         return (f"EmbedSettings(model={self.model!r}, base_url={self.base_url!r}, "
                 f"api_key={'***' if self.api_key else None})")
+
+
+def embed_runtime() -> str:
+    """``ATC_EMBED_RUNTIME``: how the local model runs (``auto``: requests exactly in numpy, tool
+    texts on onnxruntime int8 when installed; ``numpy``; ``onnx``; ``onnx-int8``)."""
+    return (os.environ.get("ATC_EMBED_RUNTIME") or "auto").strip().lower() or "auto"
+
+
+def models_dir(home: Path | None = None) -> Path:
+    """``ATC_MODELS_DIR``, else ``ATC_HOME/models``: model files made from installed weights
+    (the onnxruntime graph of the local embedder), made once and shared by every store that
+    names the same folder."""
+    value = os.environ.get("ATC_MODELS_DIR")
+    return Path(value).expanduser() if value else (home if home is not None else atc_home()) / "models"
 
 
 def embed_settings(model: str | None = None) -> EmbedSettings:

@@ -14,13 +14,19 @@ Speed (``--speed``): a store of 17,353 tools (the ToolBench pool imported as 7 c
 index build time and size, in-process p50/p95 per query, and ``atc tools search`` wall time
 including process start, each against today's rebuild (``Store.search``) measured in the same run.
 
-Usage: .venv/bin/python benchmarks/bench_retrieval.py [--tune] [--speed] [--no-quality]
+Encoders (``--encoders``, issue #25; retrieval_encoders.py): each encoder of the model (numpy,
+onnxruntime fp32 and int8, the shipped mix, a static distilled one) on every set, and its speed
+and memory. Probed knowledge (``--probed``): TMDB and Spotify with their response schemas
+stripped, then probed against ``atc mock``, with and without the response fields in the index.
+
+Usage: .venv/bin/python benchmarks/bench_retrieval.py [--tune] [--speed] [--no-quality] [--encoders] [--probed]
 Set OPENBLAS_NUM_THREADS=1 on a shared machine (the numpy model is faster single-threaded there).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import shutil
@@ -227,6 +233,17 @@ def speed(embedder: Any, runs: int) -> None:
             p50, p95 = _percentiles(lat)
             rows.append(f"| in-process query, {name} (index open) | p50 {p50:.2f} ms | p95 {p95:.2f} ms |")
         if embedder is not None:
+            one_line = [q.text for s in all_sets(10, held_out=False) if s.name in ("TMDB", "Spotify")
+                        for q in s.queries][:60]
+            r = make_retriever("hybrid", index, embedder=embedder)
+            lat = []
+            for q in one_line:
+                t0 = time.perf_counter()
+                r.search(q, 5)
+                lat.append((time.perf_counter() - t0) * 1000)
+            p50, p95 = _percentiles(lat)
+            rows.append(f"| in-process query, hybrid, one-line requests (index open) | p50 {p50:.2f} ms | "
+                        f"p95 {p95:.2f} ms |")
             from atc.retrieval.hybrid import HybridRetriever, sentences
 
             # The same run, the hybrid as before the n-grams (two signals), and the n-grams alone.
@@ -261,7 +278,7 @@ def speed(embedder: Any, runs: int) -> None:
             lat = []
             for q in queries:
                 t0 = time.perf_counter()
-                embedder.embed([q, *sentences(q)])
+                embedder.embed(sentences(q) or [q])
                 lat.append((time.perf_counter() - t0) * 1000)
             p50, p95 = _percentiles(lat)
             rows.append(f"| in-process, the query's embedding alone (part of hybrid) | p50 {p50:.2f} ms | "
@@ -336,6 +353,13 @@ def speed(embedder: Any, runs: int) -> None:
                     t0 = time.perf_counter()
                     subprocess.run(make(qs[i % len(qs)]), env=e, check=True, capture_output=True)
                     walls[label].append((time.perf_counter() - t0) * 1000)
+            status = json.loads(subprocess.run([atc, "tools", "server", "status", "--json"], env=warm_env,
+                                               capture_output=True, text=True).stdout)
+            if status.get("pid"):
+                rss = [line.split()[1] for line in Path(f"/proc/{status['pid']}/status").read_text().splitlines()
+                       if line.startswith("VmRSS")]
+                rows.append(f"| search server's resident memory after {status.get('queries')} queries | "
+                            f"{int(rss[0]) / 1024:.0f} MB | |")
         finally:
             subprocess.run([atc, "tools", "server", "stop"], env=warm_env, capture_output=True)
         if embedder is not None:
@@ -413,6 +437,44 @@ def embed_speed(n_tools: int = 400, n_queries: int = 60) -> None:
     print(f"| index time, three views a tool (what the index now embeds) | | {views_rate:.0f} tools/s |")
 
 
+def probed(embedder: Any) -> None:
+    """What probing adds to retrieval: RestBench TMDB and Spotify as shipped, with their response
+    schemas stripped, and that copy after probing; the response fields indexed or not."""
+    from retrieval_sets import stripped_and_probed
+
+    from atc.retrieval.corpus import MemoryCorpus
+    from atc.retrieval.hybrid import Bm25Retriever, HybridRetriever
+
+    print("\n## probed knowledge: nDCG@5 (all queries), the response fields in the index or not\n")
+    print("| set | tools with response fields | BM25F, fields off | BM25F, fields on | hybrid, fields off "
+          "| hybrid, fields on |\n|---|---|---|---|---|---|")
+    sets = {s.name: s for s in all_sets(10, held_out=False)}
+    for which, label in (("tmdb", "TMDB"), ("spotify", "Spotify")):
+        stripped, probed_set, documented = stripped_and_probed(which)
+        for rset in (sets[label], stripped, probed_set):
+            row = []
+            for retriever in ("bm25", "hybrid"):
+                if retriever == "hybrid" and embedder is None:
+                    row += ["", ""]
+                    continue
+                for fields_on in (False, True):
+                    corpus = MemoryCorpus(rset.tools, home=CACHE_HOME)
+                    if not fields_on:
+                        for d in corpus.docs:
+                            d.fields["returns"] = ""
+                    if retriever == "bm25":
+                        r: Any = Bm25Retriever(corpus)
+                    else:
+                        qv = QueryVectors(embedder, [q.text for q in rset.queries])
+                        corpus.vectors(qv)
+                        r = HybridRetriever(corpus, qv)
+                    res = score_set(rset, lambda q, r=r: [(h.collection, h.name) for h in r.search(q, 5).hits])
+                    row.append(f"{res['all'][0]:.3f}")
+            with_fields = sum(1 for d in MemoryCorpus(rset.tools).docs if d.fields.get("returns"))
+            note = f" ({documented} documented by probing)" if rset is probed_set else ""
+            print(f"| {rset.name} | {with_fields} of {len(rset.tools)}{note} | " + " | ".join(row) + " |", flush=True)
+
+
 def _copy(tool: Any, collection: str) -> Any:
     from dataclasses import replace
 
@@ -426,13 +488,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-quality", action="store_true")
     parser.add_argument("--toole-limit", type=int, default=2000)
     parser.add_argument("-n", type=int, default=7, help="runs per wall-time row")
+    parser.add_argument("--encoders", action="store_true", help="each encoder's quality, speed and memory")
+    parser.add_argument("--encoder-speed", action="store_true", help="each encoder's speed and memory only")
+    parser.add_argument("--probed", action="store_true", help="TMDB and Spotify stripped, then probed")
     args = parser.parse_args(argv)
     from atc.retrieval.embedders import make_embedder
 
     embedder = make_embedder()
     print(f"embedder: {embedder.name if embedder else 'none (BM25 only)'}; vector cache {CACHE_HOME}")
+    exact = embedder
+    if getattr(embedder, "runtime", None) is not None:  # the local model: these rows are the exact one's
+        from atc.retrieval.embedders import LocalMiniLM
+
+        exact = LocalMiniLM("numpy")
     if not args.no_quality:
-        quality(all_sets(args.toole_limit), embedder, args.tune)
+        quality(all_sets(args.toole_limit), exact, args.tune)
+    if args.encoders or args.encoder_speed:
+        import retrieval_encoders
+
+        retrieval_encoders.run(CACHE_HOME, args.toole_limit, quality_rows=args.encoders)
+    if args.probed:
+        probed(exact)
     if args.speed and embedder is not None and embedder.name == "all-MiniLM-L6-v2":
         embed_speed()
     if args.speed:

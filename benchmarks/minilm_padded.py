@@ -37,15 +37,15 @@ class PaddedMiniLM(MiniLM):
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        encodings = self._tokenizer.encode_batch([t or " " for t in texts])
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        seqs = self._token_ids(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(seqs[i]))
         for start in range(0, len(order), self.batch_size):
             rows = order[start:start + self.batch_size]
-            width = max(len(encodings[i].ids) for i in rows)
+            width = max(len(seqs[i]) for i in rows)
             ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.float32)
             for r, i in enumerate(rows):
-                seq = encodings[i].ids
+                seq = seqs[i]
                 ids[r, : len(seq)] = seq
                 mask[r, : len(seq)] = 1.0
             out[rows] = self._padded(ids, mask)

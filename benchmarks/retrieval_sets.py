@@ -130,3 +130,46 @@ def all_sets(toole_limit: int | None = None, *, held_out: bool = True) -> list[R
     single, multi = toole(toole_limit)
     sets = [single, multi, toolbench(), restbench("tmdb"), restbench("spotify")]
     return sets + [toolalpaca()] if held_out else sets
+
+
+def stripped_and_probed(which: str) -> tuple[RetrievalSet, RetrievalSet, int]:
+    """RestBench ``which`` twice more, with the same requests and gold: its spec with every
+    response schema and example removed, and that copy after ``atc probe --no-llm`` against
+    ``atc mock`` serving the original (what probing learnt about the responses, as ``--update``
+    stores it); and how many tools probing documented."""
+    import json as _json
+    import os
+    import tempfile
+
+    from atc.mock import MockServer
+    from probes import probe
+    from probes.outputs import learnt_collection
+    from protocols import load_data
+
+    original = restbench(which)
+    doc = _json.loads((DATA / "restbench" / "specs" / f"{which}_oas.json").read_text())
+    responses = [r for item in doc["paths"].values() for op in item.values()
+                 if isinstance(op, dict) and isinstance(op.get("responses"), dict) for r in op["responses"].values()]
+    responses += list(((doc.get("components") or {}).get("responses") or {}).values())
+    for response in responses:
+        if isinstance(response, dict):
+            for key in ("content", "schema", "examples"):
+                response.pop(key, None)
+    blind = load_data(doc, source=f"{which}-stripped", name=which)
+    assert all(t.response_schema is None and not t.examples for t in blind.tools)
+    truth = load_spec(DATA / "restbench" / "specs" / f"{which}_oas.json", name=which)
+    home = os.environ.get("ATC_HOME")
+    os.environ["ATC_HOME"] = tempfile.mkdtemp(prefix="atc-bench-probe-")  # the probe's cache: a fresh one
+    try:
+        with MockServer(truth, keep_requests=100_000, auth=False) as mock:
+            report = probe(blind, base_url=mock.url, no_llm=True)
+    finally:
+        if home is None:
+            os.environ.pop("ATC_HOME", None)
+        else:
+            os.environ["ATC_HOME"] = home
+    probed = learnt_collection(blind, report)
+    label = original.name
+    documented = sum(1 for t in report.tools if t.status == "documented")
+    return (RetrievalSet(f"{label} stripped", blind.tools, original.queries),
+            RetrievalSet(f"{label} probed", probed.tools, original.queries), documented)

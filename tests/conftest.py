@@ -1,6 +1,8 @@
 """Test-wide rules.
 
-- Every test gets an empty ``ATC_HOME`` and no ``ATC_*`` / ``OPENAI_*`` variables from the caller.
+- Every test gets an empty ``ATC_HOME`` and no ``ATC_*`` / ``OPENAI_*`` variables from the caller,
+  except ``ATC_MODELS_DIR``: one folder for the whole session, so that the onnxruntime model the
+  local embedder writes on first use (a few seconds) is written once, not once per test.
 - Under ``CI`` the Hypothesis tests are derandomized (same examples every run).
 - Tests marked ``docker`` skip when no engine or image is there, except under
   ``ATC_REQUIRE_DOCKER=1`` (CI), where such a skip is turned into a failure.
@@ -31,13 +33,19 @@ SHARED = next((p / "shared" for p in Path(__file__).resolve().parents[1:]
 BENCH_DATA = SHARED / "bench-data"
 
 
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
 @pytest.fixture(autouse=True)
-def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models_dir: Path) -> Iterator[None]:
     for key in list(os.environ):
         if key.startswith(("ATC_", "OPENAI_")) and key != "ATC_REQUIRE_DOCKER":
             monkeypatch.delenv(key, raising=False)
     home = tmp_path / "atc-home"
     monkeypatch.setenv("ATC_HOME", str(home))
+    monkeypatch.setenv("ATC_MODELS_DIR", str(models_dir))
     # No test leaves a warm search server behind (each would outlive its test by minutes); the
     # tests of the server (test_search_server.py) turn it on and stop what they start.
     monkeypatch.setenv("ATC_SEARCH_SERVER", "off")

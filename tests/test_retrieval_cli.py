@@ -52,7 +52,7 @@ def test_search_json_says_which_retriever_ran(emb: FakeEmbeddings, spec: Path) -
     auto = json.loads(atc("tools", "search", "reviews of a book", "--json", env=env).stdout)
     assert auto["retriever"] == "hybrid" and auto["query"] == "reviews of a book"
     assert auto["hits"][0]["name"] == "list_book_reviews"
-    assert set(auto["hits"][0]) == {"name", "collection", "score", "description"}
+    assert set(auto["hits"][0]) == {"name", "collection", "score", "description", "duplicates"}
     assert auto["usage"]["llm_calls"] == 0
     assert len(emb.texts) == imported + 1  # the query alone: tool vectors come from the index
     bm25 = json.loads(atc("tools", "search", "reviews of a book", "--retriever", "bm25", "-k", "2", "--json",

@@ -43,7 +43,7 @@ def test_progress_is_reported_step_by_step(tmp_path: Path, monkeypatch: pytest.M
     vectors = embed_cached(emb, TEXTS, VectorCache(tmp_path, emb.name), progress=lambda d, t: seen.append((d, t)))
     assert vectors.shape == (50, 8)
     assert emb.calls == [16, 16, 16, 2]
-    assert seen == [(16, 50), (32, 50), (48, 50), (50, 50)]
+    assert seen == [(0, 50), (16, 50), (32, 50), (48, 50), (50, 50)]  # the start, then each step
     again = CountingEmbedder()
     assert np.array_equal(embed_cached(again, TEXTS, VectorCache(tmp_path, emb.name)), vectors)
     assert again.calls == []  # every vector came from the cache

@@ -65,7 +65,7 @@ def test_document_vector_is_the_mean_of_its_views(emb_server: FakeEmbeddings, tm
     store = Store(home)
     store.add(_coll("zoo", ["lion", "tiger"]))
     index = update_index(home, store=store, embedder=emb)
-    assert index.meta["version"] == 3  # vectors of version 1 (one view) are never reused
+    assert index.meta["version"] == 4  # vectors of version 1 (one view) are never reused
     assert np.allclose(index.vectors(emb), expected, atol=1e-6)
     q = emb.embed(["lion"])[0]
     assert np.allclose(expected @ q, [float(np.mean(v @ q)) for v in views], atol=1e-6)
@@ -123,6 +123,27 @@ def test_index_follows_a_store_changed_behind_its_back(tmp_path: Path) -> None:
     index = open_index(home)
     assert index.n == 2
     assert search("cow", home=home, k=1).hits[0].collection == "farm"
+
+
+def test_an_index_of_an_older_version_is_rebuilt_from_the_store(tmp_path: Path) -> None:
+    """Its documents lack fields of this version (protocol keys, response fields): none is reused."""
+    import json
+
+    home = tmp_path / "home"
+    store = Store(home)
+    store.add(_coll("zoo", ["lion", "tiger"]))
+    folder = open_index(home).folder
+    meta = json.loads((folder / "meta.json").read_text())
+    (folder / "meta.json").write_text(json.dumps({**meta, "version": meta["version"] - 1}))
+    lines = [json.loads(line) for line in (folder / "docs.jsonl").read_text().splitlines()]
+    (folder / "docs.jsonl").write_text("".join(json.dumps({k: v for k, v in d.items() if k != "k"}) + "\n"
+                                               for d in lines))
+    import atc.retrieval.index as index_module
+
+    index_module._OPENED.clear()
+    index = open_index(home)
+    assert index.folder != folder and index.meta["version"] == meta["version"]
+    assert all(index.doc(i).protocol for i in range(index.n))
 
 
 def test_a_crash_mid_build_leaves_the_old_index_live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

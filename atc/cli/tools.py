@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from atc.cli.common import print_json
@@ -36,6 +35,9 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--credential", action="append", default=[], metavar="KEY=env:VAR",
                    help="a secret for fetching SPEC from a URL (header:NAME, query:NAME, cookie:NAME, bearer, "
                         "basic); used for the download only, never stored")
+    p.add_argument("--no-embed", action="store_true",
+                   help="do not embed the tools for hybrid search now (BM25 works at once; the first search with "
+                        "--retriever hybrid embeds what is missing)")
     p.set_defaults(handler=_import)
 
     p = sub.add_parser("list", parents=parents, help="the collections in the store")
@@ -125,44 +127,51 @@ def _fetch_with(spec: str, items: list[str]) -> tuple[dict[str, str], str | None
     return headers, spec + ("&" if "?" in spec else "?") + urlencode(query)
 
 
-def _embedding_progress() -> Callable[[int, int], None] | None:
-    """On a terminal, how far embedding new tools for search has got: with the local model a
-    large collection takes minutes, which must not look like a hang (the vectors computed so far
-    are kept if it is interrupted)."""
-    if not sys.stderr.isatty():
+def _index_with_report(store: Any, embedder: Any, *, deferred: bool = False) -> dict[str, Any] | None:
+    """Bring the retrieval index up to date with the store, embedding new tools with ``embedder``
+    (None: BM25 only) and telling the user how it goes (embed_report.py). The report's JSON, or
+    None when nothing was embedded."""
+    from atc.cli.embed_report import EmbedReport
+    from atc.retrieval.index import update_index
+
+    if embedder is None:
+        update_index(atc_home(), store=store, embedder=None, deferred=deferred)
         return None
+    report = EmbedReport(embedder)
+    update_index(atc_home(), store=store, embedder=embedder, progress=report)
+    return report.to_dict() if report.done else None
 
-    def show(done: int, total: int) -> None:
-        sys.stderr.write(f"\ratc: embedding tool texts for search: {done}/{total}" + ("\n" if done >= total else ""))
-        sys.stderr.flush()
 
-    return show
+def _import_embedder(args: argparse.Namespace) -> Any:
+    """The embedder an import uses, checked before anything is stored (None: BM25 only)."""
+    from atc.retrieval.embedders import make_embedder
+
+    embedder = make_embedder()  # a misconfigured embedder is said before anything is stored
+    return None if getattr(args, "no_embed", False) else embedder
 
 
 def _import(args: argparse.Namespace) -> int:
     from atc.cli.common import _is_mcp
-    from atc.retrieval.embedders import make_embedder
-    from atc.retrieval.index import update_index
     from protocols.loaders import load_spec
     from protocols.store import Store
 
     if _is_mcp(args.spec):
         return _import_mcp(args)
     headers, fetch_url = _fetch_with(args.spec, list(getattr(args, "credential", None) or []))
-    embedder = make_embedder()  # a misconfigured embedder is said before anything is stored
+    embedder = _import_embedder(args)
     collection = load_spec(args.spec, name=args.name, base_url=args.base_url, headers=headers or None,
                            fetch_url=fetch_url)
     store = Store(atc_home())
     store.add(collection)
     # The retrieval index follows the store; vectors of unchanged tools come from the cache.
-    update_index(atc_home(), store=store, embedder=embedder, progress=_embedding_progress())
+    embedded = _index_with_report(store, embedder, deferred=args.no_embed)
     warnings = collection.warnings
     if args.json:
         print_json({"ok": True, "collection": collection.name, "tools": len(collection.tools),
                     "source": collection.source, "source_format": collection.source_format,
                     "servers": collection.servers, "names": [t.name for t in collection.tools],
                     "security_schemes": {k: v.to_dict() for k, v in collection.security_schemes.items()},
-                    "warnings": [w.to_dict() for w in warnings]})
+                    "warnings": [w.to_dict() for w in warnings], "embedded": embedded})
     else:
         for w in warnings[:_SHOWN_WARNINGS]:
             sys.stderr.write(f"atc: warning: {collection.name}: {w}\n")
@@ -179,8 +188,6 @@ def _import_mcp(args: argparse.Namespace) -> int:
     reach the server again (command, args and env NAMES, or the URL)."""
     from atc.config import mcp_start_timeout
     from atc.errors import UsageError
-    from atc.retrieval.embedders import make_embedder
-    from atc.retrieval.index import update_index
     from protocols.store import Store
     from sandbox.mcp.connections import servers
     from sandbox.mcp.sources import load_source
@@ -189,13 +196,13 @@ def _import_mcp(args: argparse.Namespace) -> int:
         raise UsageError("--base-url and --credential are for HTTP specs, not MCP servers",
                          hint="give an MCP server's secrets in its config's \"env\" (they go to the server only)")
     servers().start_timeout = mcp_start_timeout()
-    embedder = make_embedder()  # a misconfigured embedder is said before anything is stored
+    embedder = _import_embedder(args)
     collections = load_source(args.spec, name=args.name)
     store = Store(atc_home())
     for collection in collections:
         store.add(collection)
     # MCP tools are searched like any others
-    update_index(atc_home(), store=store, embedder=embedder, progress=_embedding_progress())
+    embedded = _index_with_report(store, embedder, deferred=args.no_embed)
     if args.json:
         print_json({"ok": True, "collections": [
             {"collection": c.name, "tools": len(c.tools), "source": c.source, "source_format": c.source_format,
@@ -204,7 +211,7 @@ def _import_mcp(args: argparse.Namespace) -> int:
             # the first one's fields at the top level too, as for every other import
             "collection": collections[0].name, "tools": len(collections[0].tools), "source": collections[0].source,
             "source_format": "mcp", "servers": [], "names": [t.name for t in collections[0].tools],
-            "security_schemes": {}, "warnings": []})
+            "security_schemes": {}, "warnings": [], "embedded": embedded})
     else:
         for c in collections:
             where = c.mcp_server.describe() if c.mcp_server else c.source
@@ -309,6 +316,11 @@ def _search(args: argparse.Namespace) -> int:
         raise UsageError("-k must be at least 1")
     if not args.query.strip():
         raise UsageError("the query is empty", hint='example: atc tools search "movie credits" -k 5')
+    # One request's products are too small for BLAS threads to help, and starting OpenBLAS's
+    # pool made numpy's import take 190 ms instead of 110 ms here (a variable the user set wins).
+    import os
+
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     home = atc_home()
     warm = search_server_mode() != "off"
     if warm:
@@ -340,6 +352,10 @@ def _search_here(args: argparse.Namespace) -> tuple[Any, bool]:
         from atc.model import make_client
 
         options["client"] = make_client(args.model)
+    if args.retriever in ("dense", "hybrid"):  # over an index without vectors, they are embedded first
+        from atc.cli.embed_report import EmbedReport
+
+        options["embed_progress"] = EmbedReport()
     return search_store(args.query, args.k, args.retriever, home=atc_home(), **options)
 
 
@@ -430,12 +446,11 @@ def _queries(args: argparse.Namespace) -> int:
 
 
 def _remove(args: argparse.Namespace) -> int:
-    from atc.retrieval.index import update_index
     from protocols.store import Store
 
     store = Store(atc_home())
     store.remove(args.name)
-    update_index(atc_home(), store=store, embedder=_index_embedder(), progress=_embedding_progress())
+    _index_with_report(store, _index_embedder())
     if args.json:
         print_json({"ok": True, "removed": args.name})
     else:

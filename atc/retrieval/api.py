@@ -49,7 +49,11 @@ def make_retriever(name: str | None, corpus: Corpus, *, embedder: Embedder | Non
 
         if embedder is None and getattr(corpus, "embedder", "") is None:
             # A stored index without vectors: BM25, without loading an embedding model at all.
-            return factory("bm25")(corpus=corpus, **options)
+            chosen = factory("bm25")(corpus=corpus, **options)
+            if (getattr(corpus, "meta", None) or {}).get("deferred") and hasattr(chosen, "notes"):
+                chosen.notes.append("the tools were imported with --no-embed: BM25 ran "
+                                    "(--retriever hybrid embeds them once, then the automatic choice is hybrid)")
+            return chosen
         emb = embedder or make_embedder()
         notes: list[str] = []
         if emb is not None:
@@ -69,21 +73,47 @@ def make_retriever(name: str | None, corpus: Corpus, *, embedder: Embedder | Non
 
 
 def search_store(query: str, k: int, retriever: str | None = None, *, home: Path, embedder: Embedder | None = None,
-                 **options: Any) -> tuple[SearchResult, bool]:
+                 embed_progress: Any = None, **options: Any) -> tuple[SearchResult, bool]:
     """The ``k`` tools of the whole store in ``home`` most relevant to ``query``, and whether the
     store is empty (no index is made for an empty store). What ``atc.search``, ``atc tools
-    search`` and the search server (server.py) run, so that their answers cannot drift apart."""
+    search`` and the search server (server.py) run, so that their answers cannot drift apart.
+    ``hybrid`` or ``dense`` by name over an index without their vectors embeds the tools first
+    (``embed_progress(done, total)`` hears how it goes)."""
     from protocols.store import Store
 
     store = Store(home)
-    if not store.names():
+    # The store's own index.json (800 KB at 17k tools) is not parsed when the retrieval index is
+    # current: that is known from file stamps, and the index names the collections.
+    if not (store.dir / "index.json").exists():
         return SearchResult(hits=[], retriever=retriever or "bm25"), True
     from atc.retrieval.index import open_index
 
     corpus = open_index(home, store=store, embedder=embedder)
     if corpus.n == 0:
-        return SearchResult(hits=[], retriever=retriever or "bm25"), False
+        return SearchResult(hits=[], retriever=retriever or "bm25"), not corpus.collections
+    if retriever in EMBEDDING_RETRIEVERS:
+        corpus = _embedded(home, store, corpus, embedder, embed_progress)
     return make_retriever(retriever, corpus, embedder=embedder, **options).search(query, k), False
+
+
+#: the retrievers that need the tools' vectors: asked for by name, they get them (embedded on the spot)
+EMBEDDING_RETRIEVERS = ("hybrid", "dense")
+
+
+def _embedded(home: Path, store: Any, corpus: Any, embedder: Embedder | None, progress: Any) -> Any:
+    """The index with the vectors of ``embedder`` (default: the configured one): a store imported
+    with ``--no-embed``, or embedded by another model, is embedded now, once (cached vectors are
+    reused), so that asking for the hybrid by name gives the hybrid."""
+    from atc.retrieval.embedders import make_embedder
+    from atc.retrieval.index import update_index
+
+    emb = embedder or make_embedder(required=True)
+    assert emb is not None
+    if corpus.vectors(emb, compute=False) is not None:
+        return corpus
+    if progress is not None and getattr(progress, "embedder", False) is None:
+        progress.embedder = emb  # a reporter that prepares the model and names the runtime
+    return update_index(home, store=store, embedder=emb, progress=progress)
 
 
 def search(query: str, tools: Sequence[Tool] | None = None, k: int = 5, retriever: str | None = None, *,

@@ -34,10 +34,14 @@ class Hit:
     description: str = ""
     #: the ``Tool`` itself when the corpus holds it in memory (``atc.search(query, tools)``); not in the JSON
     tool: Any = field(default=None, repr=False, compare=False)
+    #: other copies of this tool, ``(collection, name)``: the same protocol in other collections,
+    #: shown once as this hit (atc/retrieval/duplicates.py says which copy is shown)
+    duplicates: list[tuple[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "collection": self.collection, "score": round(self.score, 4),
-                "description": self.description}
+                "description": self.description,
+                "duplicates": [{"collection": c, "name": n} for c, n in self.duplicates]}
 
 
 @dataclass

@@ -93,14 +93,113 @@ def make_embedder(settings: EmbedSettings | None = None, *, required: bool = Fal
                           timeout=settings.timeout)
 
 
-@functools.lru_cache(maxsize=1)
 def _local_model() -> Embedder:
-    """The local model, loaded once per process: it holds nothing but its weights, and a program
-    that searches many times (``atc.search`` in a loop, ``solve_many``) should not read the
-    tokenizer and map the weights again for each query (about 50 ms)."""
-    from atc.retrieval.minilm import MiniLM
+    from atc.config import embed_runtime, models_dir
 
-    return MiniLM()
+    return _local_model_for(embed_runtime(), str(models_dir()))
+
+
+@functools.lru_cache(maxsize=4)
+def _local_model_for(runtime: str, models: str) -> Embedder:
+    """The local model, made once per process and runtime: it holds nothing but its weights, and
+    a program that searches many times (``atc.search`` in a loop, ``solve_many``) should not map
+    the weights again for each query."""
+    return LocalMiniLM(runtime, Path(models))
+
+
+#: ``ATC_EMBED_RUNTIME`` values: what embeds requests, and what embeds tool texts
+RUNTIMES = {"auto": ("numpy", "int8"), "numpy": ("numpy", "numpy"), "onnx": ("fp32", "fp32"),
+            "onnx-int8": ("int8", "int8")}
+
+
+class LocalMiniLM:
+    """all-MiniLM-L6-v2 on this machine, each text on the runtime that suits it (an ``Embedder``).
+
+    Requests (``embed``) are few short texts, and exactness matters most there: the numpy model
+    (tokenised in plain Python, so a one-query process loads no tokenizer library) is exact and,
+    for one request, as fast as onnxruntime's fp32. Tool texts (``embed_documents``) come in
+    thousands: onnxruntime's int8 model embeds them about twice as fast, and its vectors rank
+    within 0.003 nDCG@5 of the exact ones (benchmarks/RESULTS.md). Without onnxruntime, or when its
+    model cannot be prepared, numpy embeds everything (``documents_runtime`` says which ran, and
+    ``fallback`` why). Every runtime gives vectors of the one model: they share the name, the
+    vector cache and the index."""
+
+    name = "all-MiniLM-L6-v2"
+    dim = 384
+
+    def __init__(self, runtime: str = "auto", models: Path | None = None) -> None:
+        from atc.config import models_dir
+
+        if runtime not in RUNTIMES:
+            raise ConfigError(f"ATC_EMBED_RUNTIME={runtime!r} is not a runtime of the local model",
+                              hint=f"use one of: {', '.join(RUNTIMES)}")
+        self.runtime = runtime
+        self.models = Path(models) if models is not None else models_dir()
+        self.fallback: str | None = None
+        self._models: dict[str, Embedder] = {}
+
+    def _model(self, kind: str) -> Embedder:
+        found = self._models.get(kind)
+        if found is not None:
+            return found
+        if kind == "numpy":
+            from atc.retrieval.minilm import MiniLM
+
+            made: Embedder = MiniLM()
+        else:
+            made = self._onnx(kind)
+        self._models[kind] = made
+        return made
+
+    def _onnx(self, precision: str) -> Embedder:
+        from atc.retrieval.onnx_minilm import OnnxMiniLM, onnx_available
+
+        if self.runtime == "auto":  # the fast path when it can be had, else numpy, and why
+            if not onnx_available():
+                self.fallback = "onnxruntime is not installed"
+                return self._model("numpy")
+            try:
+                return OnnxMiniLM(self.models, precision)
+            except Exception as exc:  # a model that cannot be written or loaded: numpy still works
+                self.fallback = f"the onnxruntime model could not be prepared: {exc}"[:300]
+                return self._model("numpy")
+        return OnnxMiniLM(self.models, precision)
+
+    def documents_ready(self) -> bool:
+        """Whether tool texts can be embedded without first writing the onnxruntime model (done
+        once per models folder, a few seconds: the import command says so before it starts)."""
+        precision = RUNTIMES[self.runtime][1]
+        if precision == "numpy" or precision in self._models:
+            return True
+        from atc.retrieval.onnx_minilm import model_path, onnx_available
+
+        return not onnx_available() or model_path(self.models, precision).is_file()
+
+    def prepare_documents(self) -> None:
+        """Load (and the first time, write) the model that embeds tool texts."""
+        self._model(RUNTIMES[self.runtime][1])
+
+    @property
+    def documents_runtime(self) -> str:
+        """What embeds tool texts: ``numpy``, ``onnxruntime fp32`` or ``onnxruntime int8``."""
+        model = self._model(RUNTIMES[self.runtime][1])
+        precision = getattr(model, "precision", None)
+        return f"onnxruntime {precision}" if precision else "numpy"
+
+    def keep_resident(self) -> None:
+        """For a long-lived process (the search server): contiguous copies of the numpy weights."""
+        model = self._model(RUNTIMES[self.runtime][0])
+        resident = getattr(model, "keep_resident", None)
+        if callable(resident):
+            resident()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of requests (exact by default)."""
+        return self._model(RUNTIMES[self.runtime][0]).embed(texts)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of tool texts (fast by default)."""
+        return self._model(RUNTIMES[self.runtime][1]).embed(texts)
 
 
 class RemoteEmbedder:
@@ -247,6 +346,8 @@ class VectorCache:
 
 #: Texts embedded per step of a long embedding (progress is reported, and work kept, per step).
 EMBED_STEP = 512
+#: Texts of the first step: the rate seen there says early whether the wait will be long.
+EMBED_FIRST = 64
 #: Seconds of embedding between two writes of the cache: an interrupted import keeps its vectors.
 SAVE_EVERY = 20.0
 
@@ -256,13 +357,15 @@ Progress = Callable[[int, int], None]
 def embed_cached(embedder: Embedder, texts: Sequence[str], cache: VectorCache | None, *,
                  progress: Progress | None = None) -> np.ndarray:
     """Vectors of ``texts``: from the cache when there, the rest computed (each distinct text
-    once) in steps of ``EMBED_STEP`` texts, with ``progress(done, total)`` after each step and
+    once) in steps of ``EMBED_STEP`` texts (the first one smaller), with ``progress(0, total)``
+    before the first and ``progress(done, total)`` after each step, and
     the cache written every ``SAVE_EVERY`` seconds and at the end, so that an interrupted run
     (minutes for a large collection with the local model) keeps what it computed."""
     import numpy as np
 
+    embed = getattr(embedder, "embed_documents", None) or embedder.embed
     if cache is None:
-        return np.asarray(embedder.embed(texts), dtype=np.float32)
+        return np.asarray(embed(texts), dtype=np.float32)
     hashes = [text_hash(t) for t in texts]
     found = cache.get(hashes)
     missing: dict[bytes, str] = {}
@@ -272,20 +375,26 @@ def embed_cached(embedder: Embedder, texts: Sequence[str], cache: VectorCache | 
     fresh: dict[bytes, np.ndarray] = {}
     pending = list(missing.items())
     saved, last_save = 0, time.monotonic()
-    for start in range(0, len(pending), EMBED_STEP):
-        step = pending[start:start + EMBED_STEP]
-        computed = np.asarray(embedder.embed([t for _, t in step]), dtype=np.float32)
+    if progress is not None and pending:
+        progress(0, len(pending))  # the start: a reporter times the steps from here
+    start = 0
+    while start < len(pending):
+        # A small first step tells a reporter the rate early (whether to announce a long wait).
+        end = min(len(pending), start + (min(EMBED_FIRST, EMBED_STEP) if start == 0 else EMBED_STEP))
+        step = pending[start:end]
+        computed = np.asarray(embed([t for _, t in step]), dtype=np.float32)
         fresh.update(zip([h for h, _ in step], computed, strict=True))
         if progress is not None:
-            progress(min(start + EMBED_STEP, len(pending)), len(pending))
-        if time.monotonic() - last_save > SAVE_EVERY and start + EMBED_STEP < len(pending):
-            keys = [h for h, _ in pending[saved:start + EMBED_STEP]]
+            progress(end, len(pending))
+        if time.monotonic() - last_save > SAVE_EVERY and end < len(pending):
+            keys = [h for h, _ in pending[saved:end]]
             cache.put(keys, np.vstack([fresh[k] for k in keys]))
-            saved, last_save = start + EMBED_STEP, time.monotonic()
+            saved, last_save = end, time.monotonic()
+        start = end
     dims = {len(v) for v in found if v is not None} | {len(v) for v in fresh.values()}
     if len(dims) > 1:  # the cache holds vectors of another length under this name: recompute all
         unique = dict(zip(hashes, texts, strict=True))
-        computed = np.asarray(embedder.embed(list(unique.values())), dtype=np.float32)
+        computed = np.asarray(embed(list(unique.values())), dtype=np.float32)
         fresh = dict(zip(unique, computed, strict=True))
         pending, saved = list(unique.items()), 0  # every vector is new: all of them get saved
         found = [None] * len(texts)
@@ -305,13 +414,23 @@ def doc_vectors(embedder: Embedder, docs: Sequence[Doc], cache: VectorCache | No
     """Each document's vector: the mean of the unit vectors of its views (``Doc.views``). A
     similarity to it is the mean of the query's similarities to the views, which ranks a tool
     whose name, or whose description, matches the request strongly above one that matches both
-    weakly. Every distinct text is embedded (and cached) once."""
+    weakly. Every distinct text is embedded (and cached) once. ``progress(done, total)`` counts
+    tools: those with a text to embed."""
     import numpy as np
 
     texts = [t for d in docs for t in d.views]
     if not texts:
         return np.zeros((0, int(getattr(embedder, "dim", 0) or 1)), dtype=np.float32)
-    vectors = embed_cached(embedder, texts, cache, progress=progress)
+    report = progress
+    if progress is not None and cache is not None:
+        found = cache.get([text_hash(t) for t in texts])
+        missing = {t for t, v in zip(texts, found, strict=True) if v is None}
+        tools = sum(1 for d in docs if any(t in missing for t in d.views))
+
+        def report(done: int, total: int) -> None:
+            progress(round(done * tools / total) if total else tools, tools)
+
+    vectors = embed_cached(embedder, texts, cache, progress=report)
     counts = np.array([len(d.views) for d in docs], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     return np.asarray(np.add.reduceat(vectors, starts, axis=0) / counts[:, None], dtype=np.float32)

@@ -27,7 +27,7 @@ from atc.retrieval.corpus import Corpus
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Bm25Retriever", "DenseRetriever", "HybridRetriever", "expand", "ALPHA", "CHARS", "POOL", "RRF_K"]
+__all__ = ["Bm25Retriever", "DenseRetriever", "HybridRetriever", "expand", "finish", "ALPHA", "CHARS", "POOL", "RRF_K"]
 
 #: the weights of BM25F and of the character n-grams in the fused score (the embedder has the rest)
 ALPHA = 0.3
@@ -61,8 +61,11 @@ def _best(values: np.ndarray, depth: int) -> np.ndarray:
     return idx[np.lexsort((idx, -values[idx]))]
 
 
-def expand(corpus: Corpus, ranked: Sequence[tuple[int, float]], k: int) -> list[tuple[int, float]]:
-    """The first ``k`` of ``ranked`` with each hit's id producers inserted after it (see module doc)."""
+def expand(corpus: Corpus, ranked: Sequence[tuple[int, float]], k: int,
+           canon: Sequence[int] | None = None) -> list[tuple[int, float]]:
+    """The first ``k`` of ``ranked`` with each hit's id producers inserted after it (see module
+    doc); ``canon``: the shown copy of each document (duplicates.py), so that a producer with a
+    copy elsewhere appears as that group's shown copy, and once."""
     out: list[tuple[int, float]] = []
     seen: set[int] = set()
     relevance = dict(ranked)
@@ -74,26 +77,40 @@ def expand(corpus: Corpus, ranked: Sequence[tuple[int, float]], k: int) -> list[
         out.append((i, score))
         seen.add(i)
         for group in corpus.producers(i):
-            cands = [j for j in group if j not in seen]
+            cands = [j for j in group if (canon[j] if canon is not None else j) not in seen]
             if not cands:
                 continue
             # Candidates come best-first by shape (search endpoints, short paths); relevance to
             # the query breaks in only among search endpoints of equal standing.
             best = max(cands[:8], key=lambda j: (relevance.get(j, 0.0) > 0, -cands.index(j)))
+            best = canon[best] if canon is not None else best
             out.append((best, score))
             seen.add(best)
     return out[:k]
 
 
-def _hits(corpus: Corpus, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
+def finish(corpus: Corpus, ranked: Sequence[tuple[int, float]], k: int, producers: bool = True) -> list[Hit]:
+    """The hits of a ranking: copies of one tool shown once (duplicates.py), then chain-aware
+    expansion, then the first ``k``."""
+    from atc.retrieval.duplicates import as_groups, collapse
+
+    found = as_groups(corpus)
+    ranked = collapse(found, ranked)
+    top = expand(corpus, ranked, k, found[0] if found else None) if producers else ranked[:k]
+    return _hits(corpus, top, found)
+
+
+def _hits(corpus: Corpus, ranked: Sequence[tuple[int, float]], found: Any = None) -> list[Hit]:
     from atc.retrieval.corpus import MemoryCorpus
+    from atc.retrieval.duplicates import copies_of
 
     in_memory = isinstance(corpus, MemoryCorpus)  # the store's tools are read only when asked for
     out = []
     for i, score in ranked:
         d = corpus.doc(i)
+        copies = [corpus.doc(j).key for j in copies_of(found, i)]
         out.append(Hit(collection=d.collection, name=d.name, score=float(score), description=d.summary,
-                       tool=corpus.tool(i) if in_memory else None))
+                       tool=corpus.tool(i) if in_memory else None, duplicates=copies))
     return out
 
 
@@ -111,9 +128,9 @@ class Bm25Retriever:
         return self.corpus.lexical.top(query, depth)
 
     def search(self, query: str, k: int = 5) -> SearchResult:
-        ranked = self.rank(query, max(k, POOL) if self.producers else k)
-        top = expand(self.corpus, ranked, k) if self.producers else ranked[:k]
-        return SearchResult(hits=_hits(self.corpus, top), retriever=self.name, notes=list(self.notes))
+        ranked = self.rank(query, max(k, POOL))
+        return SearchResult(hits=finish(self.corpus, ranked, k, self.producers), retriever=self.name,
+                            notes=list(self.notes))
 
 
 class DenseRetriever:
@@ -127,15 +144,17 @@ class DenseRetriever:
         self.producers = producers
 
     def similarities(self, query: str) -> np.ndarray | None:
-        """Each document's best cosine similarity to the query or to one of its sentences: a
-        long request that asks for several things is several intents, and one vector of all of
-        them matches each tool weakly."""
+        """Each document's best cosine similarity to one of the query's sentences (a query of one
+        sentence: to the query): a long request that asks for several things is several
+        intents, and one vector of all of them matches each tool weakly. The whole request of
+        several sentences is not embedded as well: that doubled the cost of a long request for
+        under 0.005 nDCG@5 on every public set (benchmarks/RESULTS.md, issue #25)."""
         import numpy as np
 
         vectors = self.corpus.vectors(self.embedder)
         if vectors is None:
             return None
-        texts = [query, *sentences(query)]
+        texts = sentences(query) or [query]
         q = np.asarray(self.embedder.embed(texts), dtype=np.float32)
         sims: np.ndarray = (vectors @ q.T).max(axis=1) if len(texts) > 1 else vectors @ q[0]
         return sims
@@ -147,8 +166,7 @@ class DenseRetriever:
             return _fallback(self.corpus, query, k, self.embedder)
         order = _best(sims, max(k, POOL))
         ranked = [(int(i), float(sims[i])) for i in order]
-        top = expand(self.corpus, ranked, k) if self.producers else ranked[:k]
-        return SearchResult(hits=_hits(self.corpus, top), retriever=self.name)
+        return SearchResult(hits=finish(self.corpus, ranked, k, self.producers), retriever=self.name)
 
 
 class HybridRetriever:
@@ -213,8 +231,7 @@ class HybridRetriever:
         ranked = self.fused(query)
         if ranked is None:
             return _fallback(self.corpus, query, k, self.embedder)
-        top = expand(self.corpus, ranked, k) if self.producers else ranked[:k]
-        return SearchResult(hits=_hits(self.corpus, top), retriever=self.name)
+        return SearchResult(hits=finish(self.corpus, ranked, k, self.producers), retriever=self.name)
 
 
 def _fallback(corpus: Corpus, query: str, k: int, embedder: Embedder) -> SearchResult:

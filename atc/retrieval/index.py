@@ -8,6 +8,7 @@ Layout under ``ATC_HOME/retrieval/``::
     gen-<id>/postings.i32, weights.f32, lexical.json   the BM25F index (lexical.py)
     gen-<id>/grams.i32, grams.f32, grams.json   the character n-grams (chargrams.py), when an embedder ran
     gen-<id>/vectors.f32  the documents' vectors (mean of their views' unit vectors) (float32, row-major), when an embedder ran
+    gen-<id>/dups.i32   copies of one tool in several collections (duplicates.py), when there are any
     .lock              flock'ed while a generation is built
 
 A new generation is written in full into a fresh directory and only then named by ``CURRENT``,
@@ -25,6 +26,7 @@ import json
 import os
 import secrets
 import shutil
+import sys
 import time
 from array import array
 from collections.abc import Sequence
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from atc.errors import AtcError
 from atc.retrieval.chargrams import CharGramIndex
 from atc.retrieval.corpus import Doc, docs_of, producer_lists
+from atc.retrieval.duplicates import groups
 from atc.retrieval.lexical import LexicalIndex
 from protocols.files import atomic_write
 from protocols.model import Tool
@@ -49,7 +52,8 @@ __all__ = ["StoreIndex", "update_index", "open_index", "index_dir"]
 
 #: 2: a document's vector is the mean of its views' vectors (corpus.Doc.dense_views)
 #: 3: the character n-gram index of the hybrid (chargrams.py) is written with the vectors
-_VERSION = 3
+#: 4: documents carry their protocol key and documentation score; copies are grouped (dups.i32)
+_VERSION = 4
 
 
 def index_dir(home: Path) -> Path:
@@ -69,6 +73,11 @@ def _store_collections(store: Store) -> dict[str, str]:
     return {name: entry["file"] for name, entry in store._index()["collections"].items()}
 
 
+def _imported(store: Store) -> dict[str, str]:
+    """When each collection was imported (which copy of a duplicated tool is newest)."""
+    return {name: str(entry.get("imported_at") or "") for name, entry in store._index()["collections"].items()}
+
+
 class StoreIndex:
     """One generation of the index, opened read-only. A ``Corpus`` (see corpus.py)."""
 
@@ -82,6 +91,7 @@ class StoreIndex:
         self._docs: dict[int, Doc] = {}
         self._producers: dict[int, list[list[int]]] = {}
         self._vectors: np.ndarray | None = None
+        self._groups: tuple[array[int], array[int]] | None = None
 
     @property
     def n(self) -> int:
@@ -140,6 +150,17 @@ class StoreIndex:
         if i not in self._producers:
             self.doc(i)
         return self._producers[i]
+
+    def duplicates(self) -> tuple[array[int], array[int]] | None:
+        """The groups of copies (duplicates.py), or None when no tool has a copy."""
+        if not self.meta.get("duplicates"):
+            return None
+        if self._groups is None:
+            both = array("i", (self.folder / "dups.i32").read_bytes())
+            if sys.byteorder != "little":
+                both.byteswap()
+            self._groups = (both[:self.n], both[self.n:])
+        return self._groups
 
     def tool(self, i: int) -> Tool | None:
         d = self.doc(i)
@@ -250,8 +271,9 @@ def _live(home: Path, store: Store) -> StoreIndex | None:
 
 
 def update_index(home: Path, *, store: Store | None = None, embedder: Embedder | None = None,
-                 progress: Progress | None = None) -> StoreIndex:
-    """Build a new generation for the store's current collections and make it live."""
+                 progress: Progress | None = None, deferred: bool = False) -> StoreIndex:
+    """Build a new generation for the store's current collections and make it live. ``deferred``
+    (``tools import --no-embed``): written without vectors on purpose; searches say how to get them."""
     home = Path(home)
     store = store or Store(home)
     root = index_dir(home)
@@ -259,18 +281,19 @@ def update_index(home: Path, *, store: Store | None = None, embedder: Embedder |
     with open(root / ".lock", "a+b") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
-            return _build(home, root, store, embedder, progress)
+            return _build(home, root, store, embedder, progress, deferred)
         finally:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
 def _build(home: Path, root: Path, store: Store, embedder: Embedder | None,
-           progress: Progress | None = None) -> StoreIndex:
+           progress: Progress | None = None, deferred: bool = False) -> StoreIndex:
     previous = _live(home, store)
     stamp = _stamp(store)  # taken before reading: a change made meanwhile shows as a newer stamp
     wanted = _store_collections(store)
     reused: dict[str, list[Doc]] = {}
-    if previous is not None:
+    # Documents are reused only from a generation of this version: an older one lacks fields.
+    if previous is not None and previous.meta.get("version") == _VERSION:
         old = previous.collections
         start = 0
         # Documents of unchanged collections come from the previous generation, in its order.
@@ -294,7 +317,8 @@ def _build(home: Path, root: Path, store: Store, embedder: Embedder | None,
     folder = root / f"gen-{secrets.token_hex(6)}"
     folder.mkdir()
     try:
-        _write_generation(folder, home, docs, {c: wanted[c] for c in counts}, counts, embedder, stamp, progress)
+        _write_generation(folder, home, docs, {c: wanted[c] for c in counts}, counts, embedder, stamp, progress,
+                          imported=_imported(store), deferred=deferred)
         atomic_write(root / "CURRENT", folder.name + "\n")
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
@@ -305,8 +329,15 @@ def _build(home: Path, root: Path, store: Store, embedder: Embedder | None,
 
 def _write_generation(folder: Path, home: Path, docs: Sequence[Doc], collections: dict[str, str],
                       counts: dict[str, int], embedder: Embedder | None, stamp: list[int],
-                      progress: Progress | None = None) -> None:
+                      progress: Progress | None = None, imported: dict[str, str] | None = None,
+                      deferred: bool = False) -> None:
     producers = producer_lists(docs)
+    canon, ring, hidden = groups(docs, imported)
+    if hidden:
+        both = array("i", canon + ring)
+        if sys.byteorder != "little":
+            both.byteswap()
+        (folder / "dups.i32").write_bytes(both.tobytes())
     offsets = array("q", [0])
     with open(folder / "docs.jsonl", "wb") as f:
         for d, x in zip(docs, producers, strict=True):
@@ -327,7 +358,8 @@ def _write_generation(folder: Path, home: Path, docs: Sequence[Doc], collections
         # Only the hybrid reads the n-grams, and only with vectors: a BM25-only import skips them.
         CharGramIndex.build(docs).save(folder)
     meta = {"version": _VERSION, "n": len(docs), "collections": collections, "counts": counts,
-            "embedder": name, "dim": dim, "built_at": time.time(), "store_stamp": stamp}
+            "embedder": name, "dim": dim, "built_at": time.time(), "store_stamp": stamp, "duplicates": hidden,
+            "deferred": bool(deferred and name is None)}
     (folder / "meta.json").write_text(json.dumps(meta))
     for path in folder.iterdir():  # the data reaches the disk before CURRENT names it
         with open(path, "rb") as f:

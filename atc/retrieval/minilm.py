@@ -23,11 +23,13 @@ import numpy as np
 
 from atc.errors import ConfigError
 from atc.retrieval.embedders import INSTALL_HINT, model_dir
+from atc.retrieval.wordpiece import WordPiece
 
 __all__ = ["MiniLM", "read_safetensors"]
 
 _HEADS = 12
 _MAX_TOKENS = 256  # the model's max_seq_length in sentence-transformers
+_PLAIN_TEXTS = 32  # at most this many texts are tokenised in plain Python (wordpiece.py)
 _EPS = 1e-12
 _DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
 
@@ -83,8 +85,8 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarr
 
 class _Layer:
     """One encoder layer's weights for ``tokens @ matrix``: transposed views of the memory map (no
-    copy: a one-query process would spend longer copying than multiplying), with Q, K and V fused
-    in one (384, 1152) product."""
+    copy: a one-query process would spend longer copying than multiplying); Q, K and V fused in
+    one (384, 1152) product once the weights are kept resident."""
 
     def __init__(self, w: dict[str, np.ndarray], p: str) -> None:
         def t(name: str) -> np.ndarray:
@@ -93,14 +95,32 @@ class _Layer:
         def vec(name: str) -> np.ndarray:
             return np.array(w[p + name], dtype=np.float32)
 
-        qkv = ("attention.self.query", "attention.self.key", "attention.self.value")
-        self.qkv = np.concatenate([w[p + n + ".weight"] for n in qkv]).T
-        self.qkv_bias = np.concatenate([vec(n + ".bias") for n in qkv])
+        names = ("attention.self.query", "attention.self.key", "attention.self.value")
+        #: Q, K and V as three views until ``fuse`` (one product is faster on many tokens, but the
+        #: fused matrix is a 1.8 MB copy a layer, more than a one-query process gains from it)
+        self.parts = [t(n) for n in names]
+        self.qkv: np.ndarray | None = None
+        self.qkv_bias = np.concatenate([vec(n + ".bias") for n in names])
         self.out, self.out_bias = t("attention.output.dense"), vec("attention.output.dense.bias")
         self.ln1 = vec("attention.output.LayerNorm.weight"), vec("attention.output.LayerNorm.bias")
         self.up, self.up_bias = t("intermediate.dense"), vec("intermediate.dense.bias")
         self.down, self.down_bias = t("output.dense"), vec("output.dense.bias")
         self.ln2 = vec("output.LayerNorm.weight"), vec("output.LayerNorm.bias")
+
+    def fuse(self) -> None:
+        if self.qkv is None:
+            self.qkv = np.ascontiguousarray(np.concatenate(self.parts, axis=1))
+
+    def project(self, x: np.ndarray) -> np.ndarray:
+        """Q, K and V of the tokens ``x``, side by side (tokens, 1152), biases added."""
+        if self.qkv is not None:
+            out: np.ndarray = np.matmul(x, self.qkv)
+        else:
+            out = np.empty((x.shape[0], 3 * x.shape[1]), dtype=np.float32)
+            for n, part in enumerate(self.parts):
+                np.matmul(x, part, out=out[:, n * x.shape[1]:(n + 1) * x.shape[1]])
+        out += self.qkv_bias
+        return out
 
 
 class MiniLM:
@@ -117,14 +137,10 @@ class MiniLM:
         folder = folder or model_dir()
         if folder is None:
             raise ConfigError("the local embedding model is not installed", hint=INSTALL_HINT)
-        try:
-            from tokenizers import Tokenizer
-        except ImportError as exc:
-            raise ConfigError("the local embedding model needs the 'tokenizers' package", hint=INSTALL_HINT) from exc
         self.batch_tokens = batch_tokens
-        self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self._tokenizer.enable_truncation(max_length=_MAX_TOKENS)
-        self._tokenizer.no_padding()
+        self._folder = folder
+        self._fast: Any = None  # tokenizers' Tokenizer, loaded for the first large batch
+        self._wordpiece: WordPiece | None = None
         self._w = read_safetensors(folder / "model.safetensors")
         count = sum(1 for k in self._w if k.endswith(".attention.self.query.weight"))
         self._layers = [_Layer(self._w, f"encoder.layer.{n}.") for n in range(count)]
@@ -143,17 +159,36 @@ class MiniLM:
         if self._contiguous:
             return
         for layer in self._layers:
-            for attr in ("qkv", "out", "up", "down"):
+            layer.fuse()
+            for attr in ("out", "up", "down"):
                 setattr(layer, attr, np.ascontiguousarray(getattr(layer, attr)))
         self._contiguous = True
+
+    def _token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids with [CLS] and [SEP], at most 256. A few texts (a request and its sentences)
+        are tokenised in plain Python: loading ``tokenizers`` and its 700 KB JSON costs a
+        one-query process more than the query's embedding. Both give the same ids."""
+        if len(texts) > _PLAIN_TEXTS and self._fast is None:
+            try:
+                from tokenizers import Tokenizer
+            except ImportError:
+                pass
+            else:
+                self._fast = Tokenizer.from_file(str(self._folder / "tokenizer.json"))
+                self._fast.enable_truncation(max_length=_MAX_TOKENS)
+                self._fast.no_padding()
+        if len(texts) > _PLAIN_TEXTS and self._fast is not None:
+            return [e.ids for e in self._fast.encode_batch([t or " " for t in texts])]
+        if self._wordpiece is None:
+            self._wordpiece = WordPiece(self._folder / "vocab.txt")
+        return [self._wordpiece.ids(t or " ", max_length=_MAX_TOKENS) for t in texts]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors, one row per text (float32)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        encodings = self._tokenizer.encode_batch([t or " " for t in texts])
-        seqs = [e.ids for e in encodings]
+        seqs = self._token_ids(texts)
         if not self._contiguous and sum(len(s) for s in seqs) > self.batch_tokens:
             self.keep_resident()  # many texts: contiguous copies of the matrices pay off
         order = sorted(range(len(texts)), key=lambda i: len(seqs[i]))
@@ -189,8 +224,7 @@ class MiniLM:
         scale = np.float32(1 / math.sqrt(head))
         context = np.empty_like(x)
         for layer in self._layers:
-            qkv = x @ layer.qkv
-            qkv += layer.qkv_bias
+            qkv = layer.project(x)
             for first, m, n in runs:
                 block = qkv[first:first + m * n].reshape(m, n, 3, _HEADS, head)
                 q = block[:, :, 0].transpose(0, 2, 1, 3)

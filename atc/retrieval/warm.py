@@ -55,12 +55,16 @@ def _code_stamp() -> str:
 
 def _fingerprint(home: Path) -> str:
     """One store, one interpreter, one version of the code, one embedder configuration."""
-    from atc.config import embed_settings
+    from atc.config import embed_runtime, embed_settings
 
     emb = embed_settings()
     key = blake2b(digest_size=10)
     # The API key only enters the hash, never the name (a different key is a different server).
-    for part in (str(home.resolve()), sys.executable, _code_stamp(), emb.model or "", emb.base_url or "",
+    # The interpreter as an environment (its prefix) and a binary (resolved): ``.venv/bin/python``
+    # and ``.venv/bin/python3`` are one interpreter, two virtual environments are two.
+    interpreter = f"{sys.prefix}\0{os.path.realpath(sys.executable)}"
+    for part in (str(home.resolve()), interpreter, _code_stamp(), emb.model or "", embed_runtime(),
+                 emb.base_url or "",
                  blake2b((emb.api_key or "").encode()).hexdigest()):
         key.update(part.encode("utf-8", "surrogatepass") + b"\0")
     return key.hexdigest()

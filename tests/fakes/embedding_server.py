@@ -5,7 +5,8 @@ bag of hashed words (each lower-case word adds 1 to one of ``dim`` buckets), so 
 words are similar and results are reproducible. Every request body is recorded (``requests``),
 so tests can count what was embedded. ``mode`` makes it misbehave: ``"garbage"`` (a body that is
 not an embeddings list), ``"short"`` (one vector too few), ``"dim"`` (a different vector length
-on every other request), ``"error"`` (HTTP 500).
+on every other request), ``"error"`` (HTTP 500). ``delay``: seconds before each answer (a slow
+model, for what an import says while it waits).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -34,9 +36,10 @@ def bag_vector(text: str, dim: int) -> list[float]:
 class FakeEmbeddings(LoopbackServer):
     """The server; use as a context manager. ``base_url`` ends in ``/v1``."""
 
-    def __init__(self, dim: int = 64, mode: str = "ok") -> None:
+    def __init__(self, dim: int = 64, mode: str = "ok", delay: float = 0.0) -> None:
         self.dim = dim
         self.mode = mode
+        self.delay = delay
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -55,6 +58,8 @@ class FakeEmbeddings(LoopbackServer):
         with self._lock:
             self.requests.append(body)
             count = len(self.requests)
+        if self.delay:
+            time.sleep(self.delay)
         texts = body.get("input")
         if isinstance(texts, str):
             texts = [texts]
