@@ -309,10 +309,24 @@ def test_ctrl_c_while_a_snippet_runs_ends_the_session(local_backend: LocalBacken
     traces = _traces(s)
     main = threading.main_thread().ident
     assert main is not None
-    threading.Timer(0.3, signal.pthread_kill, args=(main, signal.SIGINT)).start()  # what Ctrl-C sends
+    done = threading.Event()
+
+    def press_ctrl_c() -> None:
+        # What Ctrl-C sends, again every half second as an impatient user would: a SIGINT that
+        # lands while the main thread runs a finalizer is swallowed by Python itself.
+        time.sleep(0.3)
+        while not done.is_set():
+            signal.pthread_kill(main, signal.SIGINT)
+            done.wait(0.5)
+
+    presser = threading.Thread(target=press_ctrl_c, daemon=True)
+    presser.start()
     started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        s.run("import time\ntime.sleep(30)")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            s.run("import time\ntime.sleep(30)")
+    finally:
+        done.set()
     assert time.monotonic() - started < 3
     assert not s.alive and "interrupted" in (s.ended or "")
     assert _gone(traces)
