@@ -29,7 +29,7 @@ from probes.calls import Observation, Source
 from probes.harvest import Candidate, field_path
 from probes.naming import singular
 from probes.plan import Bound, Step, WritePlan, shown
-from probes.scope import fresh_name
+from probes.scope import Scope, fresh_name
 from probes.state import BUDGET_SPENT, Session, ToolState
 from probes.values import coerce, type_ok
 from protocols.model import Tool
@@ -146,6 +146,7 @@ class WriteRunner:
         self.s = session
         self.plan = plan
         self.say = say
+        self.scope = Scope(session.settings.scope)
         self.values: dict[int, Any] = {}
         self.origin: dict[int, Source] = {}
         self.own_param: dict[int, str] = {}
@@ -276,6 +277,11 @@ class WriteRunner:
         if isinstance(filled, str):
             return self._skip(step, state, filled)
         args, provenance = filled
+        stray = outside_roots(self.scope, args)
+        if stray is not None:
+            # The plan only fills arguments from the scope and from what this probe made; this
+            # is the last look before anything is sent, should a path have slipped through.
+            return self._skip(step, state, f"{stray!r} is outside the scope's roots: never written")
         problem = s.caller.valid(tool, args)
         if problem is not None:
             return self._skip(step, state, f"its arguments do not fit the tool's schema: {problem}")
@@ -446,3 +452,19 @@ def is_root(value: Any) -> bool:
     from probes.text import is_path_like
 
     return is_path_like(value)
+
+
+def outside_roots(scope: Scope, args: Any) -> str | None:
+    """A path-like value among ``args`` (at any depth) that is not inside one of the scope's
+    pinned roots; None when every one is, or when the scope pins no root."""
+    if not scope.roots:
+        return None
+    values = args.values() if isinstance(args, dict) else args if isinstance(args, list) else [args]
+    for value in values:
+        if isinstance(value, (dict, list)):
+            found = outside_roots(scope, value)
+            if found is not None:
+                return found
+        elif is_root(value) and not scope.under_root(value):
+            return str(value)
+    return None
