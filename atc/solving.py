@@ -75,6 +75,8 @@ class Solution:
     retriever: str | None = None
     strategy: str = DEFAULT
     steps: int = 0
+    #: what one of ``steps`` is for this strategy ("attempt", "turn", "node"; a plug-in's own word)
+    step_unit: str = "step"
     api_calls: int = 0
     trace: Any = None
     failures: dict[str, int] = field(default_factory=dict)
@@ -96,6 +98,7 @@ class Solution:
             "retriever": self.retriever,
             "strategy": self.strategy,
             "steps": self.steps,
+            "step_unit": self.step_unit,
             "api_calls": self.api_calls,
             "trace": self.trace,
             "failures": dict(self.failures),
@@ -116,6 +119,7 @@ class Solution:
                    sandbox=d.get("sandbox"), duration_ms=float(d.get("duration_ms") or 0.0), error=d.get("error"),
                    query=d.get("query") or "", model=d.get("model"), retriever=d.get("retriever"),
                    strategy=str(d.get("strategy") or DEFAULT), steps=int(d.get("steps") or len(attempts)),
+                   step_unit=str(d.get("step_unit") or "step"),
                    api_calls=int(d.get("api_calls") or 0), trace=d.get("trace"),
                    failures={str(k): int(v) for k, v in (failures or {}).items()})
 
@@ -276,6 +280,7 @@ def solve(
         sandbox=episode.sandbox_name, duration_ms=(time.perf_counter() - started) * 1000, error=outcome.error,
         query=query, model=getattr(meter.client, "model", None),
         retriever=searched.retriever if searched is not None else None, strategy=plan.name, steps=outcome.steps,
+        step_unit=str(getattr(plan, "step_unit", "step")),
         api_calls=len(episode.calls), trace=outcome.trace, failures=episode.failures_by_kind())
 
 

@@ -92,6 +92,7 @@ class Chain:
     ``max_reflections`` repairs (``max_steps``, when given, is the number of attempts)."""
 
     name = "chain"
+    step_unit = "attempt"
     #: programs run in the sandbox: it is made ready while the model writes the first one
     uses_sandbox = True
 

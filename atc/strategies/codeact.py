@@ -56,6 +56,7 @@ class CodeAct:
     """A snippet per turn in a live interpreter; ``Final answer: ...`` to finish."""
 
     name = "codeact"
+    step_unit = "turn"
     #: the session brings its own sandbox: nothing to get ready beforehand
     uses_sandbox = False
 

@@ -93,6 +93,7 @@ class Dfsdt:
     """Depth-first search over function-calling turns, with give-up-and-restart."""
 
     name = "dfsdt"
+    step_unit = "node"
     uses_sandbox = False
 
     def __init__(self, *, max_steps: int | None = None, width: int = DEFAULT_WIDTH, max_depth: int = DEFAULT_DEPTH,

@@ -41,6 +41,7 @@ class React:
     """Think, call one function, observe; ``finish`` with the answer."""
 
     name = "react"
+    step_unit = "turn"
     uses_sandbox = False
 
     def __init__(self, *, max_steps: int | None = None, max_observation: int = MAX_OBSERVATION, **_: Any) -> None:
