@@ -20,6 +20,7 @@ import pytest
 from sandbox.api import Backend, Limits, Toolset
 from sandbox.local_backend import LocalBackend, uid_block
 from sandbox.pool import Demand, PoolBounds, machine_max
+from tests.procs import processes_of
 
 LIMITS = Limits(timeout=20)
 TOOLS = Toolset(collections=[])
@@ -213,18 +214,7 @@ def test_a_fork_server_that_cannot_make_the_namespaces_lets_each_jail_make_its_o
 def _host_sandbox_processes(uids: set[int] | None = None) -> list[int]:
     """Host processes running under ``uids`` (default: every sandbox uid of this test process;
     other backends of the same process, still alive from earlier tests, share that block)."""
-    block = uid_block() if uids is None else uids
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}").st_uid in block:
-                    with open(f"/proc/{entry}/stat") as f:
-                        if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                            found.append(int(entry))
-            except OSError:
-                continue
-    return found
+    return processes_of(uid_block() if uids is None else uids)
 
 
 def test_local_close_leaves_no_process_behind() -> None:
