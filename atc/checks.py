@@ -26,14 +26,17 @@ import builtins
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atc.extract import bound_names
 from protocols.building import RESERVED_ARGUMENTS
 from protocols.model import Tool
 from sandbox.lint import MAX_PROGRAM_CHARS, too_long
 
-__all__ = ["Issue", "find_issues", "check_program"]
+if TYPE_CHECKING:
+    from sandbox.api import Toolset
+
+__all__ = ["Issue", "find_issues", "check_program", "check_for_run"]
 
 _BUILTINS = frozenset(dir(builtins)) | {"ToolError"}
 _MAX_REPORTED = 5
@@ -168,3 +171,11 @@ def check_program(program: str, tools: Mapping[str, Tool], *,
                         "response_shape": None, "excerpt": None} if first.tool else None,
         "static": True,
     }
+
+
+def check_for_run(program: str, toolset: Toolset) -> dict[str, Any] | None:
+    """``check_program`` against a run's tools as its gateway treats them: the tools of a
+    collection that runs with validation ``warn`` or ``off`` are ``lenient`` (the gateway sends
+    their calls, so the check must not refuse them)."""
+    lenient = frozenset(name for name in toolset.tools if toolset.validation_for(name) != "strict")
+    return check_program(program, toolset.tools, lenient=lenient)

@@ -9,50 +9,25 @@
         result = await s.run("print(get_stats())")
 
 The session itself is ``sandbox.interactive.Session`` (its limits, its reaping, its teardown);
-this layer adds what the Python API accepts as tools everywhere: a stored collection's name
-besides Collections, spec paths, MCP sources and Toolsets.
+this layer adds what the Python API accepts as tools everywhere (``atc.toolsets``): a stored
+collection's name besides Collections, spec paths, MCP sources and Toolsets.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-from protocols.model import Collection
-from sandbox.api import Backend, ExecutionResult, Limits, SessionLimits, Toolset
+from atc.toolsets import ToolsArg, toolset_for
+from sandbox.api import Backend, ExecutionResult, Limits, SessionLimits
 from sandbox.interactive import Session
 
 __all__ = ["session", "asession", "Session", "AsyncSession", "SessionLimits"]
 
-Tools = Toolset | Collection | str | Path | Sequence[Collection | str | Path]
-
-
-def _toolset(tools: Tools, base_url: str | dict[str, str] | None, credentials: dict[str, str] | None,
-             validation: str | dict[str, str] | None) -> Toolset:
-    """A Toolset from any form ``atc.solve`` takes, a stored collection's name included."""
-    from sandbox.execute import as_toolset
-    from sandbox.mcp.sources import is_mcp_source
-
-    if isinstance(tools, Toolset):
-        return as_toolset(tools, base_url=base_url, credentials=credentials, validation=validation)
-    items = [tools] if isinstance(tools, Collection | str | Path) else list(tools)
-    resolved: list[Collection | str] = []
-    for item in items:
-        if isinstance(item, str | Path) and not (isinstance(item, str) and (is_mcp_source(item) or item.startswith(
-                ("http://", "https://")))) and not Path(item).expanduser().exists():
-            from atc.config import atc_home
-            from protocols.store import Store
-
-            resolved.append(Store(atc_home()).get(str(item)))  # NotFound (exit 2) names the store
-        else:
-            resolved.append(item if isinstance(item, Collection | str) else str(item))
-    return as_toolset(resolved, base_url=base_url, credentials=credentials, validation=validation)
-
 
 def session(
-    tools: Tools,
+    tools: ToolsArg,
     limits: Limits | None = None,
     *,
     sandbox: str | Backend | None = None,
@@ -67,7 +42,7 @@ def session(
     The other arguments are ``atc.run``'s."""
     from sandbox.interactive import open_session
 
-    toolset = _toolset(tools, base_url, credentials, validation)
+    toolset = toolset_for(tools, base_url, credentials, validation)
     return open_session(toolset, limits, sandbox=sandbox, session_limits=session_limits)
 
 
@@ -122,7 +97,7 @@ class AsyncSession:
 
 
 def asession(
-    tools: Tools,
+    tools: ToolsArg,
     limits: Limits | None = None,
     *,
     sandbox: str | Backend | None = None,
@@ -136,5 +111,5 @@ def asession(
     opens in a worker thread."""
     from sandbox.interactive import open_session
 
-    toolset = _toolset(tools, base_url, credentials, validation)
+    toolset = toolset_for(tools, base_url, credentials, validation)
     return AsyncSession(lambda: open_session(toolset, limits, sandbox=sandbox, session_limits=session_limits))

@@ -19,33 +19,32 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atc import tracing
 from atc.errors import AtcError, UsageError
 from atc.model import ModelClient, configured_settings, make_client
-from atc.strategies.base import Episode, Step, Strategy
+from atc.strategies.base import Episode, Step, StepHook, Strategy
 from atc.strategies.chain import Attempt
 from atc.strategies.meter import Budget, Meter, Usage
 from atc.strategies.registry import DEFAULT, resolve
-from protocols.model import Collection, Tool
+from atc.toolsets import ToolsArg, toolset_for
+from protocols.model import Tool
 from sandbox.api import Backend, Limits, ToolCall, Toolset
 from sandbox.execute import BaseUrl, Validation, pick_sandbox, prepare
 
 if TYPE_CHECKING:
     from atc.retrieval.base import Retriever, SearchResult
 
-__all__ = ["Usage", "Attempt", "Solution", "solve", "asolve", "choose_tools", "toolset_for", "DEFAULT_TOP_K"]
+__all__ = ["Usage", "Attempt", "Solution", "solve", "asolve", "choose_tools", "toolset_for", "ToolsArg",
+           "DEFAULT_TOP_K"]
 
 #: Tools shown to the model when the collections hold more (the ATC paper gives 20 candidates).
 DEFAULT_TOP_K = 20
 
-ToolsArg = Toolset | Collection | Sequence[Collection] | str | Path
 AttemptHook = Callable[[Attempt, int], None]
-StepHook = Callable[[Step], None]
 
 
 @dataclass
@@ -76,6 +75,8 @@ class Solution:
     retriever: str | None = None
     strategy: str = DEFAULT
     steps: int = 0
+    #: what one of ``steps`` is for this strategy ("attempt", "turn", "node"; a plug-in's own word)
+    step_unit: str = "step"
     api_calls: int = 0
     trace: Any = None
     failures: dict[str, int] = field(default_factory=dict)
@@ -97,6 +98,7 @@ class Solution:
             "retriever": self.retriever,
             "strategy": self.strategy,
             "steps": self.steps,
+            "step_unit": self.step_unit,
             "api_calls": self.api_calls,
             "trace": self.trace,
             "failures": dict(self.failures),
@@ -117,6 +119,7 @@ class Solution:
                    sandbox=d.get("sandbox"), duration_ms=float(d.get("duration_ms") or 0.0), error=d.get("error"),
                    query=d.get("query") or "", model=d.get("model"), retriever=d.get("retriever"),
                    strategy=str(d.get("strategy") or DEFAULT), steps=int(d.get("steps") or len(attempts)),
+                   step_unit=str(d.get("step_unit") or "step"),
                    api_calls=int(d.get("api_calls") or 0), trace=d.get("trace"),
                    failures={str(k): int(v) for k, v in (failures or {}).items()})
 
@@ -132,56 +135,7 @@ class Solution:
                    strategy=strategy or DEFAULT)
 
 
-# -- inputs -----------------------------------------------------------------------------------
-
-
-def _collections(tools: ToolsArg) -> list[Collection]:
-    if isinstance(tools, Collection):
-        return [tools]
-    if isinstance(tools, (str, Path)):
-        tools = [tools]  # type: ignore[list-item]
-    out: list[Collection] = []
-    for item in tools:  # type: ignore[union-attr]
-        if isinstance(item, Collection):
-            out.append(item)
-        elif isinstance(item, str) and _is_mcp(item):
-            from sandbox.execute import sources_to_collections
-
-            out += sources_to_collections(item)
-        elif isinstance(item, (str, Path)):
-            out.append(_load(item))
-        else:
-            raise UsageError(f"tools must be Collections, spec paths or collection names, not {type(item).__name__}")
-    if not out:
-        raise UsageError("no tools given", hint="pass a Collection, a spec path or an imported collection name")
-    return out
-
-
-def _is_mcp(item: str) -> bool:
-    from sandbox.mcp.sources import is_mcp_source
-
-    return is_mcp_source(item)
-
-
-def _load(item: str | Path) -> Collection:
-    path = Path(item).expanduser()
-    if path.exists():
-        from protocols.loaders import load_spec
-
-        return load_spec(path)
-    from atc.config import atc_home
-    from protocols.store import Store
-
-    return Store(atc_home()).get(str(item))
-
-
-def toolset_for(tools: ToolsArg, base_url: BaseUrl = None, credentials: dict[str, str] | None = None,
-                validation: Validation = None) -> Toolset:
-    """The ``Toolset`` of ``solve``'s ``tools`` argument, with its overrides applied."""
-    from sandbox.execute import as_toolset
-
-    return as_toolset(tools if isinstance(tools, Toolset) else _collections(tools), base_url=base_url,
-                      credentials=credentials or None, validation=validation)
+# -- the tools shown ----------------------------------------------------------------------------
 
 
 #: Retrievers that rank without a model: when every tool fits in what the model is shown, none runs.
@@ -326,6 +280,7 @@ def solve(
         sandbox=episode.sandbox_name, duration_ms=(time.perf_counter() - started) * 1000, error=outcome.error,
         query=query, model=getattr(meter.client, "model", None),
         retriever=searched.retriever if searched is not None else None, strategy=plan.name, steps=outcome.steps,
+        step_unit=str(getattr(plan, "step_unit", "step")),
         api_calls=len(episode.calls), trace=outcome.trace, failures=episode.failures_by_kind())
 
 

@@ -45,8 +45,9 @@ sys.path.insert(0, str(ROOT))
 from atc.evaluation import JudgeOptions, RunSettings, evaluate, load_suite  # noqa: E402
 from atc.evaluation.mockhub import MockHub  # noqa: E402
 from atc.evaluation.report import chart  # noqa: E402
-from atc.evaluation.runner import CandidateRetriever, known_strategies, resolve_tools  # noqa: E402
+from atc.evaluation.runner import CandidateRetriever, resolve_tools  # noqa: E402
 from atc.model import make_client  # noqa: E402
+from atc.strategies import registered  # noqa: E402
 from atc.workflows.many import solve_many  # noqa: E402
 from sandbox.api import Limits  # noqa: E402
 from tests.fakes.gold_model import GoldModel, every_protocol, gold_tools, protocol_of  # noqa: E402
@@ -133,7 +134,7 @@ def main() -> None:
         requests = len(model.requests)
         # every strategy, side by side, the oracle speaking each one's protocol
         model.router = every_protocol(oracle)
-        names = [name for name in STRATEGIES if name in known_strategies()]
+        names = [name for name in STRATEGIES if name in registered()]
         first = len(model.requests)
         side = evaluate(suite, RunSettings(strategies=names, client=client, sandbox="local", concurrency=CONCURRENCY,
                                            limits=limits), toolset=toolset, out=Path(tmp) / "side", chart=False)

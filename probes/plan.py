@@ -37,7 +37,7 @@ from probes.scope import Scope, fresh_name
 from probes.values import MARK, coerce, made_value
 from protocols.model import Tool
 
-__all__ = ["Bound", "Planned", "Step", "WritePlan", "plan_writes", "made_value", "MARK"]
+__all__ = ["Bound", "Planned", "Step", "WritePlan", "plan_writes", "made_value", "shown", "MARK"]
 
 _PARAM = re.compile(r"^\{([^{}/]+)\}$")
 
@@ -111,7 +111,7 @@ class Step:
 
     def to_dict(self) -> dict[str, Any]:
         return {"step": self.index, "tool": self.tool, "action": self.verb, "method": self.method, "path": self.path,
-                "args": self.sent_args if self.sent_args is not None else _shown(self.args),
+                "args": self.sent_args if self.sent_args is not None else shown(self.args),
                 "status": self.status, "says": self.says, "result": self.result, "created": self.created,
                 "uses": self.uses, "deletes": self.deletes}
 
@@ -127,13 +127,14 @@ class WritePlan:
         return self.steps[index - 1]
 
 
-def _shown(value: Any) -> Any:
+def shown(value: Any) -> Any:
+    """Arguments as they are shown before they are filled: every placeholder as its label."""
     if isinstance(value, Bound):
         return value.label()
     if isinstance(value, dict):
-        return {k: _shown(v) for k, v in value.items()}
+        return {k: shown(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_shown(v) for v in value]
+        return [shown(v) for v in value]
     return value
 
 

@@ -28,8 +28,8 @@ from urllib.parse import quote
 from probes.calls import Observation, Source
 from probes.harvest import Candidate, field_path
 from probes.naming import singular
-from probes.plan import Bound, Step, WritePlan
-from probes.scope import fresh_name
+from probes.plan import Bound, Step, WritePlan, shown
+from probes.scope import Scope, fresh_name
 from probes.state import BUDGET_SPENT, Session, ToolState
 from probes.values import coerce, type_ok
 from protocols.model import Tool
@@ -96,20 +96,20 @@ def _holds(data: Any, value: Any, depth: int = 0) -> bool:
 
 def describe(step: Step, tool: Tool, args: dict[str, Any] | None, total: int) -> str:
     """One line saying what a step will do: the verb, the object, the request as sent."""
-    shown = args if args is not None else step.args
+    given = args if args is not None else step.args
     if tool.method.upper() == "MCP":
-        wire = {k: (tool.bindings[k].name if k in tool.bindings and tool.bindings[k].name else k) for k in shown}
-        call = f"{tool.path or tool.name}({_short({wire[k]: v for k, v in shown.items()})})"
+        wire = {k: (tool.bindings[k].name if k in tool.bindings and tool.bindings[k].name else k) for k in given}
+        call = f"{tool.path or tool.name}({_short({wire[k]: v for k, v in given.items()})})"
     else:
         path = tool.path
         for pname, binding in tool.bindings.items():
-            if binding.location == "path" and pname in shown:
-                value = shown[pname]
+            if binding.location == "path" and pname in given:
+                value = given[pname]
                 text = _in_path(value) if isinstance(value, Bound) else quote(str(value), safe="")
                 path = path.replace("{" + binding.name + "}", text)
-        where = {k: (tool.bindings[k].location if k in tool.bindings else "body") for k in shown}
-        body = {k: v for k, v in shown.items() if where[k] in ("body", "query")}
-        headers = " ".join(f"[{tool.bindings[k].name}: {_plain(v)}]" for k, v in shown.items() if where[k] == "header")
+        where = {k: (tool.bindings[k].location if k in tool.bindings else "body") for k in given}
+        body = {k: v for k, v in given.items() if where[k] in ("body", "query")}
+        headers = " ".join(f"[{tool.bindings[k].name}: {shown(v)}]" for k, v in given.items() if where[k] == "header")
         call = f"{tool.method.upper()} {path}" + (f" {headers}" if headers else "") + (f" {_short(body)}" if body else "")
     thing = step.entity or "object"
     verb = {"create": f"create {_a(thing)}", "update": f"change the {thing}", "other": f"{tool.name} on the {thing}",
@@ -135,18 +135,8 @@ def _a(word: str) -> str:
 
 
 def _short(value: Any, limit: int = 160) -> str:
-    text = json.dumps(_plain(value), ensure_ascii=False, default=str)
+    text = json.dumps(shown(value), ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Bound):
-        return value.label()
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 class WriteRunner:
@@ -156,6 +146,7 @@ class WriteRunner:
         self.s = session
         self.plan = plan
         self.say = say
+        self.scope = Scope(session.settings.scope)
         self.values: dict[int, Any] = {}
         self.origin: dict[int, Source] = {}
         self.own_param: dict[int, str] = {}
@@ -286,6 +277,11 @@ class WriteRunner:
         if isinstance(filled, str):
             return self._skip(step, state, filled)
         args, provenance = filled
+        stray = outside_roots(self.scope, args)
+        if stray is not None:
+            # The plan only fills arguments from the scope and from what this probe made; this
+            # is the last look before anything is sent, should a path have slipped through.
+            return self._skip(step, state, f"{stray!r} is outside the scope's roots: never written")
         problem = s.caller.valid(tool, args)
         if problem is not None:
             return self._skip(step, state, f"its arguments do not fit the tool's schema: {problem}")
@@ -456,3 +452,19 @@ def is_root(value: Any) -> bool:
     from probes.text import is_path_like
 
     return is_path_like(value)
+
+
+def outside_roots(scope: Scope, args: Any) -> str | None:
+    """A path-like value among ``args`` (at any depth) that is not inside one of the scope's
+    pinned roots; None when every one is, or when the scope pins no root."""
+    if not scope.roots:
+        return None
+    values = args.values() if isinstance(args, dict) else args if isinstance(args, list) else [args]
+    for value in values:
+        if isinstance(value, (dict, list)):
+            found = outside_roots(scope, value)
+            if found is not None:
+                return found
+        elif is_root(value) and not scope.under_root(value):
+            return str(value)
+    return None

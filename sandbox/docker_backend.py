@@ -17,11 +17,13 @@ Start-up cost is hidden by a pool of ready containers per set of container limit
 observed demand (``sandbox/pool.py``). Each container runs a fork server
 (``sandbox/container_server.py``, mounted read-only like the runner); each run gets user, mount,
 network, PID, IPC and UTS namespaces and a root of its own inside the container, and the
-``atc-v2`` filter. A container runs one program at a time. After a run that ended normally the
-server checks that the run is gone and left nothing and starts the next runner
-(``sandbox/docker_cells.py``); after anything else (timeout, a runner that died, a check that did
-not come back clean) the container is removed. ``pool_size=0`` never reuses a container, and
-neither does an engine whose kernel refuses user namespaces.
+``atc-v2`` filter. A container runs one program at a time, and makes the next run's processes
+while it runs. After a run that ended normally the container goes back to the pool at once: its
+server checks on its own that the run is gone and left nothing and hands over the next runner,
+which whoever takes the container next reads (``sandbox/docker_cells.py``; usually it is there
+already). After anything else (timeout, a runner that died, a check that did not come back
+clean) the container is removed. ``pool_size=0`` never reuses a container, and neither does an
+engine whose kernel refuses user namespaces.
 
 Containers are always removed: after an abnormal run (also on timeout), when the pool shrinks, on
 ``close()``, at interpreter exit, and, for owners that died without cleaning up (``kill -9``), by the next backend that starts
@@ -32,7 +34,7 @@ itself by the container's ``oom_kill`` counter (``State.OOMKilled`` where the ho
 it); we do not use Docker's ``auto_remove``, which would delete the container before that.
 
 ``open_session`` lends a container to a sandbox session (``sandbox/interpreter.py``): its runner is
-forked again with the session's CPU time, serves snippet after snippet, and when the session ends
+made again with the session's CPU time, serves snippet after snippet, and when the session ends
 the container goes (``sandbox/session_runners.py``); it never serves another run.
 """
 
@@ -95,6 +97,23 @@ __all__ = [
     "reap_stale_containers",
 ]
 
+#: How long after a run its container's server may take to report the run gone and hand over the
+#: next runner; then the container is removed.
+RESET_WAIT = 5.0
+#: A run that waits longer than this for a container's reset, none starting, grows the pool.
+LATE_SECONDS = 0.001
+
+
+def _pick(pool: list[Cell]) -> Cell | None:
+    """The cell to take from ``pool`` (removed from it): one whose runner waits, else one whose
+    next runner has come, else the one back from its run the longest."""
+    for wanted in (lambda c: not c.resetting, lambda c: c.due()):
+        for i, cell in enumerate(pool):
+            if wanted(cell):
+                return pool.pop(i)
+    return pool.pop(0) if pool else None
+
+
 # --- the backend ----------------------------------------------------------------------------------
 
 class DockerBackend:
@@ -149,7 +168,6 @@ class DockerBackend:
         self._pools: dict[_Key, list[Cell]] = {}
         self.bounds = PoolBounds.from_env(self.pool_size, per_runner_mb=64, maximum=pool_max)
         self._demand: dict[_Key, Demand] = {}
-        self._recycler = ThreadPoolExecutor(max_workers=4, thread_name_prefix="atc-docker-recycle")
         self._starting: dict[_Key, int] = {}
         #: Cells running a program: they come back when the run ends normally (recycled).
         self._in_use: dict[_Key, int] = {}
@@ -188,12 +206,14 @@ class DockerBackend:
                        and self.reuse and cell.isolated and cell.runs + 1 < MAX_RUNS_PER_CELL)
             with self._lock:
                 self._in_use[key] -= 1
-                if recycle:
-                    self._starting[key] = self._starting.get(key, 0) + 1
+                # Back in the pool at once: its server checks the run's end and hands over the next
+                # runner on its own; whoever takes the cell reads it (``_take``).
+                kept = recycle and not self._closed and not self._surplus(key, returning=1)
+                if kept:
+                    cell.resetting, cell.ended = True, time.monotonic()
+                    self._pools.setdefault(key, []).append(cell)
                 self._lock.notify_all()  # a cell that does not come back is replaced
-            if recycle:
-                self._recycle(cell)
-            else:
+            if not kept:
                 cell.close()
                 self._discard(cell)
         return build_result(program, outcome, sandbox=self.name, isolation=self.isolation(limits, cell.isolated),
@@ -202,7 +222,7 @@ class DockerBackend:
     def open_session(self, tools: Toolset, limits: Limits | None = None,
                      session: SessionLimits | None = None) -> Interpreter:
         """A sandbox session in one container of the pool (``sandbox/interpreter.py``): its runner
-        is forked again with the session's CPU time, and the container is removed when the session
+        is made again with the session's CPU time, and the container is removed when the session
         ends, never recycled for another run; ``close`` ends every session still open."""
         from sandbox.session_runners import open_docker
 
@@ -263,7 +283,6 @@ class DockerBackend:
             self._lock.notify_all()
         for thread in self._refillers + self._reservers:
             thread.join(timeout=self.start_timeout + 5)
-        self._recycler.shutdown(wait=True)  # recycled cells see the backend closed and go
         for cell in pooled:
             cell.close()
             self._discard(cell)
@@ -343,25 +362,27 @@ class DockerBackend:
         return demand
 
     def pool_stats(self, limits: Limits | None = None) -> dict[str, int]:
-        """The pool for ``limits`` now: ``ready``, ``starting`` (starting or being recycled),
-        ``wanted``, ``peak`` (the largest size asked for so far), ``max`` and ``containers`` (all
-        containers of this backend that exist)."""
+        """The pool for ``limits`` now: ``ready``, ``starting`` (starting, or back from a run and not
+        yet handed its next runner), ``wanted``, ``peak`` (the largest size asked for so far),
+        ``max`` and ``containers`` (all containers of this backend that exist)."""
         key = _key_of(limits or Limits())
         with self._lock:
             demand = self._demand_of(key)
-            return {"ready": len(self._pools.get(key, [])), "starting": self._starting.get(key, 0),
+            pool = self._pools.get(key, [])
+            resetting = sum(1 for cell in pool if cell.resetting)
+            return {"ready": len(pool) - resetting, "starting": self._starting.get(key, 0) + resetting,
                     "wanted": demand.wanted() if self.pool_size else 0, "peak": demand.peak,
                     "max": self.bounds.maximum, "containers": len(self._live)}
 
     def _take(self, key: _Key) -> Cell:
-        """A ready container for ``key`` whose runner is still waiting, else one being started or
-        recycled for it (waiting costs less than starting another), else a fresh one."""
+        """A ready container for ``key`` whose runner is still waiting, else one back from a run
+        (its next runner is on its way: milliseconds), else one being started (waiting costs less
+        than starting another), else a fresh one."""
         first = True
         asked = time.monotonic()
         while True:
             with self._lock:
-                # A miss, for sizing: no ready container and none on its way. Waiting for a
-                # recycle (milliseconds) is not one -- a new container costs far more than it saves.
+                # A miss, for sizing: no container ready or on its way.
                 missed = not self._pools.get(key) and not self._starting.get(key)
                 deadline = time.monotonic() + self.start_timeout
                 while (not self._closed and not self._pools.get(key) and self._starting.get(key)
@@ -369,8 +390,10 @@ class DockerBackend:
                     self._lock.wait(timeout=max(0.01, deadline - time.monotonic()))
                 if self._closed:
                     raise SandboxError("this Docker backend is closed")
-                pool = self._pools.setdefault(key, [])
-                cell = pool.pop(0) if pool else None
+                cell = _pick(self._pools.setdefault(key, []))
+                # Late: the pool had no container ready, none starting, and the one taken is still
+                # being reset (its next runner has not come).
+                late = cell is not None and cell.resetting and not self._starting.get(key) and not cell.due()
                 # Counted before the refill threads look: a cell in use comes back after its run.
                 self._in_use[key] = self._in_use.get(key, 0) + 1
                 if self.pool_size:
@@ -381,49 +404,48 @@ class DockerBackend:
                         first = False
                     self._ensure_refiller()
                     self._lock.notify_all()
-            if cell is not None and cell.waiting():
+            if cell is None:
+                try:
+                    return self._start(key)
+                except BaseException:
+                    with self._lock:
+                        self._in_use[key] -= 1
+                        self._lock.notify_all()
+                    raise
+            if cell.resetting:
+                try:
+                    # The run before ended normally: its end is the server's to check, for a few
+                    # seconds at most; the runner it hands over may still be starting.
+                    taking = time.monotonic()
+                    cell.take_runner(max(0.5, cell.ended + RESET_WAIT - taking), self.start_timeout,
+                                     after_run=True)
+                    cell.resetting = False
+                    if late and time.monotonic() - taking > LATE_SECONDS and self.pool_size:
+                        with self._lock:
+                            self._demand_of(key).late()
+                            self._lock.notify_all()
+                    return cell
+                except CellError:
+                    pass
+                except BaseException:  # interrupted while waiting: the cell is not handed out
+                    cell.close()
+                    self._discard(cell)
+                    with self._lock:
+                        self._in_use[key] -= 1
+                        self._lock.notify_all()
+                    raise
+            elif cell.waiting():
                 return cell
-            if cell is not None:  # its runner died while pooled
-                cell.close()
-                self._discard(cell)
-                with self._lock:
-                    self._in_use[key] -= 1
-                continue
-            try:
-                return self._start(key)
-            except BaseException:
-                with self._lock:
-                    self._in_use[key] -= 1
-                    self._lock.notify_all()
-                raise
-
-    def _recycle(self, cell: Cell) -> None:
-        """After a normal run: reset the container and fork the next runner, in the background;
-        the cell counts as starting meanwhile (a run waits for it rather than start a container)."""
-        key = cell.key
-
-        def work() -> None:
-            ready: Cell | None = cell
-            try:
-                with self._lock:
-                    surplus = self._closed or (len(self._pools.get(key, [])) + self._starting.get(key, 0)
-                                               + self._in_use.get(key, 0) > self._demand_of(key).wanted())
-                if surplus:
-                    raise CellError("not wanted")
-                cell.prime(key.cpu_seconds or 0, key.file_bytes, self.start_timeout, reset=True)
-            except CellError:
-                cell.close()
-                self._discard(cell)
-                ready = None
-            self._pool_or_discard(key, ready)
-
-        try:
-            self._recycler.submit(work)
-        except RuntimeError:  # shut down: the backend is closing
-            with self._lock:
-                self._starting[key] -= 1
+            # Not clean, or its runner died while pooled: replaced.
             cell.close()
             self._discard(cell)
+            with self._lock:
+                self._in_use[key] -= 1
+
+    def _surplus(self, key: _Key, *, returning: int = 0) -> bool:
+        """Would ``returning`` more cells make the pool for ``key`` larger than the demand wants?"""
+        held = len(self._pools.get(key, [])) + self._starting.get(key, 0) + self._in_use.get(key, 0)
+        return held + returning > self._demand_of(key).wanted()
 
     def _ensure_refiller(self) -> None:
         """Start the refill threads once: two, so that a burst of runs waits for at most one start."""
@@ -499,7 +521,7 @@ class DockerBackend:
                 self._check_peer(conn, cid)
                 cell.hello(self.start_timeout)
                 self.isolated = cell.isolated
-                cell.prime(key.cpu_seconds or 0, key.file_bytes, self.start_timeout)
+                cell.take_runner(self.start_timeout)
             except (OSError, CellError) as exc:
                 cell.close()
                 raise SandboxError(f"the sandbox runner did not start: {exc}") from exc

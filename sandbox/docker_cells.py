@@ -2,11 +2,12 @@
 
 The Docker backend keeps cells ready. A cell holds one runner started by the server, connected
 and blocked on ``start``. A run takes the cell, serves the program on the runner's socket and
-then either hands the cell back for *recycling* -- the server checks that the run is gone and
-left nothing (each run has namespaces and a root of its own, which die with it) and starts the
-next runner -- or, after anything abnormal, the backend removes the container. A cell whose
-server cannot give runs namespaces of their own (``isolated`` false, from its ``hello``) serves
-one run only.
+then either hands the cell back *resetting* -- the server checks, on its own, that the run is
+gone and left nothing (each run has namespaces and a root of its own, which die with it) and
+hands over the next runner, made while the run ran; whoever takes the cell next reads it
+(``take_runner``) -- or, after anything abnormal, the backend removes the container. A cell
+whose server cannot give runs namespaces of their own (``isolated`` false, from its ``hello``)
+serves one run only.
 
 This module speaks the server's control protocol (one JSON message per ``SOCK_SEQPACKET``
 packet; the runner's socket travels as SCM_RIGHTS) and reads what the kernel knows about a
@@ -16,7 +17,10 @@ for memory is told apart from one that killed itself.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import select
 import socket
 import time
 from dataclasses import dataclass, field
@@ -39,18 +43,48 @@ class CellError(Exception):
     """The server broke the protocol, went away or refused: the cell must be removed."""
 
 
-def oom_kills(cid: str) -> int | None:
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _stream_socket(fds: list[int]) -> socket.socket | None:
+    """The runner's socket the server handed over: exactly one descriptor, and a Unix stream
+    socket (anything else is closed and refused)."""
+    if len(fds) != 1:
+        _close_all(fds)
+        return None
+    try:
+        sock = socket.socket(fileno=fds[0])
+    except OSError:
+        _close_all(fds)
+        return None
+    if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
+        sock.close()
+        return None
+    return sock
+
+
+def oom_kills(cid: str, known: list[str] | None = None) -> int | None:
     """How many processes the kernel has killed for memory in container ``cid`` (its memory
-    cgroup's ``oom_kill`` counter), or None when this host does not show it."""
-    for pattern in _CGROUP_FILES:
+    cgroup's ``oom_kill`` counter), or None when this host does not show it. ``known``: where it
+    was found before, tried first (and filled in): read at every run, off no other path."""
+    for path in [*(known or ()), *(pattern.format(cid=cid) for pattern in _CGROUP_FILES)]:
         try:
-            with open(pattern.format(cid=cid)) as f:
-                for line in f:
-                    name, _, value = line.partition(" ")
-                    if name == "oom_kill":
-                        return int(value)
-        except (OSError, ValueError):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                data = os.read(fd, 4096)
+            finally:
+                os.close(fd)
+        except OSError:
             continue
+        for line in data.split(b"\n"):
+            name, _, value = line.partition(b" ")
+            if name == b"oom_kill" and value.strip().isdigit():
+                if known is not None and path not in known:
+                    known[:] = [path]
+                return int(value)
     return None
 
 
@@ -72,81 +106,109 @@ class Cell:
     why: str = ""
     oom_before: int | None = None
     exits: dict[int, int] = field(default_factory=dict)
+    #: A run ended normally and the server's next runner has not been taken yet (``take_runner``).
+    resetting: bool = False
+    #: When that run ended (monotonic).
+    ended: float = 0.0
+    _oom_file: list[str] = field(default_factory=list)
     _next_id: int = 0
 
-    def _request(self, msg: dict[str, Any], want: str, timeout: float, fds: tuple[int, ...] = ()) -> dict[str, Any]:
-        self._next_id += 1
-        msg = {**msg, "id": self._next_id}
-        try:
-            self.ctl.settimeout(timeout)
-            if fds:
-                socket.send_fds(self.ctl, [json.dumps(msg).encode()], list(fds))
-            else:
-                self.ctl.send(json.dumps(msg).encode())
-        except OSError as exc:
-            raise CellError(f"the container's fork server is gone: {exc}") from exc
-        deadline = time.monotonic() + timeout
-        while True:
-            reply = self._next(max(0.001, deadline - time.monotonic()))
-            if reply.get("op") == want and reply.get("id") == self._next_id:
-                return reply
-
-    def _next(self, timeout: float) -> dict[str, Any]:
-        """The server's next message (exit reports are recorded on the way)."""
+    def _next(self, timeout: float, *, keep_fds: bool = False) -> tuple[dict[str, Any], list[int]]:
+        """The server's next message and the descriptors it carried (closed unless ``keep_fds``);
+        exit reports are recorded on the way."""
         self.ctl.settimeout(timeout)
         try:
-            data = self.ctl.recv(1 << 16)
+            data, fds, flags, _addr = socket.recv_fds(self.ctl, 1 << 16, 1)
         except OSError as exc:
             raise CellError(f"no answer from the container's fork server: {exc}") from exc
-        if not data:
-            raise CellError("the container's fork server closed its connection")
+        if not keep_fds or flags & socket.MSG_CTRUNC:
+            _close_all(fds)
+            fds = []
         try:
-            msg = json.loads(data)
-        except ValueError as exc:
-            raise CellError("the container's fork server sent garbage") from exc
-        if not isinstance(msg, dict):
-            raise CellError("the container's fork server sent garbage")
-        if msg.get("op") == "exit" and isinstance(msg.get("pid"), int):
-            self.exits[msg["pid"]] = int(msg.get("status") or 0)
-        return msg
+            if not data:
+                raise CellError("the container's fork server closed its connection")
+            try:
+                msg = json.loads(data)
+            except ValueError as exc:
+                raise CellError("the container's fork server sent garbage") from exc
+            if not isinstance(msg, dict):
+                raise CellError("the container's fork server sent garbage")
+        except CellError:
+            _close_all(fds)
+            raise
+        for report in (msg, msg.get("ended")):
+            if isinstance(report, dict) and report.get("op") == "exit" and isinstance(report.get("pid"), int):
+                self.exits[report["pid"]] = int(report.get("status") or 0)
+        return msg, fds
 
     def hello(self, timeout: float) -> None:
-        msg = self._next(timeout)
+        msg, _fds = self._next(timeout)
         if msg.get("op") != "hello":
             raise CellError("the container's fork server did not say hello")
         self.isolated = msg.get("isolated") is True
         self.why = str(msg.get("why") or "")
 
-    def prime(self, cpu_seconds: int, file_bytes: int, timeout: float, *, reset: bool = False) -> None:
-        """Have the server start the next runner and wait for its ``ready``. ``reset``: after a run
-        that ended normally -- the server first checks that the run is gone and left nothing, and
-        the cell is kept only if it came back clean."""
+    def due(self) -> bool:
+        """Has the server's next message come (after a run: the next runner, or that there is
+        none)? Then ``take_runner`` does not wait."""
+        return bool(select.select([self.ctl], [], [], 0)[0])
+
+    def take_runner(self, timeout: float, ready_timeout: float | None = None, *, after_run: bool = False) -> None:
+        """Take the runner the server hands over unasked (after its ``hello``, and after each run)
+        and wait for its ``ready`` (usually there already: the server makes each runner while
+        the run before it runs). ``after_run``: the server must also have found the last run gone
+        and nothing left (``clean``); the cell is kept only then."""
         if self.runner is not None:
             self.runner.close()
             self.runner = None
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        deadline = time.monotonic() + timeout
+        while True:
+            msg, fds = self._next(max(0.001, deadline - time.monotonic()), keep_fds=True)
+            if msg.get("op") == "runner":
+                break
+            _close_all(fds)
+        ours = _stream_socket(fds)
         try:
-            reply = self._request({"op": "spawn", "cpu": cpu_seconds, "fsize": file_bytes, "reset": reset},
-                                  "spawned", timeout, fds=(theirs.fileno(),))
-            theirs.close()
-            if not isinstance(reply.get("pid"), int):
-                raise CellError(f"the container's fork server could not fork: {reply.get('error')}")
-            if reset and reply.get("clean") is not True:
+            if after_run and msg.get("clean") is not True:
                 raise CellError("the container could not be reset to its first state")
-            wait_ready(ours, timeout)
+            if not isinstance(msg.get("pid"), int) or ours is None:
+                raise CellError(f"the container's fork server could not start a runner: {msg.get('error')}")
+            wait_ready(ours, max(0.001, deadline - time.monotonic()) if ready_timeout is None else ready_timeout)
             ours.settimeout(None)
         except (OSError, wire.FrameError) as exc:
-            ours.close()
+            if ours is not None:
+                ours.close()
             raise CellError(f"the sandbox runner did not start: {exc}") from exc
         except BaseException:
-            ours.close()
+            if ours is not None:
+                ours.close()
             raise
-        finally:
-            theirs.close()
-        if reset:
+        if after_run:
             self.runs += 1
-        self.runner, self.runner_pid = ours, int(reply["pid"])
-        self.oom_before = oom_kills(self.cid)
+        self.runner, self.runner_pid = ours, int(msg["pid"])
+        self.oom_before = oom_kills(self.cid, self._oom_file)
+
+    def renew(self, cpu_seconds: int, timeout: float) -> None:
+        """Replace the waiting runner by one with ``cpu_seconds`` of CPU time instead of the
+        container's (a session's runner): the server makes it, the waiting one is dropped -- its
+        end checked like a run's -- and the new one taken as after a run."""
+        self._next_id += 1
+        try:
+            self.ctl.settimeout(timeout)
+            self.ctl.send(json.dumps({"op": "renew", "id": self._next_id, "cpu": int(cpu_seconds)}).encode())
+        except OSError as exc:
+            raise CellError(f"the container's fork server is gone: {exc}") from exc
+        deadline = time.monotonic() + timeout
+        while True:
+            msg, _fds = self._next(max(0.001, deadline - time.monotonic()))
+            if msg.get("op") == "renewed" and msg.get("id") == self._next_id:
+                break
+        if msg.get("ok") is not True:
+            raise CellError("the container's fork server could not start a runner")
+        if self.runner is not None:
+            self.runner.close()  # the waiting runner sees the end of its socket and exits
+            self.runner = None
+        self.take_runner(max(0.001, deadline - time.monotonic()), after_run=True)
 
     def exit_status(self, timeout: float) -> int | None:
         """How the last runner ended (None: unknown, e.g. the server died with it)."""
@@ -160,7 +222,7 @@ class Cell:
 
     def memory_killed(self) -> bool | None:
         """Did the kernel kill something in the container for memory since the runner started?"""
-        now = oom_kills(self.cid)
+        now = oom_kills(self.cid, self._oom_file)
         if now is None or self.oom_before is None:
             return None
         return now > self.oom_before
@@ -174,8 +236,6 @@ class Cell:
     def waiting(self) -> bool:
         """Is the runner still waiting? A waiting runner sends nothing: anything readable (EOF) means
         it died while pooled."""
-        import select
-
         if self.runner is None:
             return False
         return not select.select([self.runner], [], [], 0)[0]

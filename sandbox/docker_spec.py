@@ -38,9 +38,9 @@ SERVER_PATH = "/atc/server.py"
 JAIL_PATH = "/atc/jail.py"
 #: Memory the fork server and its template take in the container, added to the run's limit.
 SERVER_MB = 16
-#: Processes of the container besides the program's: the server, its template, the run's keeper
-#: and init, and the next run's keeper, init and runner (made while a run runs).
-SERVER_PROCESSES = 7
+#: Processes of the container besides the program's: the server, its template, the run's init,
+#: the last run's init while it exits, and the next run's init and runner (made while a run runs).
+SERVER_PROCESSES = 6
 SOCKET_DIR = "/atc/sock"
 SOCKET_NAME = "runner.sock"
 SANDBOX_USER = "65534:65534"

@@ -10,9 +10,10 @@ pays a cold start. ``Demand`` instead follows what the runs ask for:
   ready to cover one start (``ceil(start time / time between runs) + 1``);
 - ``busy(n)`` (Docker, whose containers come back after a run) keeps one more than the runs
   that ran at once: a caller running one program after another needs two containers, one
-  running and one being reset. More would only spread the same resets over more containers
-  (measured: slower, bench_throughput.py), and every container started costs the engine far
-  more than a reset;
+  running and one being reset. Every container started costs the engine far more than a
+  reset, so the pool grows beyond that only when it shows it must: ``late()``, a run that
+  found every container of a full pool still busy or resetting and had to wait for one (a
+  reset that takes longer than a run, as on a loaded machine), keeps one more;
 - it never goes beyond ``PoolBounds.maximum``: ``ATC_POOL_MAX`` when set, else what the machine
   allows (``machine_max``: a few per core, and no more than free memory holds);
 - after ``idle_seconds`` without a run the target falls back to the minimum and the backend
@@ -120,6 +121,12 @@ class Demand:
     def busy(self, running: int, now: float | None = None) -> None:
         """``running`` runs hold a runner at once now: keep one more than that."""
         self.target = min(self.bounds.maximum, max(self.target, running + 1))
+        self.peak = max(self.peak, self.wanted(now))
+
+    def late(self, now: float | None = None) -> None:
+        """A run had to wait for a container's reset although no container was starting: keep
+        one more."""
+        self.target = min(self.bounds.maximum, self.target + 1)
         self.peak = max(self.peak, self.wanted(now))
 
     def started(self, seconds: float) -> None:

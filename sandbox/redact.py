@@ -29,7 +29,7 @@ in layers other than the ones above. Do not give credentials to an API that may 
 
 Secrets shorter than ``MIN_LENGTH`` characters are only replaced where a whole string (or a whole
 number) equals them: replacing every ``"ab"`` inside a response would destroy it and protect
-nothing. The cost is bounded: ``may_hold`` decides on the raw body, with a few substring searches
+nothing. The cost is bounded: ``plan`` decides on the raw body, with a few substring searches
 over it and at most three decoded views of it (each linear in the body, which is capped by
 ``max_response_bytes``), whether the decoded data needs to be walked at all.
 """

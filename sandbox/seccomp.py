@@ -125,10 +125,12 @@ DENIED: dict[str, tuple[str, ...]] = {
 
 #: What the Docker profile allows besides the policy, for the container's fork server alone: it
 #: gives each run its own user, mount, network, PID, IPC and UTS namespaces and root
-#: (``sandbox/container_server.py``). Every process of a run then installs the policy's BPF
-#: filter itself (``compile_filter``) before any program code runs, and stacked filters take the
-#: strictest answer, so a program still gets exactly the policy.
-SETUP_ALLOWED: tuple[str, ...] = ("unshare", "mount", "umount2", "pivot_root")
+#: (``sandbox/container_server.py``: ``clone`` with namespace flags makes a run's PID 1 in one
+#: step; ``unshare`` with them could make the same namespaces, with a process more). Every
+#: process of a run then installs the policy's BPF filter itself (``compile_filter``) before any
+#: program code runs, and stacked filters take the strictest answer, so a program still gets
+#: exactly the policy.
+SETUP_ALLOWED: tuple[str, ...] = ("clone", "unshare", "mount", "umount2", "pivot_root")
 
 #: Answered with ENOSYS although the kernel has them: the C library probes for them and falls back
 #: (clone3 takes its flags in memory, where a filter cannot check them; glibc then uses clone).
@@ -370,8 +372,8 @@ def _docker_arg(cond: Cond) -> dict[str, Any]:
 
 def docker_profile(machine: str | None = None) -> dict[str, Any]:
     """The Docker seccomp profile of a sandbox container (``security_opt=["seccomp=" + json.dumps(profile)]``):
-    the policy, plus ``SETUP_ALLOWED`` (``unshare`` with any flags, ``mount``, ``umount2``,
-    ``pivot_root``) for the container's fork server, which makes each run's namespaces and root.
+    the policy, plus ``SETUP_ALLOWED`` (``clone`` and ``unshare`` with any flags, ``mount``,
+    ``umount2``, ``pivot_root``) for the container's fork server, which makes each run's namespaces and root.
 
     It is the container's outer wall and replaces Docker's default profile, which on Docker 20.10
     still allows io_uring, every socket family (vsock, netlink) and SysV IPC. A run's processes

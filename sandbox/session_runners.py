@@ -8,10 +8,10 @@ removes everything of it before it returns.
   takes every process it started), the jail reaped, its work directory, cgroups and what its uid
   owns in the kernel removed, the uid released.
 - Docker: a container taken from the pool like a run's, whose waiting runner is replaced by one
-  forked with the session's CPU time; its end closes the connection to the container's fork
-  server, which then exits -- and as PID 1 of the container it takes every process of the
-  session with it -- and removes the container in the background (``close()`` of the backend and
-  its exit hook wait for that). A session's container is never reset and recycled: whatever the
+  made with the session's CPU time (``Cell.renew``); its end closes the connection to the
+  container's fork server, which then exits -- and as PID 1 of the container it takes every
+  process of the session with it -- and removes the container in the background (``close()`` of
+  the backend and its exit hook wait for that). A session's container is never reset and recycled: whatever the
   session did there goes with it.
 """
 
@@ -94,16 +94,21 @@ def open_docker(backend: DockerBackend, tools: Toolset, limits: Limits, session:
     key = key_of(limits)
     cell = backend._take(key)
     spawn = session.spawn_limits(limits)
-    try:
-        # The pool's runner has a run's CPU limit: the server forks one with the session's instead.
-        # As a reset: the old runner's exit starts the server's cleaner (it kills every process of
-        # the sandbox uid), which the server then waits for before it answers -- left running, it
-        # would kill the session's runner once that takes the uid.
-        cell.prime(spawn.cpu_seconds or 0, key.file_bytes, backend.start_timeout, reset=True)
-    except BaseException as exc:
-        backend.end_session_cell(cell)
-        if isinstance(exc, CellError):
-            raise SandboxError(f"the sandbox runner did not start: {exc}") from exc
-        raise
+    if not cell.isolated:
+        if spawn.cpu_seconds != key.cpu_seconds:
+            # A container of one run (no user namespaces here) has no second runner to give: one
+            # started with the session's CPU time instead.
+            backend.end_session_cell(cell)
+            cell = backend._take(key_of(spawn))
+    elif spawn.cpu_seconds != key.cpu_seconds:
+        try:
+            # The pool's runner has a run's CPU limit: the server makes one with the session's
+            # (the waiting one is dropped, and its end checked as a run's before the new one comes).
+            cell.renew(spawn.cpu_seconds or 0, backend.start_timeout)
+        except BaseException as exc:
+            backend.end_session_cell(cell)
+            if isinstance(exc, CellError):
+                raise SandboxError(f"the sandbox runner did not start: {exc}") from exc
+            raise
     runner = DockerRunner(backend, cell, spawn)
     return Interpreter(runner, tools, limits, session, sandbox=backend.name).open()

@@ -35,8 +35,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Finds the runner's channel the way an attacker would (a copy of tests/test_hostile.py's FORGE,
-#: with a writer of raw frames).
+#: Finds the runner's channel the way an attacker would (listing the open descriptors rather than
+#: guessing their numbers), with writers of frames and of raw bytes and a reader of frames: the
+#: prelude of every program that forges frames (here and in tests/test_hostile.py).
 FORGE = '''
 import os, socket, struct, json
 def raw(sock, body):

@@ -19,19 +19,21 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.apis.catalog import SECRET as CAT_SECRET
 from tests.apis.catalog import CatalogAPI
 from tests.apis.library import SECRET as LIB_SECRET
 from tests.apis.library import LibraryAPI
-from tests.fakes.serving import LoopbackServer
+from tests.fakes.serving import LoopbackServer, QuietHandler
 from tests.mcp_servers import ROOT, SHOP
+from tests.procs import descendants
 
 ATC = Path(sys.executable).with_name("atc")
 TOKEN = "serve-test-token-4f1e9a7c2b"
@@ -44,12 +46,7 @@ class CookieAPI(LoopbackServer):
     ``sid`` cookie it was sent (``null`` without one)."""
 
     def start(self) -> CookieAPI:
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 path, _, query = self.path.partition("?")
                 headers = {}
@@ -66,14 +63,7 @@ class CookieAPI(LoopbackServer):
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                raw = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(raw)
+                self.send_json(200, body, headers)
 
         self._serve(Handler)
         return self
@@ -117,6 +107,16 @@ class Apis:
         self.library.stop()
         self.catalog.stop()
         self.cookies.stop()
+
+
+@pytest.fixture(scope="module")
+def apis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Apis]:
+    """The APIs for a module's servers (take it with ``from tests.serve_support import apis as apis``)."""
+    started = Apis.start(tmp_path_factory.mktemp("specs"))
+    try:
+        yield started
+    finally:
+        started.stop()
 
 
 def serve_args(apis: Apis, *extra: str, shop: bool = True) -> list[str]:
@@ -217,23 +217,6 @@ def _ticks(pid: int) -> int | None:
 
 def alive(pid: int) -> bool:
     return _ticks(pid) is not None
-
-
-def descendants(root: int) -> set[int]:
-    parent: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            parent[int(entry.name)] = int(fields[1])
-    found: set[int] = set()
-    frontier = {root}
-    while frontier:
-        frontier = {p for p, pp in parent.items() if pp in frontier} - found
-        found |= frontier
-    return found
 
 
 def container_pids(owner: int) -> set[int]:

@@ -20,7 +20,7 @@ import pytest
 from atc import examples
 from atc.workflows.replay import stable
 from tests.fakes.openai_server import ScriptedOpenAI
-from tests.test_solve_many import descendants
+from tests.procs import descendants
 
 ROOT = Path(__file__).resolve().parents[1]
 ATC = ROOT / ".venv" / "bin" / "atc"

@@ -78,7 +78,8 @@ def test_cancelling_the_task_awaiting_arun_stops_the_program() -> None:
     import os
 
     from sandbox.execute import arun
-    from tests.serve_support import descendants, spinning, wait_gone
+    from tests.procs import descendants
+    from tests.serve_support import spinning, wait_gone
 
     cancelled_at: list[float] = []
 

@@ -51,16 +51,21 @@ def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
 PROGRAM = "print(alpha_whoami()['key_given'], beta_whoami()['key_given'])\n"
 
 
+def _run_both(apis: tuple[LeakyAPI, LeakyAPI], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+              *flags: str) -> tuple[int, str, str]:
+    """``atc run PROGRAM`` over both APIs' specs, with ``flags``."""
+    program = tmp_path / "p.py"
+    program.write_text(PROGRAM)
+    a, b = _specs(tmp_path, *apis)
+    return _cli(["run", str(program), "--tools", a, "--tools", b, "--sandbox", "local", *flags], capsys)
+
+
 def test_a_bare_scheme_name_two_apis_declare_is_refused_naming_both(
         two: tuple[LeakyAPI, LeakyAPI], tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     alpha, beta = two
     monkeypatch.setenv("ALPHA_KEY", KEY)
-    program = tmp_path / "p.py"
-    program.write_text(PROGRAM)
-    a, b = _specs(tmp_path, alpha, beta)
-    code, out, err = _cli(["run", str(program), "--tools", a, "--tools", b, "--sandbox", "local",
-                           "--credential", "HeaderKey=env:ALPHA_KEY"], capsys)
+    code, out, err = _run_both(two, tmp_path, capsys, "--credential", "HeaderKey=env:ALPHA_KEY")
     assert code == 2 and "'alpha'" in err and "'beta'" in err and "HeaderKey" in err
     assert "alpha.HeaderKey=env:VAR" in err  # how to say which one
     assert "Traceback" not in err and alpha.requests == [] and beta.requests == []
@@ -71,11 +76,7 @@ def test_collection_dot_scheme_sends_the_key_to_that_api_only(
         monkeypatch: pytest.MonkeyPatch) -> None:
     alpha, beta = two
     monkeypatch.setenv("ALPHA_KEY", KEY)
-    program = tmp_path / "p.py"
-    program.write_text(PROGRAM)
-    a, b = _specs(tmp_path, alpha, beta)
-    code, out, err = _cli(["run", str(program), "--tools", a, "--tools", b, "--sandbox", "local",
-                           "--credential", "alpha.HeaderKey=env:ALPHA_KEY", "--json"], capsys)
+    code, out, err = _run_both(two, tmp_path, capsys, "--credential", "alpha.HeaderKey=env:ALPHA_KEY", "--json")
     assert code == 0, err
     assert json.loads(out)["answer"] == "True False\n"
     assert alpha.keys_seen() == [KEY] and beta.keys_seen() == []

@@ -26,7 +26,9 @@ from hypothesis import strategies as st
 
 from atc.cli import main
 from atc.errors import SandboxError
+from sandbox import wire
 from sandbox.api import Backend, ExecutionResult, Limits, Toolset
+from sandbox.container_server import sockets_in_use
 from sandbox.docker_backend import (
     DEFAULT_IMAGE,
     HOST_LABEL,
@@ -37,6 +39,7 @@ from sandbox.docker_backend import (
     docker_available,
     translate_docker_error,
 )
+from sandbox.docker_cells import Cell, CellError
 from tests.apis.library import SECRET, LibraryAPI
 
 REPO = Path(__file__).resolve().parents[1]
@@ -446,3 +449,71 @@ def test_any_program_text_yields_a_result(backend: DockerBackend, toolset: Tools
     if result.error is not None:
         assert result.error.type and isinstance(result.error.message, str)
     json.dumps(result.to_dict())
+
+
+# --- the fork server's control protocol, at the host's end (a fake server on a socket pair) ---------
+
+def _cell_and_server() -> tuple[Cell, socket.socket]:
+    host, server = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    return Cell(cid="fake", sockdir="", ctl=host, key=None), server
+
+
+def _hand(server: socket.socket, msg: dict[str, object], *fds: int) -> None:
+    socket.send_fds(server, [json.dumps(msg).encode()], list(fds))
+
+
+def test_the_host_takes_only_a_ready_unix_stream_socket_from_a_clean_reset() -> None:
+    """The server hands runners over unasked; the host keeps one only if it is what a runner is (a
+    Unix stream socket saying ``ready``) and, after a run, only if the reset came back clean."""
+    cell, server = _cell_and_server()
+    try:
+        read_end, write_end = os.pipe()  # not a socket
+        _hand(server, {"op": "runner", "pid": 1}, read_end)
+        os.close(read_end)
+        os.close(write_end)
+        with pytest.raises(CellError, match="could not start a runner"):
+            cell.take_runner(2)
+        datagram, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)  # not a stream
+        _hand(server, {"op": "runner", "pid": 2}, datagram.fileno())
+        with pytest.raises(CellError, match="could not start a runner"):
+            cell.take_runner(2)
+        silent, _keep = socket.socketpair()  # never says ready
+        _hand(server, {"op": "runner", "pid": 3}, silent.fileno())
+        with pytest.raises(CellError, match="did not start"):
+            cell.take_runner(2, 0.2)
+        ours, runner = socket.socketpair()
+        wire.send(runner, {"op": "ready"})
+        _hand(server, {"op": "runner", "pid": 4, "clean": True, "ended": {"op": "exit", "pid": 3, "status": 0}},
+              ours.fileno())
+        cell.take_runner(2, after_run=True)
+        assert cell.runner_pid == 4 and cell.exits == {3: 0} and cell.runs == 1 and cell.waiting()
+        _hand(server, {"op": "runner", "clean": False})
+        with pytest.raises(CellError, match="could not be reset"):
+            cell.take_runner(2, after_run=True)
+        for sock in (datagram, other, silent, _keep, ours, runner):
+            sock.close()
+    finally:
+        cell.close()
+        server.close()
+
+
+def test_the_reset_counts_the_sockets_of_the_containers_network_not_the_hosts() -> None:
+    table = "sockets: used 7\nTCP: inuse 0 orphan 3 tw 0 alloc 35 mem 4\nUDP: inuse 0 mem 2\nRAW: inuse 0\n"
+    assert sockets_in_use("sockstat", table) == []  # orphan, alloc, mem and used count the host's
+    left = table.replace("tw 0", "tw 2").replace("RAW: inuse 0", "RAW: inuse 1")
+    assert sockets_in_use("sockstat", left) == ["sockstat: TCP tw 2", "sockstat: RAW inuse 1"]
+
+
+@pytest.mark.docker
+@needs_docker
+def test_a_sessions_runner_has_the_sessions_cpu_time(backend: DockerBackend, toolset: Toolset) -> None:
+    """A session's runner is not the pool's (a run's CPU time): the container's server makes one
+    with the session's, ``exec_seconds`` plus 2 s, and checks the dropped one's end as a run's."""
+    from sandbox.api import SessionLimits
+
+    interpreter = backend.open_session(toolset, Limits(timeout=20), SessionLimits(exec_seconds=40))
+    try:
+        result = interpreter.execute("import resource\nprint(resource.getrlimit(resource.RLIMIT_CPU)[0])")
+    finally:
+        interpreter.close()
+    assert result.ok and result.answer.strip() == "42", result.to_dict()

@@ -10,9 +10,7 @@ quotes the bad key in its error message.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -22,69 +20,50 @@ from sandbox.api import Limits, Toolset
 from sandbox.execute import run
 from sandbox.gateway import Gateway
 from sandbox.redact import MASK, Redactor
+from tests.fakes.serving import LoopbackServer, QuietHandler
 
 TOKEN = "tok-9a8b7c6d5e"
 SESSION = "sess-1f2e3d4c"
 
 
-class SessionServer:
+class SessionServer(LoopbackServer):
     """``/login`` with ``Authorization: token TOKEN`` sets ``session=SESSION``; ``/me`` answers 200
     only with that cookie; ``/echo`` returns headers and URL; a bad token gets a 401 quoting it."""
 
     def __init__(self) -> None:
         self.seen: list[dict[str, Any]] = []
+        self.url = ""
+
+    def start(self) -> SessionServer:
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *a: Any) -> None:
-                pass
-
-            def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
-                body = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(body)
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 headers = dict(self.headers.items())
                 outer.seen.append({"path": self.path, "headers": headers})
                 auth = headers.get("Authorization", "")
                 if self.path.startswith("/login") or self.path.startswith("/other/login"):
                     if auth != f"token {TOKEN}":
-                        return self._json(401, {"error": "Unauthorized",
-                                                "message": f"invalid token {auth.removeprefix('token ')!r}"})
-                    return self._json(200, {"ok": True}, {"Set-Cookie": f"session={SESSION}; Path=/; HttpOnly"})
+                        return self.send_json(401, {"error": "Unauthorized",
+                                                    "message": f"invalid token {auth.removeprefix('token ')!r}"})
+                    return self.send_json(200, {"ok": True}, {"Set-Cookie": f"session={SESSION}; Path=/; HttpOnly"})
                 if self.path.startswith("/me") or self.path.startswith("/other/me"):
                     if f"session={SESSION}" in headers.get("Cookie", ""):
-                        return self._json(200, {"user": "alice"})
-                    return self._json(401, {"message": "not logged in"})
-                self._json(200, {"headers": headers, "url": self.path})
+                        return self.send_json(200, {"user": "alice"})
+                    return self.send_json(401, {"message": "not logged in"})
+                self.send_json(200, {"headers": headers, "url": self.path})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self._serve(Handler).server_address[1]}"
+        return self
 
     def cookies_sent(self) -> list[str]:
         return [s["headers"]["Cookie"] for s in self.seen if "Cookie" in s["headers"]]
 
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
 
 @pytest.fixture()
 def server() -> Iterator[SessionServer]:
-    s = SessionServer()
-    yield s
-    s.close()
+    with SessionServer() as s:
+        yield s
 
 
 def _collection(url: str, name: str, prefix: str = "", *, declares_cookie: bool = False) -> Collection:

@@ -26,6 +26,7 @@ from protocols import load_spec
 from sandbox.api import Backend, ExecutionResult, Limits, Toolset
 from sandbox.local_backend import LocalBackend, uid_block
 from tests.apis.library import SECRET, LibraryAPI
+from tests.hostile_host import FORGE
 from tests.session_mode import InSession
 
 FILE_SECRET = "file-secret-5d1e0b"
@@ -47,29 +48,6 @@ class Hostile:
     answer_excludes: tuple[str, ...] = ()
     answer_includes: str | None = None
 
-
-FORGE = '''
-import os, socket, struct, json
-def frame(sock, msg):
-    body = json.dumps(msg).encode()
-    sock.sendall(struct.pack(">I", len(body)) + body)
-def read(sock):
-    n = struct.unpack(">I", sock.recv(4))[0]
-    data = b""
-    while len(data) < n:
-        data += sock.recv(n - len(data))
-    return json.loads(data)
-chan = None
-# Like a real attacker: list the open descriptors rather than guess their numbers.
-for fd in sorted(int(n) for n in os.listdir('/proc/self/fd') if int(n) > 2):
-    try:
-        s = socket.socket(fileno=fd)
-    except OSError:
-        continue
-    if s.family == socket.AF_UNIX:
-        chan = s
-        break
-'''
 
 PROGRAMS = [
     # -- host files and environment

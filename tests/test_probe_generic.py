@@ -11,9 +11,7 @@ styles of well-known real ones, with their own naming habits.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -21,6 +19,7 @@ import pytest
 
 from probes import probe
 from protocols import load_data
+from tests.fakes.serving import QuietHandler, serving
 
 USERS = {"octo": {"login": "octo", "id": 1, "name": "Octo Cat", "bio": None},
          "mona": {"login": "mona", "id": 2, "name": "Mona", "bio": "Painter"}}
@@ -35,13 +34,8 @@ AUTHORS = {7: {"id": 7, "name": "Ada", "email": "ada@example.com"}, 9: {"id": 9,
 COMMENTS = {1: [{"id": 100, "postId": 1, "body": "Nice"}], 2: [{"id": 200, "postId": 2, "body": "Hm"}]}
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
+class Handler(QuietHandler):
     log: list[tuple[str, str]] = []
-
-    def log_message(self, *a: Any) -> None:
-        pass
 
     def _json(self, status: int, obj: Any) -> None:
         body = b"" if self.command == "HEAD" else json.dumps(obj).encode()
@@ -128,14 +122,8 @@ def spec(url: str) -> dict[str, Any]:
 @pytest.fixture()
 def server() -> Iterator[str]:
     Handler.log = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(Handler) as url:
+        yield url
 
 
 def test_forge_and_blog_styles(server: str) -> None:

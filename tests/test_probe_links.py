@@ -14,10 +14,8 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from probes import probe
 from probes.schemas import MAX_BYTES
 from protocols import load_data
 from tests.apis.jsonrest import JsonRestAPI
+from tests.fakes.serving import QuietHandler, serving
 
 ATC = Path(sys.executable).with_name("atc")
 
@@ -90,36 +89,23 @@ def big_spec() -> dict[str, Any]:
     return {"openapi": "3.0.3", "info": {"title": "Admin", "version": "1"}, "paths": paths}
 
 
-class AdminHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
+class AdminHandler(QuietHandler):
     log: list[str] = []
-
-    def log_message(self, *a: Any) -> None:
-        pass
-
-    def _json(self, status: int, obj: Any) -> None:
-        body = json.dumps(obj).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self) -> None:
         AdminHandler.log.append(self.path)
         parts = [p for p in self.path.split("?")[0].split("/") if p]
         if parts == ["openapi.json"]:
-            return self._json(200, big_spec())
+            return self.send_json(200, big_spec())
         if parts == ["tables"]:
-            return self._json(200, TABLES)
+            return self.send_json(200, TABLES)
         rows = {"movie": MOVIES, "studio": STUDIOS}
         if len(parts) >= 2 and parts[0] == "tables" and parts[1] in rows:
             if len(parts) == 2:
-                return self._json(200, {"items": rows[parts[1]], "total": len(rows[parts[1]])})
+                return self.send_json(200, {"items": rows[parts[1]], "total": len(rows[parts[1]])})
             found = next((r for r in rows[parts[1]] if str(r["id"]) == parts[2] and r.get("title") != "Gone"), None)
-            return self._json(200, found) if found else self._json(404, {"detail": "Not Found"})
-        self._json(404, {"detail": "Not Found"})
+            return self.send_json(200, found) if found else self.send_json(404, {"detail": "Not Found"})
+        self.send_json(404, {"detail": "Not Found"})
 
 
 def admin_spec(url: str) -> dict[str, Any]:
@@ -142,14 +128,8 @@ def admin_spec(url: str) -> dict[str, Any]:
 @pytest.fixture()
 def admin() -> Iterator[str]:
     AdminHandler.log = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), AdminHandler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(AdminHandler) as url:
+        yield url
 
 
 def test_string_ids_come_from_the_parent_list_and_a_404_tries_the_next(admin: str) -> None:

@@ -19,6 +19,7 @@ from probes.plan import Bound, plan_writes
 from probes.schemas import MAX_BYTES, cap, combine
 from probes.scope import Scope, fresh_name, parse_scope
 from probes.text import text_records
+from probes.writes import outside_roots
 from protocols.errors import UsageError
 from protocols.model import Binding, Collection, Tool
 
@@ -83,6 +84,11 @@ def test_scope_pins_paths_and_new_names() -> None:
     scope = Scope((("path", "/tmp/x"),))
     assert scope.under_root("/tmp/x/a/b") and scope.under_root("/tmp/x")
     assert not scope.under_root("/tmp/xy") and not scope.under_root("/tmp/x/../y") and not scope.under_root("rel")
+    # The last look before a write is sent: any path-like argument, at any depth, inside a root.
+    assert outside_roots(scope, {"path": "/tmp/x/new", "edits": [{"file": "/tmp/x/a"}]}) is None
+    assert outside_roots(scope, {"source": "/tmp/x/a", "destination": "/etc/passwd"}) == "/etc/passwd"
+    assert outside_roots(scope, {"edits": [{"path": "/tmp/x/../y"}]}) == "/tmp/x/../y"
+    assert outside_roots(Scope((("bucket_id", "b"),)), {"path": "/etc/passwd"}) is None  # no root pinned
     name = fresh_name({"type": "string"})
     assert name.startswith("atc-probe-") and fresh_name({"type": "string"}) != name
     assert fresh_name({"type": "integer"}) is None and fresh_name({"type": "string", "maxLength": 4}) is None

@@ -21,6 +21,7 @@ import pytest
 from probes import probe
 from protocols import load_data
 from tests.apis.store import PASSWORD, USER, StoreAPI
+from tests.fakes.serving import QuietHandler, serving
 
 ATC = Path(sys.executable).with_name("atc")
 CRED = {"basicAuth": "env:STORE_AUTH"}
@@ -263,31 +264,18 @@ def test_a_flat_rest_server_is_scoped_by_a_pinned_id() -> None:
 def test_a_created_thing_is_addressed_by_the_field_its_path_wants() -> None:
     """A forge: ``POST /repos/{owner}/{repo}/issues`` answers ``{"id": 7001, "number": 3}`` and the
     issue's path takes its ``number``. Scoped to one repo, the other repo's issues stay as they were."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
     repos: dict[str, dict[int, dict[str, Any]]] = {"ada/work": {1: {"id": 7000, "number": 1, "title": "keep me"}},
                                                     "ada/sandbox": {}}
     log: list[tuple[str, str, int]] = []
 
-    class Forge(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a: Any) -> None:
-            pass
-
+    class Forge(QuietHandler):
         def _send(self, status: int, obj: Any) -> None:
             log.append((self.command, self.path, status))
-            body = json.dumps(obj).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.send_json(status, obj)
 
         def _go(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length)) if length else {}
+            raw = self.body()
+            body = json.loads(raw) if raw else {}
             p = self.path.strip("/").split("/")
             issues = repos.get(f"{p[1]}/{p[2]}") if len(p) >= 4 and p[0] == "repos" and p[3] == "issues" else None
             if issues is None:
@@ -313,14 +301,11 @@ def test_a_created_thing_is_addressed_by_the_field_its_path_wants() -> None:
 
         do_GET = do_POST = do_PATCH = do_DELETE = _go
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Forge)
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     path = [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}} for n in ("owner", "repo")]
     number = {"name": "issue_number", "in": "path", "required": True, "schema": {"type": "integer"}}
     body = {"required": True, "content": {"application/json": {"schema": {
         "type": "object", "required": ["title"], "properties": {"title": {"type": "string"}}}}}}
-    spec = {"openapi": "3.0.3", "info": {"title": "Forge", "version": "1"},
-            "servers": [{"url": f"http://127.0.0.1:{httpd.server_address[1]}"}], "paths": {
+    spec = {"openapi": "3.0.3", "info": {"title": "Forge", "version": "1"}, "paths": {
                 "/repos/{owner}/{repo}/issues": {
                     "get": {"operationId": "listIssues", "parameters": path, "responses": {"200": {"description": "OK"}}},
                     "post": {"operationId": "createIssue", "parameters": path, "requestBody": body,
@@ -334,12 +319,9 @@ def test_a_created_thing_is_addressed_by_the_field_its_path_wants() -> None:
                               "responses": {"200": {"description": "OK"}}},
                     "delete": {"operationId": "deleteIssue", "parameters": [*path, number],
                                "responses": {"204": {"description": "Gone"}}}}}}
-    try:
-        report = probe(load_data(spec, source="forge"), no_llm=True, cache=False, allow_unsafe=True,
+    with serving(Forge) as url:
+        report = probe(load_data({**spec, "servers": [{"url": url}]}, source="forge"), no_llm=True, cache=False, allow_unsafe=True,
                        scope={"owner": "ada", "repo": "sandbox"}, on_event=lambda e, s: None)
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     writes = [(m, p, s) for m, p, s in log if m != "GET"]
     assert writes == [("POST", "/repos/ada/sandbox/issues", 201), ("PATCH", "/repos/ada/sandbox/issues/1", 200),
                       ("DELETE", "/repos/ada/sandbox/issues/1", 204)]

@@ -18,14 +18,13 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from string import Template
 
 import pytest
 
 from sandbox.api import Backend, ExecutionResult, Limits, Toolset
-from sandbox.local_backend import LocalBackend
+from tests.test_warm_isolation import backend as backend  # one runner deep: every run reuses it
 
 LIMITS = Limits(timeout=30)
 TOOLS = Toolset(collections=[])
@@ -118,25 +117,6 @@ for obj in gc.get_objects():
 seen["ints"] = sorted(ints)
 print(json.dumps(seen))
 """
-
-
-def _one_deep(name: str) -> Iterator[Backend]:
-    if name == "local":
-        with LocalBackend(pool_size=1, pool_max=1) as local:
-            yield local
-        return
-    from sandbox.docker_backend import DockerBackend, docker_available
-
-    if not docker_available():
-        pytest.skip("no Docker engine or no sandbox image (atc sandbox build)")
-    with DockerBackend(pool_size=1, pool_max=1) as docker:
-        yield docker
-
-
-@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
-def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
-    """A backend whose warm machinery is one runner deep: every run reuses it."""
-    yield from _one_deep(request.param)
 
 
 def _json(result: ExecutionResult) -> object:

@@ -175,7 +175,8 @@ def test_docker_profile(arch: str) -> None:
     numbers = table(arch)
     # The policy, ioctl whole, and what the container's fork server needs to make each run's
     # namespaces and root (each run then installs the BPF program, which denies them again).
-    assert allowed == {n for n in seccomp.ALLOWED if n in numbers} | {"ioctl", "unshare", "mount", "umount2", "pivot_root"}
+    assert allowed == {n for n in seccomp.ALLOWED if n in numbers} | {"ioctl", "clone", "unshare", "mount", "umount2",
+                                                                      "pivot_root"}
     denied = {n for rule in profile["syscalls"] if rule.get("errnoRet") == errno.EPERM for n in rule["names"]}
     assert {"keyctl", "add_key", "io_uring_setup", "io_uring_enter", "bpf", "userfaultfd", "shmget", "setns", "chroot",
             "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark"} <= denied

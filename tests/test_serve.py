@@ -36,6 +36,7 @@ from tests.serve_support import (
     wait_gone,
     wait_spinning,
 )
+from tests.serve_support import apis as apis
 
 pytestmark = pytest.mark.slow  # one server for the module (~2 s to start), programs in a real sandbox
 
@@ -45,15 +46,6 @@ books = list_author_books(author_id=item["stock"] // 20)
 print(item["name"], [b["title"] for b in books["books"]])
 """
 CHAIN_ANSWER = "mug ['Solaris', 'The Cyberiad']"
-
-
-@pytest.fixture(scope="module")
-def apis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Apis]:
-    started = Apis.start(tmp_path_factory.mktemp("specs"))
-    try:
-        yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,13 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.serve_support import ATC, TOKEN, Apis, HttpServe, serve_args, serve_env
+from tests.serve_support import apis as apis
 
 pytestmark = pytest.mark.slow  # node and the server take a few seconds to start
 
@@ -37,15 +37,6 @@ def inspector() -> Path:
             pytest.fail(f"under CI the MCP inspector must be installed: {missing}")
         pytest.skip(missing)
     return INSPECTOR
-
-
-@pytest.fixture(scope="module")
-def apis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Apis]:
-    started = Apis.start(tmp_path_factory.mktemp("specs"))
-    try:
-        yield started
-    finally:
-        started.stop()
 
 
 def inspect(inspector: Path, target: list[str], env: dict[str, str], *method: str) -> dict[str, Any]:

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -24,30 +23,22 @@ import pytest
 from atc.cli import main
 from sandbox.docker_engine import docker_available
 from tests.mcp_servers import ROOT
+from tests.procs import descendants
 from tests.serve_support import (
     TOKEN,
     Apis,
     HttpServe,
     containers,
-    descendants,
     http_client,
     serve_args,
     serve_env,
     wait_gone,
     wait_spinning,
 )
+from tests.serve_support import apis as apis
 
 needs_docker = pytest.mark.skipif(not docker_available(), reason="no Docker engine or no atc-sandbox:latest image")
 SANDBOXES = ["local", pytest.param("docker", marks=[pytest.mark.docker, needs_docker])]
-
-
-@pytest.fixture(scope="module")
-def apis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Apis]:
-    started = Apis.start(tmp_path_factory.mktemp("specs"))
-    try:
-        yield started
-    finally:
-        started.stop()
 
 
 def _client(env: dict[str, str], *args: str) -> subprocess.Popen[str]:

@@ -32,6 +32,7 @@ from sandbox.interactive import Session, open_session
 from sandbox.local_backend import LocalBackend
 from tests.apis.library import LibraryAPI
 from tests.fakes.backend import FakeBackend
+from tests.procs import processes_of
 
 LIMITS = Limits(timeout=10, memory_mb=256, max_calls=20, max_processes=32)
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,20 +66,6 @@ def tools(api: LibraryAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> T
     return Toolset([load_spec(api.write_spec(tmp_path / "library.json"))], credentials={"api_key": "env:LIB_KEY"})
 
 
-def _processes_of(uid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    with open(f"/proc/{entry}/stat") as f:
-                        if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                            found.append(int(entry))
-            except OSError:
-                continue
-    return found
-
-
 def _container_exists(cid: str) -> bool:
     from sandbox.docker_engine import connect
 
@@ -106,7 +93,7 @@ def _gone(traces: dict[str, object], timeout: float = 10.0) -> bool:
                 return True
         else:
             uid, pid = traces["uid"], traces["pid"]
-            alive = os.path.exists(f"/proc/{pid}") if uid is None else bool(_processes_of(int(str(uid))))
+            alive = os.path.exists(f"/proc/{pid}") if uid is None else bool(processes_of({int(str(uid))}))
             if not alive:
                 return True
         time.sleep(0.05)
@@ -322,10 +309,24 @@ def test_ctrl_c_while_a_snippet_runs_ends_the_session(local_backend: LocalBacken
     traces = _traces(s)
     main = threading.main_thread().ident
     assert main is not None
-    threading.Timer(0.3, signal.pthread_kill, args=(main, signal.SIGINT)).start()  # what Ctrl-C sends
+    done = threading.Event()
+
+    def press_ctrl_c() -> None:
+        # What Ctrl-C sends, again every half second as an impatient user would: a SIGINT that
+        # lands while the main thread runs a finalizer is swallowed by Python itself.
+        time.sleep(0.3)
+        while not done.is_set():
+            signal.pthread_kill(main, signal.SIGINT)
+            done.wait(0.5)
+
+    presser = threading.Thread(target=press_ctrl_c, daemon=True)
+    presser.start()
     started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        s.run("import time\ntime.sleep(30)")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            s.run("import time\ntime.sleep(30)")
+    finally:
+        done.set()
     assert time.monotonic() - started < 3
     assert not s.alive and "interrupted" in (s.ended or "")
     assert _gone(traces)

@@ -383,3 +383,21 @@ def test_atc_solve_is_the_function_after_the_module_is_imported(
     sol = atc.solve("How many books?", library, client=client, sandbox=fake())
     assert isinstance(sol, Solution) and sol.answer == "5\n"
     assert atc.asolve is asolve and atc.solve_many is solve_many and atc.Solution is Solution
+
+
+def test_solve_and_sessions_read_the_tools_argument_the_same_way(tmp_path: Path, api: LibraryAPI) -> None:
+    """``atc.toolsets.toolset_for``: a spec URL is fetched (it is no stored collection's name), a
+    path is read, several form one toolset, and a word that is neither is looked up in the store."""
+    from atc.toolsets import toolset_for
+    from protocols.errors import NotFound
+    from tests.apis.leaky import LeakyAPI
+
+    path = api.write_spec(tmp_path / "library.json")
+    with LeakyAPI(prefix="alpha") as leaky:
+        toolset = toolset_for([f"{leaky.url}/spec.json", path])
+    assert [c.name for c in toolset.collections] == ["alpha", "library"]
+    assert "alpha_whoami" in toolset.tools and "get_stats" in toolset.tools
+    with pytest.raises(NotFound):
+        toolset_for("no-such-collection")
+    with pytest.raises(UsageError, match="no tools given"):
+        toolset_for([])

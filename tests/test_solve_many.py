@@ -12,7 +12,6 @@ import json
 import os
 import re
 import time
-from pathlib import Path
 from typing import Any
 
 from atc.model import OpenAIModel
@@ -21,30 +20,10 @@ from protocols.loaders import load_data
 from sandbox.api import Limits
 from tests.apis.library import BOOKS, REVIEWS, LibraryAPI
 from tests.fakes.openai_server import ScriptedOpenAI
+from tests.procs import descendants
 
 TASKS = 50
 BOOK_IDS = sorted(BOOKS)
-
-
-def descendants(root: int) -> set[int]:
-    """Pids of every live (non-zombie) descendant of ``root``, from /proc."""
-    parent: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] != "Z":
-            parent[int(entry.name)] = int(fields[1])
-    found: set[int] = set()
-    frontier = {root}
-    while frontier:
-        frontier = {pid for pid, ppid in parent.items() if ppid in frontier} - found
-        found |= frontier
-    return found
 
 
 def program_for(n: int, *, broken: bool) -> str:

@@ -23,34 +23,17 @@ from atc.solving import Solution, solve
 from atc.strategies import Outcome, Strategy, make, registered
 from atc.strategies.registry import BUILTIN, refresh
 from atc.workflows.many import solve_many
-from protocols.loaders import load_data
 from protocols.model import Collection
 from protocols.render import render_full
 from sandbox.api import Limits
 from tests.apis.library import LibraryAPI
 from tests.fakes.openai_server import Reply, ScriptedOpenAI, call
+from tests.strategy_support import library as library
+from tests.strategy_support import model as model
+from tests.strategy_support import server as server
 
 ATC = Path(sys.executable).with_name("atc")
 LIMITS = Limits(timeout=20)
-
-
-@pytest.fixture()
-def server() -> Iterator[ScriptedOpenAI]:
-    with ScriptedOpenAI() as s:
-        yield s
-
-
-@pytest.fixture(params=["http", "openai"])
-def model(request: pytest.FixtureRequest, server: ScriptedOpenAI, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-    monkeypatch.setenv("ATC_MODEL", "scripted-model")
-    monkeypatch.setenv("ATC_MODEL_CLIENT", request.param)
-    return str(request.param)
-
-
-@pytest.fixture()
-def library(api: LibraryAPI) -> Collection:
-    return load_data(api.spec(), name="library")
 
 
 def fence(code: str) -> str:

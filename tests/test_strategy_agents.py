@@ -6,7 +6,6 @@ which plays the function-calling protocol, wrong moves included; the tools are t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,31 +16,13 @@ from atc.solving import Solution, solve
 from atc.strategies.base import Episode
 from atc.strategies.functions import act as make_call
 from atc.strategies.meter import Meter
-from protocols.loaders import load_data
 from protocols.model import Collection
 from sandbox.api import Limits, Toolset
 from tests.apis.library import SECRET, LibraryAPI
 from tests.fakes.openai_server import Reply, ScriptedOpenAI, call
-
-
-@pytest.fixture()
-def server() -> Iterator[ScriptedOpenAI]:
-    with ScriptedOpenAI() as s:
-        yield s
-
-
-@pytest.fixture(params=["http", "openai"])
-def model(request: pytest.FixtureRequest, server: ScriptedOpenAI, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The model configured from the environment, as a user configures it; the client is the param."""
-    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-    monkeypatch.setenv("ATC_MODEL", "scripted-model")
-    monkeypatch.setenv("ATC_MODEL_CLIENT", request.param)
-    return str(request.param)
-
-
-@pytest.fixture()
-def library(api: LibraryAPI) -> Collection:
-    return load_data(api.spec(), name="library")
+from tests.strategy_support import library as library
+from tests.strategy_support import model as model
+from tests.strategy_support import server as server
 
 
 def act(name: str, args: dict[str, object] | str, text: str = "") -> Reply:

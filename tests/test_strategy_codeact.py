@@ -5,37 +5,19 @@ the next, tools served by the library API on 127.0.0.1 through the session's gat
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
 
 import pytest
 
 from atc.solving import solve
-from protocols.loaders import load_data
 from protocols.model import Collection
 from sandbox.api import Limits
 from tests.apis.library import LibraryAPI
 from tests.fakes.openai_server import ScriptedOpenAI
+from tests.strategy_support import library as library
+from tests.strategy_support import model as model
+from tests.strategy_support import server as server
 
 LIMITS = Limits(timeout=20)
-
-
-@pytest.fixture()
-def server() -> Iterator[ScriptedOpenAI]:
-    with ScriptedOpenAI() as s:
-        yield s
-
-
-@pytest.fixture(params=["http", "openai"])
-def model(request: pytest.FixtureRequest, server: ScriptedOpenAI, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-    monkeypatch.setenv("ATC_MODEL", "scripted-model")
-    monkeypatch.setenv("ATC_MODEL_CLIENT", request.param)
-    return str(request.param)
-
-
-@pytest.fixture()
-def library(api: LibraryAPI) -> Collection:
-    return load_data(api.spec(), name="library")
 
 
 def fence(code: str) -> str:

@@ -17,7 +17,6 @@ token is there and long enough, the address can be bound (exit 2 otherwise).
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import Any
 
@@ -70,18 +69,16 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a port number (0-65535)")
     limits = limits_from_args(args)
-    from atc.serve.settings import RETRIEVERS, ServeSettings
+    from atc.serve.settings import ServeSettings, check_retriever
 
-    if args.retriever not in RETRIEVERS:
-        raise UsageError(f"atc serve cannot use the retriever {args.retriever!r} (it has no model)",
-                         hint="use --retriever bm25, dense or hybrid")
+    check_retriever(args.retriever)  # before anything starts (the settings are made once the tools load)
     token, sock = None, None
     if http:  # the token and the address first: a refusal comes before anything starts
         from atc.config import serve_token
-        from atc.serve.http import bind, check_bind, is_loopback
+        from atc.serve.http import bind, check_token, is_loopback
 
         token = serve_token(args.token_env)
-        check_bind(args.host, token, args.token_env)
+        check_token(token, args.token_env)
         sock = bind(args.host, args.port)
         if not is_loopback(args.host):
             sys.stderr.write(f"atc serve: listening on {args.host}, reachable from other machines; only the "
@@ -140,6 +137,8 @@ def _client_gone(exc: BaseException) -> bool:
 
 def _log_to_stderr() -> None:
     """One line per program run (outcome, calls, time; never arguments, answers or secrets)."""
+    import logging  # only when serving: ``atc --help`` and every other command never load it
+
     log = logging.getLogger("atc.serve")
     if any(getattr(h, "atc_serve", False) for h in log.handlers):
         return

@@ -51,9 +51,6 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 #: What a step of a strategy is called in messages ("not solved after 3 turns").
-_STEP_WORDS = {"chain": "attempt", "chain-plain": "attempt", "react": "turn", "codeact": "turn", "dfsdt": "node"}
-
-
 def _progress(step: Any) -> None:
     sys.stderr.write(f"{step.kind} {step.number}: {step.summary}\n")
     sys.stderr.flush()
@@ -102,7 +99,7 @@ def _handle(args: argparse.Namespace) -> int:
         sys.stdout.write(solution.answer if solution.answer.endswith("\n") else solution.answer + "\n")
         return 0
     err = solution.error or {}
-    tries, word = solution.steps, _STEP_WORDS.get(solution.strategy, "step")
+    tries, word = solution.steps, solution.step_unit
     by = f" by {solution.strategy}" if solution.strategy != "chain" else ""
     sys.stderr.write(f"atc: not solved after {tries} {word}{'s' if tries != 1 else ''}{by}: "
                      f"{err.get('type', 'Error')}: {' '.join(str(err.get('message') or '').split())[:300]}\n")

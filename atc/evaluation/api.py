@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from atc.errors import UsageError
 from atc.evaluation.runner import OutcomeHook, RunSettings, run_strategies
 from atc.evaluation.scoring import EvalResult, VerdictCache, score_runs
-from atc.evaluation.suite import BUILTIN, Suite, load_tool_sources, read_manifest, read_tasks_file
+from atc.evaluation.suite import BUILTIN, Suite, read_manifest, read_tasks_file
 
 if TYPE_CHECKING:
     from atc.evaluation.judge import Judge
@@ -79,7 +79,9 @@ def load_suite(spec: str, *, tools: list[str] | None = None) -> Suite:
             raise UsageError(f"no suite {spec!r}", hint=f"give a tasks .jsonl, a suite.json, '{BUILTIN}', or FORMAT:PATH "
                              f"with FORMAT one of: {', '.join(readers())}")
     if replace:
-        suite.collections = load_tool_sources(tools or [])
+        from atc.toolsets import collections_of
+
+        suite.collections = collections_of(tools or [])
     return suite
 
 
@@ -167,11 +169,11 @@ def _claim(out: Path, suite: Suite) -> None:
         return
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is not a directory")
-    from atc.evaluation.report import write_atomic
+    from protocols.files import atomic_write
 
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(marker, (json.dumps({"suite": suite.name, "tasks": len(suite.tasks), "source": suite.source,
-                                      "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=2) + "\n").encode())
+    atomic_write(marker, json.dumps({"suite": suite.name, "tasks": len(suite.tasks), "source": suite.source,
+                                     "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=2) + "\n")
 
 
 def pending(suite: Suite, strategies: list[str], folder: Path | None) -> int:
@@ -234,8 +236,5 @@ def evaluate(suite: Suite, settings: RunSettings | None = None, *, toolset: Tool
     result.wall_s = runs.wall_s
     if folder is not None:
         result.out = str(folder)
-        missing_chart = write_outputs(result, folder, with_chart=chart)
-        if missing_chart and chart:
-            result.notes.append(f"no chart: {missing_chart}")
-            write_outputs(result, folder, with_chart=False)
+        write_outputs(result, folder, with_chart=chart)
     return result

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GoldStep", "parse_step", "route_key", "Match", "match", "called_tools"]
+__all__ = ["GoldStep", "parse_step", "route_key", "Match", "match"]
 
 _ROUTE = re.compile(r"^\s*([A-Za-z]+)\s+(/\S*)\s*$")
 _URL_ROUTE = re.compile(r"^\s*([A-Za-z]+)\s+[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s]+(/\S*)?\s*$")
@@ -84,11 +84,6 @@ def _distinct(steps: Iterable[GoldStep]) -> list[GoldStep]:
             seen.add((step.kind, step.key))
             out.append(step)
     return out
-
-
-def called_tools(calls: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The distinct tools of a call log, in the order of their first call."""
-    return list(dict.fromkeys(str(c.get("tool")) for c in calls if c.get("tool")))
 
 
 @dataclass(frozen=True)

@@ -10,34 +10,20 @@ The run files of each strategy are ``runs/STRATEGY.jsonl`` (``atc.evaluation.run
 
 from __future__ import annotations
 
+import io
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atc.errors import ConfigError
+from protocols.files import atomic_write
 
 if TYPE_CHECKING:
     from atc.evaluation.scoring import EvalResult
 
-__all__ = ["markdown", "write_outputs", "chart", "write_atomic", "CHART_INSTALL"]
+__all__ = ["markdown", "write_outputs", "chart", "CHART_INSTALL"]
 
 CHART_INSTALL = "pip install 'atc[eval]'  (matplotlib)"
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _pct(x: float | None) -> str:
@@ -121,24 +107,27 @@ def chart(result: EvalResult, path: Path) -> None:
     cost.legend(fontsize=7, loc="upper center", ncol=2, frameon=False)
     fig.suptitle(f"{result.suite.name} ({len(result.suite.tasks)} tasks)")
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
     plt.close(fig)
-    os.replace(tmp, path)
+    atomic_write(path, png.getvalue())
 
 
 def write_outputs(result: EvalResult, out: Path, *, with_chart: bool = True) -> str | None:
-    """Write every output file into ``out``; returns why there is no chart (None: there is one)."""
+    """Write every output file into ``out``; returns why there is no chart (None: there is one).
+    The chart is drawn first, so that a chart that cannot be drawn is a note of the summaries
+    written after it (``no chart: ...``)."""
+    missing = "not asked for" if not with_chart else None
+    if with_chart:
+        try:
+            chart(result, out / "chart.png")
+        except ConfigError as exc:
+            missing = f"{exc.message} ({exc.hint})"
+            result.notes.append(f"no chart: {missing}")
     lines = [json.dumps(score.to_dict(), ensure_ascii=False) for name in result.strategies
              for score in result.scores.get(name, [])]
-    write_atomic(out / "results.jsonl", ("\n".join(lines) + "\n" if lines else "").encode())
+    atomic_write(out / "results.jsonl", "\n".join(lines) + "\n" if lines else "")
     doc: dict[str, Any] = result.to_dict()
-    write_atomic(out / "summary.json", (json.dumps(doc, ensure_ascii=False, indent=2) + "\n").encode())
-    write_atomic(out / "summary.md", markdown(result).encode())
-    if not with_chart:
-        return "not asked for"
-    try:
-        chart(result, out / "chart.png")
-    except ConfigError as exc:
-        return f"{exc.message} ({exc.hint})"
-    return None
+    atomic_write(out / "summary.json", json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+    atomic_write(out / "summary.md", markdown(result))
+    return missing

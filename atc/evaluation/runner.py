@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from atc.errors import UsageError
 from atc.evaluation.gold import parse_step, route_key
-from atc.evaluation.suite import EvalTask, Suite
+from atc.evaluation.suite import Suite
 from atc.retrieval.base import Hit, SearchResult
 
 if TYPE_CHECKING:
@@ -33,16 +33,9 @@ if TYPE_CHECKING:
     from sandbox.api import Backend, Limits, Toolset
 
 __all__ = ["RunSettings", "CandidateRetriever", "Runs", "run_strategies", "resolve_tools", "runs_file",
-           "known_strategies", "DEFAULT_STRATEGY"]
+           "DEFAULT_STRATEGY"]
 
 DEFAULT_STRATEGY = "chain"
-
-
-def known_strategies() -> list[str]:
-    """The strategy names ``solve`` takes: built-ins, registrations and installed plug-ins."""
-    from atc.strategies.registry import registered
-
-    return registered()
 
 
 def _strategy_options(name: str) -> dict[str, Any]:
@@ -134,7 +127,7 @@ def _drop_unmeasured(path: Path) -> int:
     import json
 
     from atc.evaluation.metrics import unmeasured
-    from atc.evaluation.report import write_atomic
+    from protocols.files import atomic_write
 
     try:
         data = path.read_bytes()
@@ -153,7 +146,7 @@ def _drop_unmeasured(path: Path) -> int:
         else:
             kept.append(raw)
     if dropped:
-        write_atomic(path, b"\n".join(kept))
+        atomic_write(path, b"\n".join(kept))
     return dropped
 
 
@@ -258,7 +251,3 @@ def run_strategies(suite: Suite, toolset: Toolset, settings: RunSettings, *, out
         if hub is not None:
             hub.stop()
     return runs
-
-
-def tasks_by_id(tasks: list[EvalTask]) -> dict[str, EvalTask]:
-    return {t.id: t for t in tasks}

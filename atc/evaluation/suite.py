@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from protocols.model import Collection
     from sandbox.api import Toolset
 
-__all__ = ["EvalTask", "Suite", "parse_suite_lines", "read_tasks_file", "read_manifest", "load_tool_sources", "BUILTIN"]
+__all__ = ["EvalTask", "Suite", "parse_suite_lines", "read_tasks_file", "read_manifest", "BUILTIN"]
 
 #: The suite shipped with atc, on the bundled example APIs (``atc eval examples``).
 BUILTIN = "examples"
@@ -141,31 +141,14 @@ def _task(obj: Any, number: int) -> EvalTask | str:
 
 
 def parse_suite_lines(lines: Sequence[str], source: str = "<suite>") -> list[EvalTask]:
-    """The tasks of a suite's JSONL text; ``UsageError`` listing every bad line (nothing runs)."""
-    tasks: list[EvalTask] = []
-    bad: list[str] = []
-    seen: dict[str, int] = {}
-    for number, text in enumerate(lines, 1):
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            bad.append(f"line {number}: not JSON ({exc.msg} at column {exc.colno})")
-            continue
-        task = _task(obj, number)
-        if isinstance(task, str):
-            bad.append(f"line {number}: {task}")
-            continue
-        if task.id in seen:
-            bad.append(f"line {number}: duplicate id {task.id!r} (first on line {seen[task.id]})")
-            continue
-        seen[task.id] = number
-        tasks.append(task)
+    """The tasks of a suite's JSONL text; ``UsageError`` listing every bad line (nothing runs),
+    as ``atc batch`` reads its input (``atc.workflows.tasks.parse_lines``)."""
+    from atc.workflows.tasks import bad_lines_error, parse_lines
+
+    tasks, bad = parse_lines(lines, _task)
     if bad:
-        shown = "\n  ".join(bad[:20]) + (f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else "")
-        raise UsageError(f"{source}: {len(bad)} bad line{'s' if len(bad) != 1 else ''} (nothing was run):\n  {shown}",
-                         hint='each line is {"id": ..., "query": "...", "solution": ["tool or METHOD /path", ...]}')
+        raise bad_lines_error(source, bad, hint='each line is {"id": ..., "query": "...", "solution": '
+                                                '["tool or METHOD /path", ...]}')
     if not tasks:
         raise UsageError(f"{source}: no tasks", hint="a suite is a JSON Lines file, one task a line")
     return tasks
@@ -211,26 +194,6 @@ def _tool_source(item: str, base: Path) -> str:
     return str(candidate) if candidate.exists() else item
 
 
-def load_tool_sources(items: Sequence[str]) -> list[Collection]:
-    """Collections of ``--tools``-style values: spec files, MCP sources, imported collection names."""
-    from atc.config import atc_home
-    from protocols.loaders import load_spec
-    from protocols.store import Store
-    from sandbox.mcp.sources import is_mcp_source
-
-    out: list[Collection] = []
-    for item in items:
-        if is_mcp_source(item):
-            from sandbox.execute import sources_to_collections
-
-            out += sources_to_collections(item)
-        elif Path(item).expanduser().exists():
-            out.append(load_spec(Path(item).expanduser()))
-        else:
-            out.append(Store(atc_home()).get(item))
-    return out
-
-
 def read_manifest(path: Path, *, load_tools: bool = True) -> Suite:
     """A suite from its manifest (``suite.json``); the collections are loaded unless told not to
     (``--tools`` replaces them)."""
@@ -251,7 +214,9 @@ def read_manifest(path: Path, *, load_tools: bool = True) -> Suite:
     tasks = read_tasks_file(base / doc["tasks"])
     collections = []
     if load_tools and tools:
-        collections = load_tool_sources([_tool_source(t, base) for t in tools])
+        from atc.toolsets import collections_of
+
+        collections = collections_of([_tool_source(t, base) for t in tools])
     name = doc.get("name") if isinstance(doc.get("name"), str) else base.name
     return Suite(str(name), tasks, collections, api=api, description=str(doc.get("description") or ""),
                  source=str(path))

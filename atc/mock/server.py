@@ -26,7 +26,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 from atc.errors import AtcError, UsageError
@@ -34,7 +34,8 @@ from atc.mock.answers import MockResponse
 from atc.mock.app import MockApp
 from protocols.model import Collection
 
-__all__ = ["MockApp", "MockServer", "MockResponse", "MockRequest", "LOCAL_HOSTS", "check_host", "MAX_BODY_BYTES"]
+__all__ = ["MockApp", "MockServer", "MockResponse", "MockRequest", "Serving", "LOCAL_HOSTS", "check_host",
+           "MAX_BODY_BYTES"]
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 #: Request bodies above this size are refused (413).
@@ -93,7 +94,8 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             body = self.rfile.read(length) if length > 0 else b""
             try:
-                resp = self._answer(mock.app, body)
+                found = mock.locate(self.path)
+                resp = found if isinstance(found, MockResponse) else self._answer(*found, body)
             except Exception as exc:  # our bug: answer it as such rather than dropping the connection
                 resp = _error(500, "mock_error", f"atc mock failed on this request: {type(exc).__name__}: {exc}")
         target = urlsplit(self.path)
@@ -110,19 +112,20 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD" and resp.status not in (204, 304):
             self.wfile.write(data)
 
-    def _answer(self, app: MockApp, body: bytes) -> MockResponse:
+    def _answer(self, app: MockApp, target: str, body: bytes) -> MockResponse:
         """HEAD is GET without the body and OPTIONS lists the allowed methods, unless the spec
-        documents them as operations of their own."""
+        documents them as operations of their own. ``target`` is the request's path and query as
+        the app serves them."""
         method = self.command.upper()
         headers = dict(self.headers.items())
-        path = urlsplit(self.path).path or "/"
+        path = urlsplit(target).path or "/"
         if method in ("HEAD", "OPTIONS") and isinstance(app.route(method, path), MockResponse):
             allowed = app.allowed(path)
             if method == "HEAD" and "GET" in allowed:
-                return app.handle("GET", self.path, headers, body)
+                return app.handle("GET", target, headers, body)
             if method == "OPTIONS" and allowed:
                 return MockResponse(204, None, {"Allow": ", ".join(sorted({*allowed, "OPTIONS"}))}, media_type=None)
-        return app.handle(method, self.path, headers, body)
+        return app.handle(method, target, headers, body)
 
     def __getattr__(self, name: str) -> Any:
         # Every method reaches _serve (TRACE, CONNECT, PROPFIND...): an undocumented one gets 405
@@ -134,7 +137,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    mock: MockServer
+    mock: Serving
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hangs up mid-answer is not worth a traceback on the user's terminal.
@@ -146,26 +149,24 @@ class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
-class MockServer:
-    """The fake API served over HTTP on the loopback interface, in a background thread.
+class Serving:
+    """Mock apps served over HTTP on the loopback interface, in a background thread: what
+    ``MockServer`` (one API) and ``atc.evaluation.mockhub.MockHub`` (many behind one port)
+    share. A subclass says which app answers a request (``locate``)."""
 
-    ::
+    host = "127.0.0.1"
+    verbose = False
+    _port = 0
+    _server: _Server | None = None
+    _thread: threading.Thread | None = None
 
-        with MockServer(load_spec("openapi.json")) as mock:
-            httpx.get(mock.url + "/books/search", params={"query": "garden"})
-    """
+    def locate(self, target: str) -> tuple[MockApp, str] | MockResponse:
+        """The app that answers ``target`` (the request's path and query) and the target as that
+        app serves it, or the answer itself when no app does."""
+        raise NotImplementedError
 
-    def __init__(self, collection: Collection, port: int = 0, host: str = "127.0.0.1", *,
-                 verbose: bool = False, keep_requests: int = 1000, auth: bool = True,
-                 credentials: dict[str, set[str]] | None = None) -> None:
-        self.host = check_host(host)
-        self.app = MockApp(collection, auth=auth, credentials=credentials)
-        self.collection = collection
-        self.verbose = verbose
-        self._port = port
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-        self.requests: deque[MockRequest] = deque(maxlen=keep_requests)
+    def record(self, request: MockRequest) -> None:
+        """Every request answered (kept by ``MockServer`` for tests and ``--verbose``)."""
 
     @property
     def port(self) -> int:
@@ -176,14 +177,7 @@ class MockServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    @property
-    def operations(self) -> int:
-        return self.app.operations
-
-    def record(self, request: MockRequest) -> None:
-        self.requests.append(request)
-
-    def start(self) -> MockServer:
+    def start(self) -> Self:
         if self._server is not None:
             return self
         cls = _Server6 if ":" in self.host else _Server
@@ -209,8 +203,38 @@ class MockServer:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def __enter__(self) -> MockServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class MockServer(Serving):
+    """The fake API served over HTTP on the loopback interface, in a background thread.
+
+    ::
+
+        with MockServer(load_spec("openapi.json")) as mock:
+            httpx.get(mock.url + "/books/search", params={"query": "garden"})
+    """
+
+    def __init__(self, collection: Collection, port: int = 0, host: str = "127.0.0.1", *,
+                 verbose: bool = False, keep_requests: int = 1000, auth: bool = True,
+                 credentials: dict[str, set[str]] | None = None) -> None:
+        self.host = check_host(host)
+        self.app = MockApp(collection, auth=auth, credentials=credentials)
+        self.collection = collection
+        self.verbose = verbose
+        self._port = port
+        self.requests: deque[MockRequest] = deque(maxlen=keep_requests)
+
+    @property
+    def operations(self) -> int:
+        return self.app.operations
+
+    def locate(self, target: str) -> tuple[MockApp, str]:
+        return self.app, target
+
+    def record(self, request: MockRequest) -> None:
+        self.requests.append(request)

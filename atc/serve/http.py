@@ -13,8 +13,8 @@
   cancels all of its programs and forgets its state.
 
 ``listen`` binds the socket first (so ``--port 0`` works and the port is known before serving),
-then runs uvicorn on it until SIGINT/SIGTERM. ``check_bind`` enforces the rules of the address:
-127.0.0.1 by default; a token is always required, and one of at least ``MIN_TOKEN`` characters.
+then runs uvicorn on it until SIGINT/SIGTERM, on 127.0.0.1 unless told otherwise. A token is
+always required (``check_token``): one of at least ``MIN_TOKEN`` characters, without whitespace.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from atc.serve.server import AtcServer
 
-__all__ = ["Guard", "listen", "check_bind", "bind", "MIN_TOKEN", "PATH"]
+__all__ = ["Guard", "listen", "check_token", "bind", "is_loopback", "MIN_TOKEN", "PATH"]
 
 PATH = "/mcp"
 MIN_TOKEN = 16
@@ -44,7 +44,7 @@ _MAX_WATCHED_BODY = 1 << 20
 
 log = logging.getLogger("atc.serve")
 
-def check_bind(host: str, token: str | None, token_env: str) -> None:
+def check_token(token: str | None, token_env: str) -> None:
     """Refuse to serve without a usable token (``UsageError``, exit 2)."""
     if not token:
         raise UsageError(f"atc serve --transport http needs a bearer token in ${token_env}",

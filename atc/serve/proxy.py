@@ -32,8 +32,6 @@ __all__ = ["ProxyReply", "input_schema", "description", "read_only", "call"]
 class ProxyReply:
     ok: bool
     text: str
-    status: int | None = None
-    redacted: int = 0
 
 
 @dataclass
@@ -78,10 +76,7 @@ def call(state: Any, toolset: Toolset, limits: Limits, name: str, args: dict[str
     proxy = _gateway_of(state, toolset, limits)
     with proxy.lock:
         outcome = proxy.gateway.call(name, args)
-        record = proxy.gateway.calls[-1] if proxy.gateway.calls else None
         proxy.gateway.calls.clear()
-    redacted = record.redacted if record is not None else 0
     if outcome.ok:
-        return ProxyReply(True, json.dumps(outcome.data, ensure_ascii=False, default=str), outcome.status, redacted)
-    message = str((outcome.error or {}).get("message") or f"{name}: the call failed")
-    return ProxyReply(False, message, outcome.status, redacted)
+        return ProxyReply(True, json.dumps(outcome.data, ensure_ascii=False, default=str))
+    return ProxyReply(False, str((outcome.error or {}).get("message") or f"{name}: the call failed"))

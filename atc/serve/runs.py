@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from atc import prompts
-from atc.checks import check_program
+from atc.checks import check_for_run
 from atc.extract import extract_program
 from atc.reflection import describe_error, tool_response
 from protocols.render import render_full
@@ -130,8 +130,7 @@ def refused(program: str, kind: str, message: str, *, static: bool = True, tool:
 
 def static_check(program: str, toolset: Toolset) -> RunAnswer | None:
     """The program's first mistake that needs no run (``atc.checks``), or None."""
-    lenient = frozenset(n for n in toolset.tools if toolset.validation_for(n) != "strict")
-    error = check_program(program, toolset.tools, lenient=lenient)
+    error = check_for_run(program, toolset)
     if error is None:
         return None
     blamed = toolset.tools.get(error.get("tool") or "")

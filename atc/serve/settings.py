@@ -25,7 +25,7 @@ from sandbox.api import Limits, Toolset
 if TYPE_CHECKING:
     from sandbox.api import Backend
 
-__all__ = ["ServeSettings", "TOOL_NAMES", "MAX_PROXY_TOOLS", "RETRIEVERS"]
+__all__ = ["ServeSettings", "check_retriever", "TOOL_NAMES", "MAX_PROXY_TOOLS", "RETRIEVERS"]
 
 #: The MCP tools every server has (a proxied tool may not take one of these names).
 TOOL_NAMES = ("search_tools", "describe_tools", "run_program")
@@ -34,6 +34,13 @@ TOOL_NAMES = ("search_tools", "describe_tools", "run_program")
 MAX_PROXY_TOOLS = 100
 #: Retrievers that rank without a model (serve has none): None/auto picks hybrid or bm25.
 RETRIEVERS = (None, "auto", "bm25", "dense", "hybrid")
+
+
+def check_retriever(name: str | None) -> None:
+    """A retriever ``search_tools`` can use (``UsageError``, exit 2, for one that needs a model)."""
+    if name not in RETRIEVERS:
+        raise UsageError(f"atc serve cannot use the retriever {name!r} (it has no model)",
+                         hint="use --retriever bm25, dense or hybrid")
 
 
 @dataclass(frozen=True)
@@ -59,9 +66,7 @@ class ServeSettings:
             raise UsageError("--session-max-calls and --session-max-runs must be 0 or more")
         if self.concurrency < 1:
             raise UsageError("--concurrency must be at least 1")
-        if self.retriever not in RETRIEVERS:
-            raise UsageError(f"atc serve cannot use the retriever {self.retriever!r} (it has no model)",
-                             hint="use --retriever bm25, dense or hybrid")
+        check_retriever(self.retriever)
         if not self.toolset.tools:
             raise UsageError("the collections given with --tools hold no tools", hint="check the spec or the server")
         if self.proxy_tools:

@@ -44,8 +44,8 @@ if TYPE_CHECKING:
     from sandbox.execute import Pending
     from sandbox.gateway import CallOutcome, Gateway
 
-__all__ = ["Strategy", "Episode", "Outcome", "Step", "StepHook", "FAILURE_KINDS", "call_failure", "error_dict",
-           "model_stop"]
+__all__ = ["Strategy", "Episode", "Outcome", "Step", "StepHook", "FAILURE_KINDS", "SANDBOX_LIMITS", "call_failure",
+           "run_failure", "error_dict", "model_stop"]
 
 #: Failures by kind, as ``Solution.failures`` counts them. A failed tool call is counted once,
 #: under its kind, from the call log; the attempt or turn it broke is not counted again.
@@ -68,6 +68,18 @@ FAILURE_KINDS: dict[str, str] = {
     "model_budget": "the solve's --max-model-calls or --max-tokens was spent before an answer",
     "model_error": "the model server failed in the middle of the solve",
 }
+
+
+#: Run errors that are the sandbox stopping a program or snippet, not the program raising.
+SANDBOX_LIMITS = frozenset({"Timeout", "MemoryLimit", "OutputLimit", "SandboxError"})
+
+
+def run_failure(error_type: str | None) -> str | None:
+    """The failure kind of a program or snippet that ended with ``error_type``, unless a tool call
+    explains it (a tool's error, the call budget: that call is counted from the call log)."""
+    if error_type in ("ToolError", "CallBudget"):
+        return None
+    return "sandbox_limit" if error_type in SANDBOX_LIMITS else "program_error"
 
 
 def call_failure(call: ToolCall) -> str | None:
@@ -137,9 +149,14 @@ class Strategy(Protocol):
     def run(self, episode: Episode) -> Outcome: ...
 
 
-def model_stop(episode: Episode, exc: ModelError, done: str) -> dict[str, Any]:
-    """The error of a solve the model side stopped after ``done`` (e.g. "3 turn(s)"), counted
-    under ``model_budget`` or ``model_error``."""
+def model_stop(episode: Episode, exc: ModelError, steps: int, unit: str) -> dict[str, Any]:
+    """The error of a solve the model side stopped after ``steps`` of its ``unit`` ("turn"),
+    counted under ``model_budget`` or ``model_error``. A model server that failed before the
+    first step is raised as it is (``exc``): there is nothing to keep, and the caller (the CLI)
+    reports it as it is."""
+    if steps == 0 and not isinstance(exc, ModelBudget):
+        raise exc
+    done = f"{steps} {unit}(s)"
     if isinstance(exc, ModelBudget):
         episode.fail("model_budget")
         return error_dict("ModelBudget", f"{exc.message} after {done}", spent=exc.spent)

@@ -19,21 +19,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from atc import prompts, tracing
-from atc.checks import check_program
-from atc.errors import ModelBudget, ModelError, UsageError
+from atc.checks import check_for_run
+from atc.errors import ModelError, UsageError
 from atc.extract import extract_program
 from atc.model import Message
 from atc.reflection import ask_model_for_tool, feedback, needs_model_attribution
-from atc.strategies.base import Episode, Outcome, Step, error_dict, model_stop
+from atc.strategies.base import Episode, Outcome, Step, error_dict, model_stop, run_failure
 from atc.strategies.registry import register
 from protocols.model import Tool
-from sandbox.api import ExecutionResult, Toolset
+from sandbox.api import ExecutionResult
 
 __all__ = ["Attempt", "Chain", "ChainPlain", "attempt_failure"]
-
-#: Run errors that are the sandbox stopping the program, not the program raising.
-_LIMITS = frozenset({"Timeout", "MemoryLimit", "OutputLimit", "SandboxError"})
-
 
 @dataclass
 class Attempt:
@@ -88,14 +84,7 @@ def attempt_failure(attempt: Attempt) -> str | None:
         return "empty_answer"
     if error.get("static"):
         return {"ToolError": "bad_arguments", "NameError": "unknown_tool"}.get(str(kind), "program_error")
-    if kind in ("ToolError", "CallBudget"):
-        return None
-    return "sandbox_limit" if kind in _LIMITS else "program_error"
-
-
-def _lenient(toolset: Toolset) -> frozenset[str]:
-    """Tools whose arguments the gateway does not refuse (validation warn/off)."""
-    return frozenset(name for name in toolset.tools if toolset.validation_for(name) != "strict")
+    return run_failure(kind)
 
 
 class Chain:
@@ -103,6 +92,7 @@ class Chain:
     ``max_reflections`` repairs (``max_steps``, when given, is the number of attempts)."""
 
     name = "chain"
+    step_unit = "attempt"
     #: programs run in the sandbox: it is made ready while the model writes the first one
     uses_sandbox = True
 
@@ -118,9 +108,7 @@ class Chain:
             try:
                 attempt = self.attempt(episode, conversation, number)
             except ModelError as exc:
-                if not attempts and not isinstance(exc, ModelBudget):
-                    raise  # nothing to keep: the caller (the CLI) reports it as it is
-                return self.outcome(episode, attempts, stop=model_stop(episode, exc, f"{len(attempts)} attempt(s)"))
+                return self.outcome(episode, attempts, stop=model_stop(episode, exc, len(attempts), "attempt"))
             attempts.append(attempt)
             if attempt.ok or number == self.max_attempts:
                 self.report(episode, attempt, number)
@@ -129,7 +117,7 @@ class Chain:
                 conversation += self.reflect(episode, attempt, number)
             except ModelError as exc:  # the attribution question found the model gone, or the budget spent
                 self.report(episode, attempt, number)
-                return self.outcome(episode, attempts, stop=model_stop(episode, exc, f"{len(attempts)} attempt(s)"))
+                return self.outcome(episode, attempts, stop=model_stop(episode, exc, len(attempts), "attempt"))
             self.report(episode, attempt, number)
         return self.outcome(episode, attempts)
 
@@ -162,7 +150,7 @@ class Chain:
         program = extract_program(reply, toolset.names())
         if program is None:
             return Attempt("", False, error_dict("NoProgram", "the reply contained no Python program"), reply=reply)
-        static = check_program(program, toolset.tools, lenient=_lenient(toolset))
+        static = check_for_run(program, toolset)
         if static is not None:
             return Attempt(program, False, static, blamed_tool=static.get("tool"), reply=reply)
         result = episode.run_program(program)

@@ -24,11 +24,11 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from atc import prompts, tracing
-from atc.errors import ModelBudget, ModelError, SandboxError, UsageError
+from atc.errors import ModelError, SandboxError, UsageError
 from atc.extract import extract_program
 from atc.model import Message
 from atc.reflection import describe_error
-from atc.strategies.base import Episode, Outcome, Step, error_dict, model_stop
+from atc.strategies.base import Episode, Outcome, Step, error_dict, model_stop, run_failure
 from atc.strategies.registry import register
 from sandbox.api import ExecutionResult
 
@@ -42,7 +42,6 @@ DEFAULT_TURNS = 12
 MAX_OUTPUT = 2000
 _FENCED = re.compile(r"^[ \t]*(`{3,}|~{3,})", re.MULTILINE)
 _FINAL = re.compile(r"final answer\s*[:：]\s*(?P<answer>.+)", re.IGNORECASE | re.DOTALL)
-_LIMITS = frozenset({"Timeout", "MemoryLimit", "OutputLimit", "SandboxError"})
 
 
 def snippet_failure(result: ExecutionResult) -> str | None:
@@ -50,16 +49,14 @@ def snippet_failure(result: ExecutionResult) -> str | None:
     the call log)."""
     if result.ok or result.error is None:
         return None
-    kind = result.error.type
-    if kind in ("ToolError", "CallBudget"):
-        return None
-    return "sandbox_limit" if kind in _LIMITS else "program_error"
+    return run_failure(result.error.type)
 
 
 class CodeAct:
     """A snippet per turn in a live interpreter; ``Final answer: ...`` to finish."""
 
     name = "codeact"
+    step_unit = "turn"
     #: the session brings its own sandbox: nothing to get ready beforehand
     uses_sandbox = False
 
@@ -82,9 +79,7 @@ class CodeAct:
                     try:
                         reply = episode.ask(messages)
                     except ModelError as exc:
-                        if not turns and not isinstance(exc, ModelBudget):
-                            raise
-                        return self._outcome(episode, turns, model_stop(episode, exc, f"{len(turns)} turn(s)"))
+                        return self._outcome(episode, turns, model_stop(episode, exc, len(turns), "turn"))
                     turn = self.turn(episode, session, reply.text, messages)
                     tracing.set_attributes(current, {"atc.status": "ok" if turn["ok"] else "failed"})
                 turns.append({"turn": number, **turn})

@@ -28,10 +28,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from atc import prompts, tracing
-from atc.errors import ModelBudget, ModelError, UsageError
+from atc.errors import ModelError, UsageError
 from atc.model import Message
 from atc.strategies.base import Episode, Outcome, Step, error_dict, model_stop
-from atc.strategies.functions import MAX_OBSERVATION, act, finish_name, function_schemas, tool_calls
+from atc.strategies.functions import (
+    MAX_OBSERVATION,
+    act,
+    assistant_turn,
+    finish_name,
+    function_schemas,
+    tool_calls,
+)
 from atc.strategies.registry import register
 from sandbox.api import ToolCall
 
@@ -86,6 +93,7 @@ class Dfsdt:
     """Depth-first search over function-calling turns, with give-up-and-restart."""
 
     name = "dfsdt"
+    step_unit = "node"
     uses_sandbox = False
 
     def __init__(self, *, max_steps: int | None = None, width: int = DEFAULT_WIDTH, max_depth: int = DEFAULT_DEPTH,
@@ -152,9 +160,7 @@ class _Search:
             try:
                 reply = self.episode.ask(messages, tools=self.functions, tool_choice="auto")
             except ModelError as exc:
-                if made == 0 and not isinstance(exc, ModelBudget):
-                    raise
-                raise _Stop(model_stop(self.episode, exc, f"{made} node(s)")) from exc
+                raise _Stop(model_stop(self.episode, exc, made, "node")) from exc
             self.nodes.append(child)
             node.children.append(child.id)
             self.act(node, child, reply.text, tool_calls(reply.tool_calls))
@@ -164,19 +170,13 @@ class _Search:
     def act(self, node: Node, child: Node, text: str, calls: tuple[Any, ...]) -> None:
         """Do what the reply asks and record it on ``child`` (its state: ``node``'s plus this turn)."""
         child.thought = text.strip()
-        assistant: Message = {"role": "assistant", "content": text}
-        if calls:
-            assistant["tool_calls"] = [c.to_dict() for c in calls]
-        child.messages = [*node.messages, assistant]
+        child.messages = [*node.messages, *assistant_turn(text, calls)]
         if not calls:
             child.status = "no_action"
             self.episode.fail("no_action")
             child.messages.append({"role": "user", "content": prompts.render("react_nudge", finish=self.finish)})
             return
         first = calls[0]
-        for extra in calls[1:]:
-            child.messages.append({"role": "tool", "tool_call_id": extra.id,
-                                   "content": "Not run: call one function per turn."})
         child.action = first.name
         if first.name == self.finish:
             self.finished(child, first.arguments, first.id)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from atc.model import ToolCallRequest, tool_calls_of
+from atc.model import Message, ToolCallRequest, tool_calls_of
 from protocols.model import Tool
 
 if TYPE_CHECKING:
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from sandbox.api import ToolCall
     from sandbox.gateway import CallOutcome
 
-__all__ = ["function_schemas", "finish_name", "parse_arguments", "observation", "tool_calls", "Action", "act",
-           "MAX_OBSERVATION"]
+__all__ = ["function_schemas", "finish_name", "parse_arguments", "observation", "tool_calls", "assistant_turn",
+           "Action", "act", "MAX_OBSERVATION"]
 
 #: Characters of a response shown as it is; a longer one is condensed to its shape and an excerpt.
 MAX_OBSERVATION = 2000
@@ -76,6 +76,16 @@ def tool_calls(raw: Any) -> tuple[ToolCallRequest, ...]:
         else:
             out.extend(tool_calls_of([c]))
     return tuple(out)
+
+
+def assistant_turn(text: str, calls: Sequence[ToolCallRequest]) -> list[Message]:
+    """The model's reply as the conversation keeps it: its text and calls, then an answer to every
+    call after the first (each call id must be answered; one function is made per turn)."""
+    message: Message = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = [c.to_dict() for c in calls]
+    return [message, *({"role": "tool", "tool_call_id": extra.id, "content": "Not run: call one function per turn."}
+                       for extra in calls[1:])]
 
 
 def parse_arguments(text: str) -> dict[str, Any] | str:

@@ -95,12 +95,6 @@ class Meter:
         self.usage = usage or Usage()
         self._lock = threading.Lock()
 
-    def remaining_calls(self) -> int | None:
-        """Model calls still allowed (None: no bound)."""
-        if self.budget.model_calls is None:
-            return None
-        return max(0, self.budget.model_calls - self.usage.llm_calls)
-
     def complete(self, messages: Sequence[Message], *, tools: Sequence[dict[str, Any]] | None = None,
                  tool_choice: Any = None) -> Completion:
         with self._lock:

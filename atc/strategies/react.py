@@ -18,10 +18,18 @@ import json
 from typing import Any
 
 from atc import prompts, tracing
-from atc.errors import ModelBudget, ModelError, UsageError
+from atc.errors import ModelError, UsageError
 from atc.model import Completion, Message
 from atc.strategies.base import Episode, Outcome, Step, error_dict, model_stop
-from atc.strategies.functions import MAX_OBSERVATION, Action, act, finish_name, function_schemas, tool_calls
+from atc.strategies.functions import (
+    MAX_OBSERVATION,
+    Action,
+    act,
+    assistant_turn,
+    finish_name,
+    function_schemas,
+    tool_calls,
+)
 from atc.strategies.registry import register
 
 __all__ = ["React", "DEFAULT_TURNS"]
@@ -33,6 +41,7 @@ class React:
     """Think, call one function, observe; ``finish`` with the answer."""
 
     name = "react"
+    step_unit = "turn"
     uses_sandbox = False
 
     def __init__(self, *, max_steps: int | None = None, max_observation: int = MAX_OBSERVATION, **_: Any) -> None:
@@ -53,9 +62,7 @@ class React:
                 try:
                     reply = episode.ask(messages, tools=functions, tool_choice="auto")
                 except ModelError as exc:
-                    if not turns and not isinstance(exc, ModelBudget):
-                        raise
-                    return self._outcome(episode, turns, model_stop(episode, exc, f"{len(turns)} turn(s)"))
+                    return self._outcome(episode, turns, model_stop(episode, exc, len(turns), "turn"))
                 turn, answer = self.turn(episode, reply, finish, messages)
                 tracing.set_attributes(current, {"atc.status": "ok" if turn["ok"] else "failed",
                                                  "atc.tool": turn.get("action")})
@@ -73,15 +80,12 @@ class React:
         when it was ``finish``."""
         calls = tool_calls(reply.tool_calls)
         thought = reply.text.strip()
-        messages.append(_assistant(reply.text, calls))
+        messages += assistant_turn(reply.text, calls)
         if not calls:
             episode.fail("no_action")
             messages.append({"role": "user", "content": prompts.render("react_nudge", finish=finish)})
             return {"thought": thought[:1000], "action": None, "ok": False, "failure": "no_action"}, None
-        first, rest = calls[0], calls[1:]
-        for extra in rest:  # every call id must be answered; only the first is made
-            messages.append({"role": "tool", "tool_call_id": extra.id,
-                             "content": "Not run: call one function per turn."})
+        first = calls[0]
         if first.name == finish:
             answer = _answer(first.arguments)
             if answer:
@@ -121,13 +125,6 @@ def _answer(arguments: str) -> str:
             if isinstance(value.get(key), str | int | float) and str(value[key]).strip():
                 return str(value[key]).strip()
     return ""
-
-
-def _assistant(text: str, calls: tuple[Any, ...]) -> Message:
-    message: Message = {"role": "assistant", "content": text}
-    if calls:
-        message["tool_calls"] = [c.to_dict() for c in calls]
-    return message
 
 
 def _summary(turn: dict[str, Any]) -> str:

@@ -128,13 +128,18 @@ class Job:
 
     def check(self, tasks: list[Task]) -> None:
         """What would fail every task, said before any runs: the tools' configuration and, when a
-        task needs one, the model's."""
+        task is a query, the strategy (an unknown name, a bad bound) and the model's configuration."""
         from sandbox.execute import check_toolset
 
         toolset, recording = self._prepare()
         if recording is None or recording.mode != "replay":
             check_toolset(toolset)
         if any(t.query is not None for t in tasks):
+            strategy = self.solve_options.get("strategy")
+            if strategy is not None:
+                from atc.strategies.registry import resolve
+
+                resolve(strategy, max_reflections=self.max_reflections, max_steps=self.solve_options.get("max_steps"))
             self.model_client()
 
     # -- one task ---------------------------------------------------------------------------------

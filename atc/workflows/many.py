@@ -63,10 +63,6 @@ def solve_many(
     toolset = toolset_for(tools, kw.pop("base_url", None), kw.pop("credentials", None), kw.pop("validation", None))
     sandbox = pick_sandbox(kw.pop("sandbox", None), kw.pop("backend", None))
     named = {k: kw.pop(k) for k in ("model", "client", "max_reflections", "limits", "top_k", "on_attempt") if k in kw}
-    if "strategy" in kw:  # an unknown name is said before any task runs
-        from atc.strategies.registry import resolve
-
-        resolve(kw["strategy"], max_reflections=named.get("max_reflections", 3), max_steps=kw.get("max_steps"))
     job = Job(toolset, named.get("limits") or Limits(), sandbox=sandbox,
               model=named.get("model"), max_reflections=named.get("max_reflections", 3), top_k=named.get("top_k"),
               record=str(record) if record else None, replay=str(replay) if replay else None,

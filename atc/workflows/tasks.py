@@ -11,13 +11,14 @@ work is lost by stopping early. Blank lines are skipped.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from atc.errors import UsageError
 
-__all__ = ["Task", "BadLine", "parse_tasks", "read_tasks", "task_key"]
+__all__ = ["Task", "BadLine", "parse_tasks", "parse_lines", "bad_lines_error", "read_tasks", "task_key"]
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,20 @@ def task_key(task_id: Any) -> str:
     return str(task_id)
 
 
-def parse_tasks(lines: list[str]) -> tuple[list[Task], list[BadLine]]:
-    tasks: list[Task] = []
+class _Identified(Protocol):
+    @property
+    def id(self) -> str | int: ...
+
+
+Item = TypeVar("Item", bound=_Identified)
+
+
+def parse_lines(lines: Sequence[str], parse: Callable[[Any, int], Item | str]) -> tuple[list[Item], list[BadLine]]:
+    """The items of JSON Lines text, for every input that is one object a line (a batch's tasks,
+    an evaluation suite): each non-blank line is decoded and handed to ``parse(obj, number)``,
+    which returns the item or why the line is bad; an item whose id came before (``task_key``)
+    is a bad line too. Every bad line is kept with its number."""
+    items: list[Item] = []
     bad: list[BadLine] = []
     seen: dict[str, int] = {}
     for number, text in enumerate(lines, 1):
@@ -73,29 +86,45 @@ def parse_tasks(lines: list[str]) -> tuple[list[Task], list[BadLine]]:
         except json.JSONDecodeError as exc:
             bad.append(BadLine(number, f"not JSON ({exc.msg} at column {exc.colno})"))
             continue
-        if not isinstance(obj, dict):
-            bad.append(BadLine(number, f"not a JSON object but {type(obj).__name__}"))
+        item = parse(obj, number)
+        if isinstance(item, str):
+            bad.append(BadLine(number, item))
             continue
-        task_id = obj.get("id")
-        if isinstance(task_id, bool) or not isinstance(task_id, (str, int)) or task_id == "":
-            bad.append(BadLine(number, 'no "id" (a non-empty string or an integer)'))
-            continue
-        query, program = obj.get("query"), obj.get("program")
-        if (query is None) == (program is None):
-            bad.append(BadLine(number, 'give exactly one of "query" (a task to solve) or "program" (code to run)'))
-            continue
-        text_value = query if query is not None else program
-        if not isinstance(text_value, str) or not text_value.strip():
-            which = "query" if query is not None else "program"
-            bad.append(BadLine(number, f'"{which}" must be a non-empty string'))
-            continue
-        key = task_key(task_id)
+        key = task_key(item.id)
         if key in seen:
-            bad.append(BadLine(number, f"duplicate id {task_id!r} (first on line {seen[key]})"))
+            bad.append(BadLine(number, f"duplicate id {item.id!r} (first on line {seen[key]})"))
             continue
         seen[key] = number
-        tasks.append(Task(task_id, query=query, program=program, line=number))
-    return tasks, bad
+        items.append(item)
+    return items, bad
+
+
+def bad_lines_error(source: str | Path, bad: Sequence[BadLine], hint: str) -> UsageError:
+    """The error that lists an input's bad lines (the first 20) before anything runs."""
+    shown = "\n  ".join(str(b) for b in bad[:20])
+    more = f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else ""
+    return UsageError(f"{source}: {len(bad)} bad line{'s' if len(bad) != 1 else ''} (nothing was run):\n  {shown}{more}",
+                      hint=hint)
+
+
+def _task(obj: Any, number: int) -> Task | str:
+    if not isinstance(obj, dict):
+        return f"not a JSON object but {type(obj).__name__}"
+    task_id = obj.get("id")
+    if isinstance(task_id, bool) or not isinstance(task_id, (str, int)) or task_id == "":
+        return 'no "id" (a non-empty string or an integer)'
+    query, program = obj.get("query"), obj.get("program")
+    if (query is None) == (program is None):
+        return 'give exactly one of "query" (a task to solve) or "program" (code to run)'
+    text_value = query if query is not None else program
+    if not isinstance(text_value, str) or not text_value.strip():
+        which = "query" if query is not None else "program"
+        return f'"{which}" must be a non-empty string'
+    return Task(task_id, query=query, program=program, line=number)
+
+
+def parse_tasks(lines: list[str]) -> tuple[list[Task], list[BadLine]]:
+    return parse_lines(lines, _task)
 
 
 def read_tasks(path: str | Path) -> list[Task]:
@@ -109,8 +138,6 @@ def read_tasks(path: str | Path) -> list[Task]:
         raise UsageError(f"cannot read {path}: {reason}", hint="give a UTF-8 JSON Lines file") from exc
     tasks, bad = parse_tasks(text.splitlines())
     if bad:
-        shown = "\n  ".join(str(b) for b in bad[:20])
-        more = f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else ""
-        raise UsageError(f"{path}: {len(bad)} bad line{'s' if len(bad) != 1 else ''} (nothing was run):\n  {shown}{more}",
-                         hint='each line is {"id": ..., "query": "..."} or {"id": ..., "program": "..."}, ids unique')
+        raise bad_lines_error(path, bad, hint='each line is {"id": ..., "query": "..."} or {"id": ..., "program": '
+                                              '"..."}, ids unique')
     return tasks

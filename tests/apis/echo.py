@@ -16,12 +16,12 @@ a string: an ``anyOf`` whose every branch is tried on a bad value), ``blob`` (a 
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.fakes.serving import LoopbackServer, QuietHandler
 
 __all__ = ["EchoAPI", "echo_spec"]
 
@@ -29,26 +29,18 @@ _ITEMS = {"lists": b"[]", "numbers": b"1.5", "text": b'"' + b"t" * 1024 + b'"'}
 
 
 @dataclass
-class EchoAPI:
-    host: str = "127.0.0.1"
+class EchoAPI(LoopbackServer):
     port: int = 0
     requests: int = 0
-    _server: ThreadingHTTPServer | None = None
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> EchoAPI:
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *a: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def _send(self, chunks: list[bytes]) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -59,8 +51,7 @@ class EchoAPI:
 
             def do_POST(self) -> None:
                 api.requests += 1
-                length = int(self.headers.get("Content-Length") or 0)
-                self._send([self.rfile.read(length) if length else b"{}"])
+                self._send([self.body() or b"{}"])
 
             def do_GET(self) -> None:
                 api.requests += 1
@@ -78,16 +69,8 @@ class EchoAPI:
                 chunks.append(b"]")
                 self._send(chunks)
 
-        self._server = ThreadingHTTPServer((self.host, self.port), Handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self.port = self._serve(Handler, self.port).server_address[1]
         return self
-
-    def stop(self) -> None:
-        if self._server:
-            self._server.shutdown()
-            self._server.server_close()
 
     def write_spec(self, path: Path) -> Path:
         import json

@@ -18,12 +18,11 @@ import copy
 import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.fakes.serving import LoopbackServer
+from tests.fakes.serving import LoopbackServer, QuietHandler
 
 USERS = [{"id": i, "username": name, "name": full, "email": f"{name}@example.test"}
          for i, (name, full) in enumerate([("ada", "Ada Lovelace"), ("alan", "Alan Turing"), ("grace", "Grace Hopper")],
@@ -65,22 +64,11 @@ class JsonRestAPI(LoopbackServer):
     def start(self) -> JsonRestAPI:
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *a: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def _json(self, status: int, obj: Any) -> None:
                 with api._lock:
                     api.log.append((self.command, urlsplit(self.path).path, status))
-                body = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.send_json(status, obj)
 
             def do_GET(self) -> None:
                 split = urlsplit(self.path)
@@ -101,9 +89,9 @@ class JsonRestAPI(LoopbackServer):
 
             def _write(self) -> None:
                 split = urlsplit(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.body()
                 try:
-                    body = json.loads(self.rfile.read(length)) if length else {}
+                    body = json.loads(raw) if raw else {}
                 except ValueError:
                     return self._json(400, {"error": "not JSON"})
                 parts = [p for p in split.path.split("/") if p]

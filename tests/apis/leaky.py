@@ -24,11 +24,10 @@ import base64
 import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.fakes.serving import LoopbackServer
+from tests.fakes.serving import LoopbackServer, QuietHandler
 
 __all__ = ["LeakyAPI", "LEAKS", "Seen"]
 
@@ -98,12 +97,7 @@ class LeakyAPI(LoopbackServer):
     def start(self) -> LeakyAPI:
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def _send(self, status: int, body: bytes, ctype: str = "application/json",
                       headers: dict[str, str] | None = None) -> None:
                 self.send_response(status)
@@ -115,7 +109,7 @@ class LeakyAPI(LoopbackServer):
                 self.wfile.write(body)
 
             def _json(self, obj: Any, headers: dict[str, str] | None = None) -> None:
-                self._send(200, json.dumps(obj).encode(), headers=headers)
+                self.send_json(200, obj, headers)
 
             def do_GET(self) -> None:
                 with api._lock:

@@ -31,12 +31,11 @@ import json
 import secrets
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tests.fakes.serving import LoopbackServer
+from tests.fakes.serving import LoopbackServer, QuietHandler
 
 USER, PASSWORD = "ada", "s3cret-pass-7Q"
 #: Which kinds live where.
@@ -90,24 +89,19 @@ class StoreAPI(LoopbackServer):
     def start(self) -> StoreAPI:
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *a: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def _answer(self, status: int, obj: Any, created: str | None = None) -> None:
-                body = json.dumps(obj).encode()
                 with api._lock:
                     api.log.append(Logged(self.command, urlsplit(self.path).path, status, created))
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.send_json(status, obj)
 
             def _user(self) -> str | None:
+                """The account the request's Basic credential names (None: none, a wrong one, or
+                every credential expired after ``expire_after`` requests)."""
+                with api._lock:
+                    requests = len(api.log)
+                if api.expire_after is not None and requests >= api.expire_after:
+                    return None
                 header = self.headers.get("Authorization") or ""
                 if not header.startswith("Basic "):
                     return None
@@ -120,8 +114,7 @@ class StoreAPI(LoopbackServer):
 
             def _serve(self) -> None:
                 split = urlsplit(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
+                raw = self.body()
                 try:
                     body = json.loads(raw) if raw else {}
                 except ValueError:
@@ -129,10 +122,7 @@ class StoreAPI(LoopbackServer):
                 parts = [unquote(p) for p in split.path.split("/") if p]
                 if parts == ["__heartbeat__"]:
                     return self._answer(200, {"ok": True})
-                with api._lock:
-                    requests = len(api.log)
-                expired = api.expire_after is not None and requests >= api.expire_after
-                user = None if expired else self._user()
+                user = self._user()
                 if user is None:
                     return self._answer(401, {"message": "Please authenticate yourself to use this endpoint."})
                 if parts == ["__flush__"] and self.command == "POST":
@@ -206,16 +196,12 @@ class StoreAPI(LoopbackServer):
                 """PUT of one object: create or replace (handled apart: the object may not exist)."""
                 split = urlsplit(self.path)
                 parts = [unquote(p) for p in split.path.split("/") if p]
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
+                raw = self.body()
                 try:
                     body = json.loads(raw) if raw else {}
                 except ValueError:
                     return self._answer(400, {"message": "the body is not JSON"})
-                with api._lock:
-                    requests = len(api.log)
-                expired = api.expire_after is not None and requests >= api.expire_after
-                user = None if expired else self._user()
+                user = self._user()
                 if user is None:
                     return self._answer(401, {"message": "Please authenticate yourself to use this endpoint."})
                 if len(parts) % 2 or not parts:

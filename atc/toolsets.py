@@ -1,0 +1,80 @@
+"""What the Python API takes as ``tools``, made into a run's ``Toolset``: ``toolset_for``.
+
+``atc.solve``, ``solve_many``, ``atc.session``, ``atc.asession`` and the collections of an
+evaluation suite (``atc.evaluation``) take the tools in whatever
+form the caller has at hand: a ``Toolset``, a ``Collection``, a spec path or URL, an MCP source
+(``mcp:COMMAND``, ``mcp+http://...``, an ``mcpServers`` file), the name of a collection imported
+into the store, or a list of those. One function reads them, so that every entry point takes the
+same forms; a word that is neither a file here, a URL nor an MCP source is a stored collection's
+name (``NotFound``, exit 2, names the store).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from atc.errors import UsageError
+from protocols.model import Collection
+from sandbox.api import Toolset
+
+if TYPE_CHECKING:
+    from sandbox.execute import BaseUrl, Validation
+
+__all__ = ["ToolsArg", "toolset_for", "collections_of"]
+
+ToolsArg = Toolset | Collection | str | Path | Sequence[Collection | str | Path]
+
+
+def collections_of(tools: ToolsArg) -> list[Collection]:
+    """The collections of a ``tools`` argument other than a ``Toolset`` (see the module docstring)."""
+    items = [tools] if isinstance(tools, Collection | str | Path) else list(tools)  # type: ignore[arg-type]
+    out: list[Collection] = []
+    for item in items:
+        if isinstance(item, Collection):
+            out.append(item)
+        elif isinstance(item, str) and _is_mcp(item):
+            from sandbox.execute import sources_to_collections
+
+            out += sources_to_collections(item)
+        elif isinstance(item, str) and item.startswith(("http://", "https://")):
+            from protocols.loaders import load_spec
+
+            out.append(load_spec(item))
+        elif isinstance(item, str | Path):
+            out.append(_load(item))
+        else:
+            raise UsageError(f"tools must be Collections, spec paths or collection names, not {type(item).__name__}")
+    if not out:
+        raise UsageError("no tools given", hint="pass a Collection, a spec path or an imported collection name")
+    return out
+
+
+def _is_mcp(item: str) -> bool:
+    from sandbox.mcp.sources import is_mcp_source
+
+    return is_mcp_source(item)
+
+
+def _load(item: str | Path) -> Collection:
+    path = Path(item).expanduser()
+    if path.exists():
+        from protocols.loaders import load_spec
+
+        return load_spec(path)
+    from atc.config import atc_home
+    from protocols.store import Store
+
+    return Store(atc_home()).get(str(item))
+
+
+def toolset_for(tools: ToolsArg, base_url: BaseUrl = None, credentials: dict[str, str] | None = None,
+                validation: Validation = None) -> Toolset:
+    """The ``Toolset`` of a ``tools`` argument (see the module docstring), with ``base_url``,
+    ``credentials`` and ``validation`` applied (each one value for every collection, or a dict
+    per collection)."""
+    from sandbox.execute import as_toolset
+
+    return as_toolset(tools if isinstance(tools, Toolset) else collections_of(tools), base_url=base_url,
+                      credentials=credentials or None, validation=validation)
