@@ -284,7 +284,9 @@ def _command_rows(stores: dict[str, Path], old_home: Path | None, before: Path |
         "after, distinct, bm25, cold": (plain(stores["distinct"], "--retriever", "bm25"), short),
         "after (tree_run), copies, hybrid, cold, one-line requests": (tree(ROOT, stores["copies"]), short),
     }
-    servers: list[tuple[Path, Path]] = [(ROOT, stores["distinct"])]
+    servers: list[tuple[Path, Path]] = [(ROOT, stores["copies"]), (ROOT, stores["distinct"])]
+    rows["after, copies, hybrid, warm server, ToolBench requests"] = (tree(ROOT, stores["copies"], True), long)
+    rows["after, copies, hybrid, warm server, one-line requests"] = (tree(ROOT, stores["copies"], True), short)
     rows["after, distinct, hybrid, warm server, ToolBench requests"] = (tree(ROOT, stores["distinct"], True), long)
     rows["after, distinct, hybrid, warm server, one-line requests"] = (tree(ROOT, stores["distinct"], True), short)
     if before and old_home:
@@ -312,8 +314,9 @@ def _command_rows(stores: dict[str, Path], old_home: Path | None, before: Path |
     print("| command | wall | p50 / python -c pass |\n|---|---|---|")
     for label, samples in walls.items():
         print(f"| {label} | {_pct(samples)} | {_p50(samples) / base:.1f} |")
-    for code, rss in memory:
-        print(f"| warm server's resident memory ({'before' if code != ROOT else 'after'}) | {rss} | |")
+    for (code, home), (_, rss) in zip(servers, memory, strict=True):
+        store = "copies" if home.name in {"copies", "before"} else home.name
+        print(f"| warm server's resident memory ({'before' if code != ROOT else 'after'}, {store}) | {rss} | |")
 
 
 def _start_server(code: Path, home: Path, env: dict[str, str]) -> Any:

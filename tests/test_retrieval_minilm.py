@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from atc.retrieval.api import search
-from atc.retrieval.embedders import local_available, make_embedder
+from atc.retrieval.embedders import local_available, make_embedder, model_dir
 from atc.retrieval.minilm import MiniLM
 from protocols import load_spec
 
@@ -92,3 +92,42 @@ def test_the_local_model_is_loaded_once_per_process_and_resident_weights_change_
     before = fresh.embed(texts)
     fresh.keep_resident()
     assert np.allclose(fresh.embed(texts), before, atol=1e-6)
+
+
+def test_a_requests_rows_are_read_without_keeping_the_map_resident() -> None:
+    """The rows of a request's tokens come by pread (the same numbers as through the map), so a
+    long-lived process that sees many words does not come to hold the 47 MB table."""
+    from atc.retrieval.minilm import PREAD_ROWS, TableRows, read_safetensors
+
+    folder = model_dir()
+    assert folder is not None
+    path = folder / "model.safetensors"
+    table = read_safetensors(path)["embeddings.word_embeddings.weight"]
+    rows = TableRows(path, "embeddings.word_embeddings.weight", table)
+    few = np.array([0, 101, 7592, len(table) - 1])
+    assert np.array_equal(rows(few), np.asarray(table[few], dtype=np.float32))
+    many = np.arange(PREAD_ROWS + 5)
+    assert np.array_equal(rows(many), np.asarray(table[many], dtype=np.float32))
+    code = """
+import numpy as np
+from atc.retrieval.minilm import MiniLM
+from atc.retrieval.static import StaticEmbedder
+def file_kb():
+    return int(next(l for l in open('/proc/self/status') if l.startswith('RssFile')).split()[1])
+static, model = StaticEmbedder(), MiniLM()
+static.embed(['warm up']); model.embed(['warm up'])
+words_of = [w for w in static._vocab().vocab if w.isalpha()]
+before = file_kb()
+for i in range(0, 6000, 3):  # 2,000 requests of words spread over the whole vocabulary
+    words = ' '.join(words_of[j % len(words_of)] for j in (i * 5 + 1000, i * 7 + 1500))
+    static.embed([words])
+    if i % 30 == 0:
+        model.embed([words])
+print(file_kb() - before)
+"""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout.strip()) < 2048, out.stdout  # kB; through the map: about 9 MB

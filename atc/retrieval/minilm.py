@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,6 +51,66 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
         start, end = entry["data_offsets"]
         out[name] = raw[start:end].view(dtype).reshape(entry["shape"])
     return out
+
+
+def _drop_pages(view: np.ndarray) -> None:
+    """Take the pages of the memory map behind ``view`` out of this process's resident memory.
+    After the copies of ``keep_resident`` nothing reads the map but a large batch (which faults
+    back what it needs); without this the pages the copies were read from would stay resident
+    beside them, the weights counted twice."""
+    import mmap
+
+    base: Any = view
+    while base is not None and not isinstance(base, np.memmap):
+        base = base.base
+    handle = getattr(base, "_mmap", None)
+    advise = getattr(handle, "madvise", None)
+    if callable(advise) and hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            advise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError):  # only a cost in memory: nothing to report
+            pass
+
+
+#: at most this many rows are read with pread (a request's tokens); more through the memory map
+PREAD_ROWS = 512
+
+
+class TableRows:
+    """Rows of an embedding table in a safetensors file, by token id (float32).
+
+    A few rows (a request's tokens) are read with ``pread``, not through the memory map: every
+    page of a map that a request touches stays in the process's resident memory, so a
+    long-lived process (the search server) that sees thousands of different words would come to
+    hold most of the 47 MB table, once per mapping of the file. Many rows (an import's batch) go
+    through the map."""
+
+    def __init__(self, path: Path, name: str, table: np.ndarray) -> None:
+        self.path = path
+        self.name = name
+        self.table = table
+        self._offset: int | None = None
+
+    def __call__(self, ids: np.ndarray) -> np.ndarray:
+        if len(ids) > PREAD_ROWS or self.table.dtype != np.float32 or self.table.ndim != 2:
+            return np.asarray(self.table[ids], dtype=np.float32)
+        if self._offset is None:
+            with open(self.path, "rb") as f:
+                (size,) = struct.unpack("<Q", f.read(8))
+                header: dict[str, Any] = json.loads(f.read(size))
+            self._offset = 8 + size + int(header[self.name]["data_offsets"][0])
+        width = self.table.shape[1] * 4
+        out = np.empty((len(ids), self.table.shape[1]), dtype=np.float32)
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            for j, i in enumerate(np.asarray(ids).ravel().tolist()):
+                data = os.pread(fd, width, self._offset + int(i) * width)
+                if len(data) != width:  # a file cut short under us: the map says what it can
+                    return np.asarray(self.table[ids], dtype=np.float32)
+                out[j] = np.frombuffer(data, dtype="<f4")
+        finally:
+            os.close(fd)
+        return out
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
@@ -147,6 +208,7 @@ class MiniLM:
         self._contiguous = False
         w = self._w
         self._words = w["embeddings.word_embeddings.weight"]  # rows are gathered: stays memory-mapped
+        self._word_rows = TableRows(self._folder / "model.safetensors", "embeddings.word_embeddings.weight", self._words)
         self._positions = np.array(w["embeddings.position_embeddings.weight"], dtype=np.float32)
         self._positions += w["embeddings.token_type_embeddings.weight"][0]  # every token has type 0
         self._ln0 = (np.array(w["embeddings.LayerNorm.weight"], dtype=np.float32),
@@ -163,6 +225,7 @@ class MiniLM:
             for attr in ("out", "up", "down"):
                 setattr(layer, attr, np.ascontiguousarray(getattr(layer, attr)))
         self._contiguous = True
+        _drop_pages(self._words)
 
     def _token_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids with [CLS] and [SEP], at most 256. A few texts (a request and its sentences)
@@ -208,7 +271,7 @@ class MiniLM:
         lengths = np.array([len(s) for s in seqs], dtype=np.int64)
         ids = np.fromiter((t for s in seqs for t in s), dtype=np.int64, count=int(lengths.sum()))
         positions = np.concatenate([np.arange(n) for n in lengths])
-        x = self._words[ids] + self._positions[positions]
+        x = self._word_rows(ids) + self._positions[positions]
         x = _layer_norm(x, *self._ln0)
         # Runs of equal length: (first token, number of texts, length).
         runs: list[tuple[int, int, int]] = []

@@ -50,7 +50,7 @@ class StaticEmbedder:
     dim = 384
 
     def __init__(self, folder: Path | None = None, *, models: Path | None = None) -> None:
-        from atc.retrieval.minilm import read_safetensors
+        from atc.retrieval.minilm import TableRows, read_safetensors
 
         folder = folder or model_dir()
         if folder is None:
@@ -64,6 +64,8 @@ class StaticEmbedder:
         self._center: np.ndarray | None = None
         self._weights: np.ndarray | None = None
         self._lock = threading.Lock()
+        # a request's rows are read without touching the map (minilm.TableRows says why)
+        self._gather = TableRows(folder / "model.safetensors", "embeddings.word_embeddings.weight", self._table)
 
     # -- the parts ------------------------------------------------------------------------------
 
@@ -116,7 +118,7 @@ class StaticEmbedder:
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """The weighted, centred unit rows of the tokens ``ids``."""
-        rows: np.ndarray = np.asarray(self._table[ids], dtype=np.float32) - self.center()
+        rows: np.ndarray = self._gather(ids) - self.center()
         rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), np.float32(1e-9))
         rows *= self.weights()[ids][:, None]
         return rows
