@@ -424,3 +424,34 @@ def test_an_operation_without_a_not_found_answer_serves_any_well_formed_id() -> 
     assert re.match(r"\d{4}-\d\d-\d\dT", cat.body["createdAt"])
     # Input that breaks the schema is still refused (with 400: the operation documents no refusal).
     assert app.handle("GET", "/cats/0").status == 400
+
+
+def test_a_parameter_that_names_parts_of_the_answer_selects_them() -> None:
+    """``/search?type=album,track`` answers albums and tracks only, as the API documents it (the
+    parameter's enum names the answer's properties), and each list holds items of that type even
+    though every item has a ``type`` property the query's array also filters on."""
+    def page(kind: str) -> dict[str, Any]:
+        return {"type": "object", "properties": {"total": {"type": "integer"}, "items": {"type": "array", "items": {
+            "type": "object", "required": ["id", "name", "type"], "properties": {
+                "id": {"type": "string"}, "name": {"type": "string"}, "type": {"type": "string", "enum": [kind]}}}}}}
+
+    spec = {"openapi": "3.0.3", "info": {"title": "Music", "version": "1"}, "paths": {
+        "/search": {"get": {"operationId": "search", "parameters": [
+            {"name": "q", "in": "query", "required": True, "schema": {"type": "string"}},
+            {"name": "type", "in": "query", "required": True, "explode": False, "schema": {
+                "type": "array", "items": {"type": "string", "enum": ["album", "artist", "track", "playlist"]}}},
+            {"name": "sort", "in": "query", "schema": {"type": "string", "enum": ["name", "popularity"]}}],
+            "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {
+                "type": "object", "required": ["meta"], "properties": {
+                    "meta": {"type": "object", "properties": {"took": {"type": "integer"}}},
+                    "albums": page("album"), "artists": page("artist"), "tracks": page("track"),
+                    "playlists": page("playlist")}}}}}}}}}}
+    app = MockApp(load_data(spec, source="music"))
+    both = app.handle("GET", "/search?q=sun&type=album,track&sort=name")
+    assert both.status == 200 and set(both.body) == {"albums", "tracks", "meta"}  # required parts stay
+    assert both.body["tracks"]["items"] and all(i["type"] == "track" for i in both.body["tracks"]["items"])
+    assert both.body["albums"]["items"] and all(i["type"] == "album" for i in both.body["albums"]["items"])
+    one = app.handle("GET", "/search?q=sun&type=playlist")
+    assert set(one.body) == {"playlists", "meta"} and one.body["playlists"]["items"]
+    # ``sort``'s enum names no part of the answer: it selects nothing
+    assert app.handle("GET", "/search?q=sun&type=album&sort=popularity").body.keys() == {"albums", "meta"}

@@ -85,6 +85,7 @@ class MockApp:
         prefixes |= {urlsplit(s).path.rstrip("/") for t in collection.tools for s in t.servers}
         self.prefixes = sorted((p for p in prefixes if p), key=len, reverse=True)
         self._writes = threading.Lock()
+        self._trimmed: dict[tuple[int, frozenset[str]], tuple[dict[str, Any], dict[str, Any]]] = {}
         # The spec's examples are checked against their schemas (which loads jsonschema, the
         # largest part of a cold start): done in the background, before the first answer.
         self._seeded = threading.Event()
@@ -222,10 +223,64 @@ class MockApp:
         if not isinstance(schema, dict) or not schema:
             schema = tool.response_schema if isinstance(tool.response_schema, dict) and is_json(media) \
                 else self._fallback_schema(ep) if is_json(media) or not tool.responses else {"type": "string"}
-        value = self.faker.response(schema, ctx)
+        value = self.faker.response(self._selected(ep, schema, args), ctx)
         if media is None or is_json(media):
             return MockResponse(status, value, headers, media_type=media or "application/json")
         return MockResponse(status, value, headers, media_type=media, data=encode(value, media, schema, seed_key))
+
+    def _selected(self, ep: Endpoint, schema: dict[str, Any], args: dict[tuple[str, str], Any]) -> dict[str, Any]:
+        """The answer's schema with only the parts a query parameter selects (Spotify's
+        ``/search?type=track`` answers ``tracks`` alone, not albums, artists, ... too).
+
+        A parameter selects parts when its values are an ``enum`` whose every value names one of
+        the answer's top-level properties (``track`` -> ``tracks``): a parameter documented that
+        way says what it chooses. Required properties stay. Anything else: the schema as is."""
+        flat = self.faker._flatten(schema)
+        props = flat.get("properties")
+        if not isinstance(props, dict) or len(props) < 2:
+            return schema
+        required = set(flat.get("required") or [])
+        for (loc, wire), value in args.items():
+            if loc != "query":
+                continue
+            parts = self._parts(ep, wire, props)
+            if parts is None:
+                continue
+            given = value if isinstance(value, list) else [value]
+            chosen = {parts[v.strip().lower()] for g in given if isinstance(g, str)
+                      for v in g.split(",") if v.strip().lower() in parts}
+            if not chosen:
+                continue
+            keep = frozenset(chosen | (required & set(props)))
+            memo_key = (id(flat), keep)
+            hit = self._trimmed.get(memo_key)
+            if hit is None or hit[0] is not flat:  # one dict per choice: the faker's caches key on identity
+                hit = (flat, {**flat, "properties": {k: v for k, v in props.items() if k in keep}})
+                self._trimmed[memo_key] = hit
+            return hit[1]
+        return schema
+
+    def _parts(self, ep: Endpoint, wire: str, props: dict[str, Any]) -> dict[str, str] | None:
+        """A query parameter's enum values -> the top-level properties they name, when every
+        value names one (None: not a parameter that selects parts)."""
+        tool = ep.tool
+        name = next((n for n, b in tool.bindings.items() if b.location == "query" and b.name == wire), wire)
+        pschema = as_dict(as_dict(tool.parameters.get("properties")).get(name))
+        enum = pschema.get("enum") if "enum" in pschema else as_dict(pschema.get("items")).get("enum")
+        if not isinstance(enum, list) or len(enum) < 2:
+            return None
+        lowered = {k.lower(): k for k in props}
+        out: dict[str, str] = {}
+        for e in enum:
+            if not isinstance(e, str):
+                return None
+            v = e.lower()
+            match = next((lowered[c] for c in (v, v + "s", v + "es", v[:-1] + "ies" if v.endswith("y") else v)
+                          if c in lowered), None)
+            if match is None:
+                return None
+            out[v] = match
+        return out
 
     def _write(self, ep: Endpoint, root_id: Any, sent: dict[str, Any], path_ids: dict[str, Any],
                parents: dict[str, Any]) -> None:

@@ -125,6 +125,15 @@ def _fix_totals(out: dict[str, Any]) -> None:
             out[k] = shown + v
 
 
+def _matches(have: Any, wanted: Any) -> bool:
+    """An exact filter: equal, or for a query array (``type=album,track``) one of its values."""
+    if have == wanted:
+        return True
+    if isinstance(wanted, list):
+        return any(have == w for w in wanted) or (isinstance(have, list) and any(h in wanted for h in have))
+    return False
+
+
 def merge_all_of(schema: dict[str, Any]) -> dict[str, Any]:
     """``allOf`` folded into one schema (properties and required united, later keys win)."""
     merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
@@ -498,7 +507,7 @@ class SchemaFaker:
                         if len(self._heads) > _MAX_HEADS:
                             self._heads.clear()
                         self._heads[head_key] = head
-                if not isinstance(head, dict) or any(head.get(k) != v for k, v in hard.items()):
+                if not isinstance(head, dict) or not all(_matches(head.get(k), v) for k, v in hard.items()):
                     continue
                 if len(fallback) < n:
                     fallback.append(cid)
