@@ -120,3 +120,17 @@ def test_one_filler_per_store_and_a_killed_one_loses_nothing(bench_data: Path, e
     assert kept >= 8
     assert fill(home, nice=0) == 54 - kept
     assert _check_rows(home, model) == 54
+
+
+def test_a_store_that_cannot_take_a_filler_is_only_slower(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No folder for the filler's log (here the index's place is a file): no process, no error;
+    searches compute the vectors they need."""
+    from atc.retrieval.fill import spawn
+
+    monkeypatch.setenv("ATC_EMBED_BACKGROUND", "auto")
+    home = tmp_path / "home"
+    home.mkdir()
+    index_dir(home).write_text("not a folder")
+    assert spawn(home) is None
+    monkeypatch.setenv("ATC_EMBED_BACKGROUND", "off")
+    assert spawn(tmp_path / "other") is None and not (tmp_path / "other").exists()

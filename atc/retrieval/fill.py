@@ -49,12 +49,15 @@ def spawn(home: Path) -> int | None:
     from atc.retrieval.index import index_dir
 
     folder = index_dir(home)
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "fill.log", "ab") as err:
-        os.chmod(err.name, 0o600)
-        proc = subprocess.Popen([sys.executable, "-m", "atc.retrieval.fill", str(home)], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, close_fds=True,
-                                cwd="/")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / "fill.log", "ab") as err:
+            os.chmod(err.name, 0o600)
+            proc = subprocess.Popen([sys.executable, "-m", "atc.retrieval.fill", str(home)], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, close_fds=True,
+                                    cwd="/")
+    except OSError:  # a store we cannot write, no process to spare: searches compute what they need
+        return None
     return proc.pid
 
 
