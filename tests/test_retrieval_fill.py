@@ -1,6 +1,7 @@
 """The background filler (atc/retrieval/fill.py) and what ``atc tools import`` says about it: real
-``atc`` commands and filler processes over a store of RestBench TMDB (54 tools), the local model
-on numpy (``ATC_EMBED_RUNTIME=numpy``: exact vectors, no onnxruntime model to prepare)."""
+``atc`` commands and filler processes over a store of 90 StableToolBench APIs (more than an import
+completes itself, fill.INLINE) and of RestBench TMDB (54 tools: fewer), the local model on numpy
+(``ATC_EMBED_RUNTIME=numpy``: exact vectors, no onnxruntime model to prepare)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -60,48 +62,82 @@ def _check_rows(home: Path, model: LocalMiniLM) -> int:
     return len(present)
 
 
+POOL = 90
+
+
+@pytest.fixture()
+def pool(bench_data: Path, tmp_path: Path) -> Path:
+    """A ToolBench query file of ``POOL`` distinct APIs."""
+    from atc.retrieval.fill import INLINE
+
+    assert POOL > INLINE
+    source = bench_data / "toolbench" / "stabletoolbench" / "solvable_queries" / "test_instruction"
+    apis: dict[tuple[str, str], Any] = {}
+    for path in sorted(source.glob("*.json")):
+        for q in json.loads(path.read_text()):
+            for api in q["api_list"]:
+                apis.setdefault((api["tool_name"], api["api_name"]), api)
+    spec = tmp_path / "pool.json"
+    spec.write_text(json.dumps([{"api_list": list(apis.values())[:POOL]}]))
+    return spec
+
+
 @pytest.fixture()
 def env(tmp_path: Path) -> dict[str, str]:
     return {"ATC_HOME": str(tmp_path / "home"), "ATC_EMBED_RUNTIME": "numpy", "OPENBLAS_NUM_THREADS": "1"}
 
 
-def test_an_import_embeds_the_full_vectors_in_the_background(bench_data: Path, env: dict[str, str]) -> None:
-    spec = bench_data / "restbench" / "specs" / "tmdb_oas.json"
-    proc = _atc("tools", "import", str(spec), "--name", "tmdb", "--json", env={**env, "ATC_EMBED_BACKGROUND": "auto"})
+def test_an_import_embeds_the_full_vectors_in_the_background(pool: Path, env: dict[str, str]) -> None:
+    proc = _atc("tools", "import", str(pool), "--name", "pool", "--json", env={**env, "ATC_EMBED_BACKGROUND": "auto"})
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["embedded"]["tools"] == 54 and doc["embedded"]["background"] == 54
-    assert doc["embedded"]["runtime"] == "static first stage"
-    found = re.search(r"atc: the full model embeds 54 tools in the background \(pid (\d+)\)", proc.stderr)
-    assert found, proc.stderr
     home = Path(env["ATC_HOME"])
+    rows = len(_flags(home))
+    assert rows > 64 and doc["embedded"]["tools"] == POOL and doc["embedded"]["background"] == rows
+    assert doc["embedded"]["runtime"] == "static first stage"
+    found = re.search(rf"atc: the full model embeds {rows} tools in the background \(pid (\d+)\)", proc.stderr)
+    assert found, proc.stderr
     _wait(lambda: bool(_flags(home).all()))
     pid = int(found.group(1))
     _wait(lambda: not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text())
-    assert _check_rows(home, LocalMiniLM("numpy")) == 54
+    assert _check_rows(home, LocalMiniLM("numpy")) == rows
     # A search now computes nothing: every vector is there.
-    search = _atc("tools", "search", "the cast of a movie", "--json", env=env)
+    search = _atc("tools", "search", "the weather of a city", "--json", env=env)
     assert json.loads(search.stdout)["retriever"] == "hybrid"
     assert _flags(home).all()
 
 
-def test_without_the_background_a_search_embeds_what_it_short_lists(bench_data: Path, env: dict[str, str]) -> None:
-    spec = bench_data / "restbench" / "specs" / "tmdb_oas.json"
-    proc = _atc("tools", "import", str(spec), "--name", "tmdb", env={**env, "ATC_EMBED_BACKGROUND": "off"})
+def test_without_the_background_a_search_embeds_what_it_short_lists(pool: Path, env: dict[str, str]) -> None:
+    from atc.retrieval.twostage import SHORT_LIST
+
+    proc = _atc("tools", "import", str(pool), "--name", "pool", env={**env, "ATC_EMBED_BACKGROUND": "off"})
     assert proc.returncode == 0 and "background" not in proc.stderr, proc.stderr
     home = Path(env["ATC_HOME"])
     assert not _flags(home).any()
-    search = _atc("tools", "search", "the cast of a movie", "--json", env=env)
+    search = _atc("tools", "search", "the weather of a city", "--json", env=env)
     assert search.returncode == 0 and json.loads(search.stdout)["retriever"] == "hybrid"
-    assert _flags(home).all()  # 54 tools: all of them are the short list
-    assert _check_rows(home, LocalMiniLM("numpy")) == 54
+    assert int(_flags(home).sum()) == SHORT_LIST  # the short list, and nothing else
+    assert _check_rows(home, LocalMiniLM("numpy")) == SHORT_LIST
 
 
-def test_one_filler_per_store_and_a_killed_one_loses_nothing(bench_data: Path, env: dict[str, str],
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_small_import_computes_its_full_vectors_itself(bench_data: Path, env: dict[str, str]) -> None:
+    """54 tools: no process is left behind, and the first search computes nothing."""
     spec = bench_data / "restbench" / "specs" / "tmdb_oas.json"
-    assert _atc("tools", "import", str(spec), "--name", "tmdb", env=env).returncode == 0  # background off
+    proc = _atc("tools", "import", str(spec), "--name", "tmdb", "--json", env={**env, "ATC_EMBED_BACKGROUND": "auto"})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["embedded"]["background"] == 0 and "background" not in proc.stderr
+    # off a terminal, a wait of over a second is said, counted in tools (not in their texts)
+    assert "atc: embedded 54 tools in" in proc.stderr, proc.stderr
     home = Path(env["ATC_HOME"])
+    assert _flags(home).all() and _check_rows(home, LocalMiniLM("numpy")) == 54
+    assert not (index_dir(home) / "fill.log").exists()  # no filler was started
+
+
+def test_one_filler_per_store_and_a_killed_one_loses_nothing(pool: Path, env: dict[str, str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _atc("tools", "import", str(pool), "--name", "pool", env=env).returncode == 0  # background off
+    home = Path(env["ATC_HOME"])
+    rows = len(_flags(home))
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     with open(index_dir(home) / ".fill.lock", "a+b") as lock:  # another filler is at work
@@ -118,8 +154,8 @@ def test_one_filler_per_store_and_a_killed_one_loses_nothing(bench_data: Path, e
     model = LocalMiniLM("numpy")
     kept = _check_rows(home, model)  # what it marked is there, and right
     assert kept >= 8
-    assert fill(home, nice=0) == 54 - kept
-    assert _check_rows(home, model) == 54
+    assert fill(home, nice=0) == rows - kept
+    assert _check_rows(home, model) == rows
 
 
 def test_a_store_that_cannot_take_a_filler_is_only_slower(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

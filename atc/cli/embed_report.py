@@ -24,8 +24,11 @@ class EmbedReport:
     """A ``progress(done, total)`` callback (tools) that tells the user, and keeps what happened
     for ``--json`` (``to_dict``)."""
 
-    def __init__(self, embedder: Any = None, stream: TextIO | None = None, *, tty: bool | None = None) -> None:
+    def __init__(self, embedder: Any = None, stream: TextIO | None = None, *, tty: bool | None = None,
+                 full: bool = False) -> None:
         self.embedder = embedder
+        #: two stages: this reports the full model's vectors (not the import's static stage)
+        self.full = full
         self.stream: TextIO = stream if stream is not None else (sys.__stderr__ or sys.stderr)
         self.tty = self.stream.isatty() if tty is None else tty
         self.runtime = ""
@@ -48,9 +51,16 @@ class EmbedReport:
         embedding is not thrown by it; and learn which runtime embeds."""
         embedder = self.embedder
         static = getattr(embedder, "static", None)
-        if static is not None:  # two stages: the import embeds with the static first stage only
+        if static is not None and not self.full:  # two stages: the import's static first stage
             self.runtime = "static first stage"
             return
+        self.prepare_full()
+        self.runtime = str(getattr(embedder, "documents_runtime", "") or getattr(embedder, "name", "") or "")
+
+    def prepare_full(self) -> None:
+        """Write the fast encoder's model when it is not there yet, saying so (once per models
+        folder, a few seconds)."""
+        embedder = self.embedder
         ready = getattr(embedder, "documents_ready", None)
         if callable(ready) and not ready():
             self._write("atc: preparing the fast encoder from the installed weights (once)...\n")
@@ -59,7 +69,6 @@ class EmbedReport:
             fallback = getattr(embedder, "fallback", None)
             note = f"; {fallback}: numpy embeds instead" if fallback else ""
             self._write(f"atc: encoder ready in {time.monotonic() - started:.1f} s{note}\n")
-        self.runtime = str(getattr(embedder, "documents_runtime", "") or getattr(embedder, "name", "") or "")
 
     def __call__(self, done: int, total: int) -> None:
         if self._start is None or done == 0:

@@ -142,14 +142,22 @@ def _index_with_report(store: Any, embedder: Any, *, deferred: bool = False) -> 
     out = report.to_dict() if report.done else None
     # Two stages (the local model): the full model's vectors of the new tools are computed by a
     # process of their own after the import returns; searches compute what they need meanwhile.
-    from atc.retrieval.fill import pending, spawn
+    # A few are computed here (fill.INLINE). Either way the fast encoder is written first, when
+    # it is not there yet, saying so: a search would otherwise pay its few seconds unannounced.
+    from atc.retrieval.fill import INLINE, complete, pending, spawn
 
     waiting = pending(index, embedder)
     if waiting:
-        pid = spawn(atc_home())
-        report.background(waiting, pid)
-        if out is not None:
-            out["background"] = waiting if pid is not None else 0
+        report.prepare_full()
+        if waiting <= INLINE:
+            complete(index, embedder, EmbedReport(embedder, full=True))
+            if out is not None:
+                out["background"] = 0
+        else:
+            pid = spawn(atc_home())
+            report.background(waiting, pid)
+            if out is not None:
+                out["background"] = waiting if pid is not None else 0
     return out
 
 

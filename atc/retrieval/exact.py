@@ -119,7 +119,14 @@ class ExactRows:
         views = [self.texts_of(r) for r in rows]
         texts = [t for v in views for t in v]
         cache = VectorCache(self.home, embedder.name) if self.home is not None else None
-        vectors = mean_of_views(embed_cached(embedder, texts, cache, progress=progress), [len(v) for v in views])
+        step: Progress | None = None
+        if progress is not None:
+            report = progress
+
+            def step(done: int, total: int) -> None:  # in tools, as the user counts them, not texts
+                report(done * len(rows) // total if total else 0, len(rows))
+
+        vectors = mean_of_views(embed_cached(embedder, texts, cache, progress=step), [len(v) for v in views])
         with self._lock:
             self.computed += len(rows)
             if not self._write(rows, vectors):

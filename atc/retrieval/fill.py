@@ -21,13 +21,32 @@ import fcntl
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
-__all__ = ["spawn", "fill", "pending", "BATCH", "NICE"]
+__all__ = ["spawn", "fill", "pending", "complete", "BATCH", "NICE", "INLINE"]
 
 #: tools per batch: the filler checks between batches whether its generation is still the live one
 BATCH = 64
 #: how much the background process lowers its priority (searches and imports go first)
 NICE = 10
+
+
+#: an import that leaves at most this many tools without their full vectors computes them itself
+#: (under a second with the fast encoder): the first search would need them all anyway, since a
+#: search short-lists that many (twostage.SHORT_LIST), and no process is left behind
+INLINE = 64
+
+
+def complete(index: object, embedder: object, progress: Any = None) -> int:
+    """Compute the missing full vectors of ``index`` now, in this process; how many."""
+    get = getattr(index, "stages", None)
+    stages = get(embedder) if callable(get) else None
+    if stages is None:
+        return 0
+    lacking = stages.exact.missing()
+    if len(lacking):
+        stages.exact.compute(lacking, embedder, progress=progress)
+    return int(len(lacking))
 
 
 def pending(index: object, embedder: object) -> int:
