@@ -32,6 +32,7 @@ from atc.extract import bound_names
 from protocols.building import RESERVED_ARGUMENTS
 from protocols.model import Tool
 from sandbox.lint import MAX_PROGRAM_CHARS, too_long
+from sandbox.pyparse import parse
 
 if TYPE_CHECKING:
     from sandbox.api import Toolset
@@ -121,7 +122,7 @@ def find_issues(program: str, tools: Mapping[str, Tool], *, lenient: frozenset[s
     if len(program) > MAX_PROGRAM_CHARS:
         return [Issue("SandboxError", f"program refused by the sandbox lint: {too_long(program)}", None)]
     try:
-        tree = ast.parse(program, filename="<program>")
+        tree = parse(program, filename="<program>")
     except SyntaxError as exc:
         msg = exc.msg or "invalid syntax"
         return [Issue("SyntaxError", msg, exc.lineno, (exc.offset - 1) if exc.offset else None)]

@@ -23,6 +23,8 @@ import re
 import textwrap
 from collections.abc import Iterable
 
+from sandbox.pyparse import parse
+
 __all__ = ["extract_program", "free_names", "bound_names"]
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
@@ -54,7 +56,7 @@ def _blocks(text: str) -> list[tuple[str, str]]:
 
 def _parses(code: str) -> ast.Module | None:
     try:
-        return ast.parse(code)
+        return parse(code)
     except (SyntaxError, ValueError):
         return None
 

@@ -30,6 +30,7 @@ from atc import prompts
 from atc.model import Completion, Message, ModelClient
 from protocols.model import Tool
 from sandbox.api import ExecutionResult
+from sandbox.pyparse import parse
 
 __all__ = [
     "Response",
@@ -105,7 +106,7 @@ def tool_data_names(program: str, tools: Iterable[str]) -> set[str]:
     (a fixed point over assignments, loop targets and comprehensions; attribute and subscript
     stores count for their base name). Empty when the program does not parse."""
     try:
-        tree = ast.parse(program)
+        tree = parse(program)
     except (SyntaxError, ValueError):
         return set()
     tool_set = set(tools)

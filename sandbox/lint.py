@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox.pyparse import parse
+
 __all__ = ["LintIssue", "lint", "too_long", "INSPECTION_NAMES", "SAFE_DUNDER_ATTRIBUTES", "MAX_PROGRAM_CHARS"]
 
 #: Longest program the sandbox takes (a generated program is a few kilobytes). The lint runs on
@@ -114,7 +116,7 @@ def lint(program: str) -> LintIssue | None:
     if len(program) > MAX_PROGRAM_CHARS:
         return LintIssue(too_long(program), None)
     try:
-        tree = ast.parse(program, filename="<program>")
+        tree = parse(program, filename="<program>")
     except (SyntaxError, ValueError):
         return None
     except (RecursionError, MemoryError):

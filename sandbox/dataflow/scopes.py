@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from sandbox.pyparse import parse
+
 __all__ = ["Source", "Binding", "ProgramIndex", "FramePoint", "MAX_HOPS", "MAX_STEPS", "LOOPS",
            "start_of", "end_of", "refers_to"]
 
@@ -90,7 +92,7 @@ class ProgramIndex:
 
     def __init__(self, source: str, tool_names: Iterable[str]) -> None:
         self.source = source
-        self.tree = ast.parse(source, filename="<program>")
+        self.tree = parse(source, filename="<program>")
         self.tool_names = frozenset(tool_names)
         self.parent: dict[int, ast.AST] = {}
         #: every node with its depth, in one walk (the later passes reuse it instead of walking again)
