@@ -243,6 +243,10 @@ class Tool:
     annotations: dict[str, Any] = field(default_factory=dict)
     responses: dict[str, dict[str, Any]] = field(default_factory=dict)
     request_body: dict[str, Any] | None = None
+    #: A marking of what a call does, by the spec (``x-atc-read-only``) or the user (``atc tools
+    #: import --read-only``): True reads only, False writes, None: the rule decides
+    #: (``protocols.writes``: the method, MCP annotations, words that announce a change).
+    read_only: bool | None = None
 
     @property
     def required(self) -> list[str]:
@@ -302,6 +306,8 @@ class Tool:
             d["responses"] = _pack_responses(self.responses, self.response_schema)
         if self.request_body is not None:
             d["request_body"] = self.request_body
+        if self.read_only is not None:  # only a marked tool: older records stay as they were
+            d["read_only"] = self.read_only
         return d
 
     @classmethod
@@ -326,6 +332,7 @@ class Tool:
             annotations=dict(d.get("annotations") or {}) if isinstance(d.get("annotations"), dict) else {},
             responses=_unpack_responses(d.get("responses"), d.get("response_schema")),
             request_body=d["request_body"] if isinstance(d.get("request_body"), dict) else None,
+            read_only=d["read_only"] if isinstance(d.get("read_only"), bool) else None,
         )
 
 

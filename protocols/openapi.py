@@ -19,6 +19,7 @@ from protocols.building import ParamSet, UniqueNames, clean_text, collection_slu
 from protocols.errors import ProtocolError
 from protocols.model import Collection, SecurityScheme, SpecWarning, Tool
 from protocols.refs import Resolver, escape, unshare
+from protocols.writes import READ_ONLY_EXTENSION
 
 __all__ = ["OpenAPILoader", "METHODS"]
 
@@ -252,7 +253,7 @@ class _Build:
             body_media_type=body_media, response_schema=unshare(response), examples=unshare(examples),
             status_codes=codes,
             servers=op_servers, security=self.security(op, pointer), deprecated=op.get("deprecated") is True,
-            responses=documented, request_body=request_body,
+            responses=documented, request_body=request_body, read_only=_read_only_mark(op),
         )
 
     # -- what a server answers, and the body as a whole (atc mock) ---------------------------
@@ -607,3 +608,9 @@ def _pick_media(media_types: list[str]) -> str:
         if m in (_FORM, _MULTIPART):
             return m
     return media_types[0]
+
+
+def _read_only_mark(op: dict[str, Any]) -> bool | None:
+    """The operation's own marking (``x-atc-read-only: true|false``, ``protocols.writes``)."""
+    value = op.get(READ_ONLY_EXTENSION)
+    return value if isinstance(value, bool) else None

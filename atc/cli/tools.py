@@ -38,6 +38,12 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--no-embed", action="store_true",
                    help="do not embed the tools for hybrid search now (BM25 works at once; the first search with "
                         "--retriever hybrid embeds what is missing)")
+    p.add_argument("--read-only", action="append", default=[], metavar="PATTERN",
+                   help="mark the tools whose name (a glob: '*_filter_post') or 'METHOD /path' matches as reads "
+                        "(a POST that only searches): --writes deny lets them through, the write ledger skips "
+                        "them, probing reads them (repeatable; see docs/writes.md)")
+    p.add_argument("--writes-op", action="append", default=[], metavar="PATTERN",
+                   help="mark the matching tools as writes (a GET that changes data); repeatable")
     p.set_defaults(handler=_import)
 
     p = sub.add_parser("list", parents=parents, help="the collections in the store")
@@ -169,6 +175,25 @@ def _import_embedder(args: argparse.Namespace) -> Any:
     return None if getattr(args, "no_embed", False) else embedder
 
 
+def _mark(collections: list[Any], args: argparse.Namespace) -> None:
+    """``--read-only`` / ``--writes-op``: mark the matching tools (``protocols.writes.mark``); a
+    pattern that matches no tool is a usage error before anything is stored (a typo would leave a
+    write unmarked, or a read refused under ``--writes deny``)."""
+    from atc.errors import UsageError
+    from protocols.writes import mark, unmatched
+
+    reads, writes = list(getattr(args, "read_only", None) or []), list(getattr(args, "writes_op", None) or [])
+    if not reads and not writes:
+        return
+    for pattern in reads + writes:
+        if all(unmatched(c, [pattern]) for c in collections):
+            raise UsageError(f"--read-only/--writes-op {pattern!r} matches no tool",
+                             hint="give a tool name or a glob ('*_filter_post'), or 'METHOD /path' "
+                                  "('POST /work_pools/filter')")
+    for c in collections:
+        mark(c, reads, writes)
+
+
 def _import(args: argparse.Namespace) -> int:
     from atc.cli.common import _is_mcp
     from protocols.loaders import load_spec
@@ -180,6 +205,7 @@ def _import(args: argparse.Namespace) -> int:
     embedder = _import_embedder(args)
     collection = load_spec(args.spec, name=args.name, base_url=args.base_url, headers=headers or None,
                            fetch_url=fetch_url)
+    _mark([collection], args)
     store = Store(atc_home())
     store.add(collection)
     # The retrieval index follows the store; vectors of unchanged tools come from the cache.
@@ -217,6 +243,7 @@ def _import_mcp(args: argparse.Namespace) -> int:
     servers().start_timeout = mcp_start_timeout()
     embedder = _import_embedder(args)
     collections = load_source(args.spec, name=args.name)
+    _mark(collections, args)
     store = Store(atc_home())
     for collection in collections:
         store.add(collection)
@@ -285,13 +312,27 @@ def _show(args: argparse.Namespace) -> int:
         _out(head + "\n\n" + render_compact(collection.tools) + "\n")
         return 0
     tool = store.get_tool(args.name)
+    from protocols.writes import judge, looks_like_read
+
+    verdict = judge(tool)
     if args.json:
-        print_json(tool.to_dict())
+        print_json({**tool.to_dict(), "write": verdict.write, "write_reason": verdict.reason})
         return 0
     from protocols.render import render_full
 
-    _out(render_full(tool) + "\n")
+    _out(render_full(tool) + "\n" + _write_line(tool, verdict, looks_like_read(tool)) + "\n")
     return 0
+
+
+def _write_line(tool: Any, verdict: Any, read_hint: str | None) -> str:
+    """What ``--writes deny`` and the write ledger make of the tool, and why."""
+    if not verdict.write:
+        return f"reads only: {verdict.reason}"
+    line = f"a write: {verdict.reason} (--writes deny refuses it; the write ledger sends it once per task)"
+    if read_hint:
+        line += (f"\n  it looks like a read ({read_hint}): if it is, re-import with "
+                 f"--read-only {tool.name}")
+    return line
 
 
 def _auth_lines(collection: Any) -> str:
