@@ -42,6 +42,7 @@ _LAZY: dict[str, str] = {
     "run": "sandbox.execute",
     "arun": "sandbox.execute",
     "session": "atc.sessions",
+    "tool": "atc.functions",
     "asession": "atc.sessions",
     "Session": "sandbox.interactive",
     "AsyncSession": "atc.sessions",

@@ -124,8 +124,12 @@ class Store:
     # -- changes -------------------------------------------------------------------------------
 
     def add(self, collection: Collection) -> None:
-        """Store a collection; an existing one with the same name is replaced."""
+        """Store a collection; an existing one with the same name is replaced. Python functions
+        (``protocols.functions``) live in their process and are never stored."""
         name = collection.name
+        if collection.kind == "python":
+            raise UsageError(f"collection {name!r} holds Python functions of this process: they are not stored",
+                             hint="give the functions to each run instead (tools=[f], --tools py:MODULE:NAME)")
         if not _NAME.match(name or ""):
             raise UsageError(f"invalid collection name {name!r}",
                              hint="use letters, digits, '_', '-' or '.', starting with a letter or digit")

@@ -6,9 +6,11 @@ A call is a **write** unless it is known to only read:
    spec (the OpenAPI operation extension ``x-atc-read-only: true|false``, kept on import) or by the
    user (``atc tools import SPEC --read-only PATTERN``; ``--writes-ops PATTERN`` marks the other
    way);
-2. an MCP tool reads only when annotated ``readOnlyHint: true`` (and not ``destructiveHint: true``):
+2. a Python function given as a tool (``protocols.functions``) reads only when marked
+   (``atc.tool(read_only=True)``): nothing else about a function says what it does;
+3. an MCP tool reads only when annotated ``readOnlyHint: true`` (and not ``destructiveHint: true``):
    MCP's own default for an unannotated tool is "may change things";
-3. an HTTP operation reads when its method is GET, HEAD or OPTIONS, unless its name or a literal
+4. an HTTP operation reads when its method is GET, HEAD or OPTIONS, unless its name or a literal
    segment of its path announces a change (``GET /orders/{id}/cancel``, ``deleteUser``): some APIs
    change data on a GET, and a rule that trusted the method would let them through.
 
@@ -26,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from protocols.functions import FUNCTION_METHOD
 from protocols.model import Collection, Tool
 
 __all__ = ["READ_METHODS", "CHANGE_WORDS", "READ_WORDS", "READ_ONLY_EXTENSION", "Verdict", "judge", "is_write",
@@ -85,6 +88,8 @@ def judge(tool: Tool, collection: Collection | None = None) -> Verdict:
     """Is a call of ``tool`` a write, and why (see the module docstring for the rule)."""
     if tool.read_only is not None:
         return Verdict(not tool.read_only, "marked read-only" if tool.read_only else "marked as a write", True)
+    if tool.method.upper() == FUNCTION_METHOD:  # nothing about a host function says it only reads
+        return Verdict(True, "a Python function not marked read_only=True may change data")
     if _is_mcp(tool, collection):
         notes = _notes(tool)
         if notes.get("readOnlyHint") is True and notes.get("destructiveHint") is not True:

@@ -21,7 +21,6 @@ import functools
 import os
 import threading
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +89,9 @@ def get_backend(name: str | None = None) -> Backend:
         return backend
 
 
+#: What ``tools=`` takes: a ``Toolset``, a ``Collection``, a spec path or URL, an MCP source, a
+#: Python function or an object holding functions, or a list of those (``sources_to_collections``).
+ToolSources = Any
 #: ``base_url`` of ``run``/``solve``: one URL for every collection, or collection name -> URL.
 BaseUrl = str | dict[str, str] | None
 #: ``validation``: one mode (``strict``, ``warn``, ``off``) for every collection, or name -> mode.
@@ -190,9 +192,13 @@ def load(source: str | Path, *, name: str | None = None, base_url: str | None = 
 def sources_to_collections(tools: Any) -> list[Collection]:
     """Collections from a Collection, a spec path, a live MCP source (``mcp:COMMAND ARGS``,
     ``mcp+http://...``, an ``mcpServers`` JSON file; its servers are started once per process),
-    or a list of those."""
-    items = [tools] if isinstance(tools, (Collection, str, Path)) else list(tools)
+    Python functions of the host (``protocols.functions.function_collections``: loose functions
+    share one collection, an object holding functions is one), or a list of those."""
+    from protocols.functions import function_collections, is_function_source
+
+    items = [tools] if isinstance(tools, (Collection, str, Path)) or is_function_source(tools) else list(tools)
     out: list[Collection] = []
+    functions: list[Any] = []
     for item in items:
         if isinstance(item, Collection):
             out.append(item)
@@ -210,13 +216,17 @@ def sources_to_collections(tools: Any) -> list[Collection]:
             else:
                 raise UsageError(f"tools: {str(item)!r} is neither a spec file or URL nor an MCP source",
                                  hint="give a Collection, a spec path, mcp:'COMMAND ARGS' or mcp+http://HOST:PORT/PATH")
+        elif is_function_source(item):
+            functions.append(item)
         else:
-            raise UsageError("tools must be a Toolset, Collections, spec paths or MCP sources "
-                             f"(mcp:COMMAND, mcp+http://URL), not {type(item).__name__}")
+            raise UsageError("tools must be a Toolset, Collections, spec paths, MCP sources "
+                             f"(mcp:COMMAND, mcp+http://URL) or Python functions, not {type(item).__name__}")
+    if functions:
+        out.extend(function_collections(functions))
     return out
 
 
-def as_toolset(tools: Toolset | Collection | str | Sequence[Collection | str], *, base_url: BaseUrl = None,
+def as_toolset(tools: ToolSources, *, base_url: BaseUrl = None,
                credentials: dict[str, str] | None = None, validation: Validation = None) -> Toolset:
     """A ``Toolset`` from what callers have at hand; ``base_url``, ``credentials`` and
     ``validation`` override (each a single value for all collections, or a dict per collection)."""
@@ -254,6 +264,8 @@ def check_toolset(toolset: Toolset) -> None:
 
     check(toolset.credentials, toolset.collections, os.environ)
     for collection in toolset.collections:
+        if collection.kind == "python":  # functions of this process: nothing to reach
+            continue
         if collection.mcp_server is not None:
             from sandbox.mcp.sources import check_ready
 
@@ -261,6 +273,10 @@ def check_toolset(toolset: Toolset) -> None:
             continue
         if not collection.tools:
             continue
+        if all(t.method == "PYTHON" for t in collection.tools):
+            raise ConfigError(f"collection {collection.name!r} lists Python functions but holds none",
+                              hint="functions are never stored: give them to the run itself (tools=[f], "
+                                   "--tools py:MODULE:NAME)")
         if all(t.method == "MCP" for t in collection.tools):
             raise ConfigError(f"collection {collection.name!r} is an MCP tools/list with no server to call",
                               hint="import it from the live server: atc tools import mcp:'COMMAND ARGS' "
@@ -297,7 +313,7 @@ def pick_sandbox(sandbox: str | Backend | None, backend: str | Backend | None) -
 
 def run(
     program: str,
-    tools: Toolset | Collection | str | Sequence[Collection | str],
+    tools: ToolSources,
     limits: Limits | None = None,
     *,
     sandbox: str | Backend | None = None,
@@ -323,7 +339,7 @@ def run(
 
 async def arun(
     program: str,
-    tools: Toolset | Collection | str | Sequence[Collection | str],
+    tools: ToolSources,
     limits: Limits | None = None,
     *,
     sandbox: str | Backend | None = None,

@@ -15,7 +15,9 @@ A program in the sandbox never talks to an API. Its tool functions are stubs tha
    large to check are refused in ``strict`` and sent with a warning in ``warn``; a check still
    running at the run's deadline answers a ``timeout`` (the session ends the run as a Timeout).
 3. hands the call to its transport (``_exchange``: a tool of an MCP server goes to ``sandbox.mcp``,
-   which sends ``tools/call`` to the server, see its transport's docstring; any other to HTTP:
+   which sends ``tools/call`` to the server, see its transport's docstring; a Python function of
+   the host to ``sandbox.functions``, which calls it on a worker thread under the deadline; any
+   other to HTTP:
    ``sandbox.http``, which builds the
    request in each parameter's style, adds credentials from the host environment only, follows
    same-origin redirects, keeps a per-run cookie jar for cookie-declaring APIs, decodes
@@ -47,6 +49,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from protocols.building import RESERVED_ARGUMENTS
@@ -62,6 +65,7 @@ from sandbox.validation import MAX_UNIQUE_CHECK, ValidationCut, problems, valida
 if TYPE_CHECKING:  # imported when the first call comes: a run without calls never pays for them
     import httpx
 
+    from sandbox.functions.transport import FunctionTransport
     from sandbox.http.transport import HttpTransport, Reply
     from sandbox.mcp.transport import McpTransport
 
@@ -220,6 +224,14 @@ class Gateway:
             self._mcp = McpTransport(self.toolset, self.limits, self.environ, self.deadline)
         return self._mcp
 
+    @cached_property
+    def functions(self) -> FunctionTransport:
+        """The run's transport for Python functions of the host (made with the first call to
+        one); it reads the gateway's deadline when it calls, as a session moves it."""
+        from sandbox.functions.transport import FunctionTransport
+
+        return FunctionTransport(self.toolset, self.limits, lambda: self.deadline)
+
     def _load(self) -> None:
         """Import what serving calls takes (jsonschema, httpx, the transport) and make the client,
         once per process and before a call's clock starts: a run that makes no call never pays
@@ -358,6 +370,8 @@ class Gateway:
         everything around it (budget, validation, redaction, the call log) is the same."""
         if tool.method == "MCP":
             return self.mcp.send(tool, args, extra_query)
+        if tool.method == "PYTHON":  # protocols.functions.FUNCTION_METHOD: a function of the host
+            return self.functions.send(tool, args, extra_query)
         return self.http.send(tool, args, extra_query)
 
     def _tapped(self, tool: Tool, args: dict[str, Any], extra_query: dict[str, Any] | None) -> Reply:

@@ -20,6 +20,7 @@ from atc.errors import UsageError
 
 if TYPE_CHECKING:  # imported by the handlers that use them: ``atc --help`` needs neither
     from atc.workflows.replay import Recording
+    from protocols.model import Collection
     from sandbox.api import Limits, Toolset
 
 __all__ = ["add_run_options", "add_budget_options", "budget_from_args", "recording_from_args", "limits_from_args", "toolset_from_args", "load_collections", "print_json",
@@ -35,8 +36,9 @@ def add_run_options(p: argparse.ArgumentParser, *, tools_flag: bool = True, max_
     ``max_calls=False`` leaves ``--max-calls`` to the command (``atc probe`` gives it another meaning)."""
     if tools_flag:
         p.add_argument("--tools", "-t", action="append", required=True, metavar="T",
-                       help="a spec file or URL, the name of an imported collection, or an MCP server: "
-                            "mcp:'COMMAND ARGS', mcp+http://HOST:PORT/PATH, an mcpServers JSON file (repeatable)")
+                       help="a spec file or URL, the name of an imported collection, an MCP server: "
+                            "mcp:'COMMAND ARGS', mcp+http://HOST:PORT/PATH, an mcpServers JSON file, or Python "
+                            "functions: py:PACKAGE.MODULE:NAME (repeatable)")
     p.add_argument("--base-url", action="append", default=[], metavar="[NAME=]URL",
                    help="override the spec's server URL: for every collection, or for collection NAME (repeatable)")
     p.add_argument("--credential", action="append", default=[], metavar="KEY=env:VAR",
@@ -137,14 +139,15 @@ def parse_credentials(items: list[str]) -> dict[str, str]:
     return creds
 
 
-def load_collections(specs: list[str], *, base_url: str | None = None) -> list[Any]:
-    """Each T of ``--tools``: a live MCP source (``mcp:COMMAND ARGS``, ``mcp+http://...``, an
+def load_collections(specs: list[str], *, base_url: str | None = None) -> list[Collection]:
+    """Each T of ``--tools``: Python functions (``py:PACKAGE.MODULE:NAME``, ``atc.functions``), a
+    live MCP source (``mcp:COMMAND ARGS``, ``mcp+http://...``, an
     ``mcpServers`` JSON file: one collection per server), a spec file when the path exists (or an
     http(s) URL), else a collection in the store."""
     from protocols.loaders import load_spec
 
     store = None
-    out = []
+    out: list[Collection] = []
     mcp_sources = [t for t in specs if _is_mcp(t)]
     if len(mcp_sources) > 1:
         from sandbox.mcp.sources import check_names
@@ -152,7 +155,11 @@ def load_collections(specs: list[str], *, base_url: str | None = None) -> list[A
         check_names(mcp_sources)  # before any server starts
     for t in specs:
         path = Path(t).expanduser()
-        if _is_mcp(t):
+        if t.startswith("py:"):
+            from atc.functions import load_python
+
+            out.append(load_python(t))
+        elif _is_mcp(t):
             from atc.config import mcp_start_timeout
             from sandbox.mcp.connections import servers
             from sandbox.mcp.sources import load_source

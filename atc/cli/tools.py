@@ -201,6 +201,11 @@ def _import(args: argparse.Namespace) -> int:
 
     if _is_mcp(args.spec):
         return _import_mcp(args)
+    if args.spec.startswith("py:"):
+        from atc.errors import UsageError
+
+        raise UsageError(f"{args.spec}: Python functions live in the process that runs them; they are not imported",
+                         hint="give them to each command instead: atc solve ... --tools py:MODULE:NAME")
     headers, fetch_url = _fetch_with(args.spec, list(getattr(args, "credential", None) or []))
     embedder = _import_embedder(args)
     collection = load_spec(args.spec, name=args.name, base_url=args.base_url, headers=headers or None,

@@ -53,7 +53,11 @@ def description(tool: Tool) -> str:
 
 
 def read_only(tool: Tool) -> bool:
-    return tool.method.upper() in ("GET", "HEAD")
+    """The MCP ``readOnlyHint`` of a proxied tool: the runtime's write rule (``protocols.writes``;
+    a Python function reads only when marked ``atc.tool(read_only=True)``)."""
+    from protocols.writes import is_write
+
+    return not is_write(tool)
 
 
 def _gateway_of(state: Any, toolset: Toolset, limits: Limits) -> _SessionGateway:
