@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Issue", "find_issues", "check_program", "check_for_run"]
 
-_BUILTINS = frozenset(dir(builtins)) | {"ToolError"}
+_BUILTINS = frozenset(dir(builtins)) | {"ToolError", "last_response", "final_answer"}
 _MAX_REPORTED = 5
 
 

@@ -46,7 +46,7 @@ __all__ = [
 
 # Error types that are not about tool data: nothing to attribute.
 _NOT_ATTRIBUTABLE = frozenset({"NoProgram", "EmptyAnswer", "SyntaxError", "IndentationError", "TabError",
-                               "Timeout", "MemoryLimit", "OutputLimit", "SandboxError"})
+                               "Timeout", "MemoryLimit", "OutputLimit", "SandboxError", "AnswerError"})
 _MAX_CALLS_SHOWN = 12
 # What to do about the failures that are limits rather than exceptions.
 _HINTS = {
@@ -54,6 +54,8 @@ _HINTS = {
     "CallBudget": "The program made more tool calls than allowed: narrow the search and call fewer times.",
     "OutputLimit": "The program printed too much: print only the final answer.",
     "MemoryLimit": "The program used too much memory: keep only the data the answer needs.",
+    "AnswerError": "Hand the result to final_answer(value) as JSON data of exactly the schema's shape: the "
+                   "keys it names, the types it says (convert strings to numbers where it wants numbers).",
 }
 _MAX_TRACEBACK = 1500
 
@@ -260,7 +262,8 @@ def _calls_summary(result: ExecutionResult | None) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in c.args.items())
         status = c.status if c.status is not None else "not sent"
         tail = f" -> {c.error}" if c.error and not c.ok else ""
-        outcome = ("MCP " + ("ok" if c.ok else "failed")) if c.method == "MCP" else f"HTTP {status}"
+        kind = {"MCP": "MCP", "PYTHON": "Python"}.get(c.method)
+        outcome = f"{kind} {'ok' if c.ok else 'failed'}" if kind else f"HTTP {status}"
         lines.append(f"- line {c.line}: {c.tool}({args}) -> {outcome}{tail}"[:300])
     return "\n".join(lines) + "\n"
 

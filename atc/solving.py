@@ -57,7 +57,8 @@ class Solution:
     (``dfsdt``); ``trace`` is the strategy's own record (the dfsdt tree; None for ``chain``, whose
     record is ``attempts``); ``failures`` counts failures by kind (``atc.strategies.FAILURE_KINDS``).
     ``sandbox`` names the backend of the last run (None when no program ever ran); ``duration_ms``
-    is the whole solve, model time included."""
+    is the whole solve, model time included. ``value`` is the typed answer asked for with
+    ``answer=`` (read back from JSON: its JSON data)."""
 
     ok: bool
     answer: str
@@ -80,11 +81,17 @@ class Solution:
     api_calls: int = 0
     trace: Any = None
     failures: dict[str, int] = field(default_factory=dict)
+    #: the typed answer (``answer=``): an instance of the pydantic model or dataclass asked for, the
+    #: JSON data of a JSON Schema; None when none was asked for or none came
+    value: Any = None
 
     def to_dict(self) -> dict[str, Any]:
+        from atc.answers import json_value
+
         return {
             "ok": self.ok,
             "answer": self.answer,
+            "value": json_value(self.value) if self.value is not None else None,
             "sandbox": self.sandbox,
             "duration_ms": round(self.duration_ms, 3),
             "error": self.error,
@@ -121,7 +128,7 @@ class Solution:
                    strategy=str(d.get("strategy") or DEFAULT), steps=int(d.get("steps") or len(attempts)),
                    step_unit=str(d.get("step_unit") or "step"),
                    api_calls=int(d.get("api_calls") or 0), trace=d.get("trace"),
-                   failures={str(k): int(v) for k, v in (failures or {}).items()})
+                   failures={str(k): int(v) for k, v in (failures or {}).items()}, value=d.get("value"))
 
     @classmethod
     def failed(cls, query: str, exc: BaseException, *, duration_ms: float = 0.0,
@@ -232,9 +239,10 @@ def solve(
     max_tokens: int | None = None,
     max_steps: int | None = None,
     on_step: StepHook | None = None,
+    answer: Any = None,
 ) -> Solution:
-    """Solve ``query`` with ``tools`` (a Collection, a list of them, a Toolset, a spec path or
-    an imported collection name) by ``strategy`` (a registered name, default ``chain``, or a
+    """Solve ``query`` with ``tools`` (a Collection, a list of them, a Toolset, a spec path, an
+    imported collection name, Python functions) by ``strategy`` (a registered name, default ``chain``, or a
     ``Strategy``) in ``sandbox`` (``"docker"``, ``"local"``, auto when None, or a ``Backend``;
     ``backend`` is its deprecated name). ``base_url`` and ``credentials`` are the tools'
     (``--base-url``, ``--credential``; ``base_url`` may map collection names to URLs) and
@@ -248,9 +256,19 @@ def solve(
     called after each step and ``on_attempt(attempt, number)`` after each of ``chain``'s attempts
     (progress output). ``retriever`` (a registered name, None: automatic, or a ``Retriever``)
     picks the tools shown when there are more than ``top_k`` (a model-backed one always runs);
-    one that can reflect (AnyTool) reopens its search after a failed ``chain`` attempt."""
+    one that can reflect (AnyTool) reopens its search after a failed ``chain`` attempt.
+
+    ``answer`` asks for a typed answer (``atc.answers``: a pydantic model, a dataclass, a type
+    such as ``list[int]``, or a JSON Schema): the program hands it to ``final_answer(value)``, it
+    is checked against the schema (a mismatch is a failed attempt, repaired like any), and
+    ``Solution.value`` holds it."""
     started = time.perf_counter()
     _check(query, max_reflections)
+    spec = None
+    if answer is not None:
+        from atc.answers import AnswerSpec
+
+        spec = AnswerSpec.of(answer)
     plan = resolve(strategy, max_reflections=max_reflections, max_steps=max_steps)
     budget = Budget(max_model_calls, max_tokens)
     toolset = tracing.wrap_toolset(toolset_for(tools, base_url, credentials, validation))
@@ -271,7 +289,8 @@ def solve(
     if searched is not None:  # what a model-based retriever spent counts as the solve's
         meter.charge(searched.usage)
     episode = Episode(query, toolset, shown, meter, limits, sandbox=choice, retriever=finder,
-                      top_k=top_k or DEFAULT_TOP_K, on_step=_progress(on_step, on_attempt), pending=pending)
+                      top_k=top_k or DEFAULT_TOP_K, on_step=_progress(on_step, on_attempt), pending=pending,
+                      answer=spec)
     outcome = plan.run(episode)
     return Solution(
         ok=outcome.ok, answer=outcome.answer, program=outcome.program, attempts=list(outcome.attempts),
@@ -281,7 +300,8 @@ def solve(
         query=query, model=getattr(meter.client, "model", None),
         retriever=searched.retriever if searched is not None else None, strategy=plan.name, steps=outcome.steps,
         step_unit=str(getattr(plan, "step_unit", "step")),
-        api_calls=len(episode.calls), trace=outcome.trace, failures=episode.failures_by_kind())
+        api_calls=len(episode.calls), trace=outcome.trace, failures=episode.failures_by_kind(),
+        value=outcome.value if outcome.ok else None)
 
 
 async def asolve(
@@ -305,6 +325,7 @@ async def asolve(
     max_tokens: int | None = None,
     max_steps: int | None = None,
     on_step: StepHook | None = None,
+    answer: Any = None,
 ) -> Solution:
     """``solve`` without blocking the event loop (it runs in a worker thread, so many tasks can
     be awaited together; see ``atc.solve_many`` for a bounded batch)."""
@@ -313,4 +334,5 @@ async def asolve(
         sandbox=pick_sandbox(sandbox, backend), base_url=base_url, credentials=credentials, top_k=top_k,
         on_attempt=on_attempt, validation=validation, retriever=retriever, strategy=strategy,
         max_model_calls=max_model_calls, max_tokens=max_tokens, max_steps=max_steps, on_step=on_step,
+        answer=answer,
     )

@@ -437,7 +437,7 @@ class Collection:
         )
 
 
-_RESERVED = frozenset(dir(builtins)) | {"ToolError"}
+_RESERVED = frozenset(dir(builtins)) | {"ToolError", "last_response", "final_answer"}
 _CAMEL_1 = re.compile(r"(.)([A-Z][a-z]+)")
 _CAMEL_2 = re.compile(r"([a-z0-9])([A-Z])")
 _NON_WORD = re.compile(r"[^0-9a-zA-Z]+")

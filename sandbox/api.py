@@ -170,6 +170,11 @@ class ErrorInfo:
 
 @dataclass
 class ExecutionResult:
+    """One run: ``answer`` is what the program printed; ``value`` what it handed to
+    ``final_answer(value)`` (JSON data; ``answered`` tells ``None`` from no call at all;
+    ``value_line`` is the line of that call), checked against an answer schema by ``atc.answers``
+    when one was asked for."""
+
     ok: bool
     answer: str
     sandbox: str
@@ -178,6 +183,9 @@ class ExecutionResult:
     calls: list[ToolCall] = field(default_factory=list)
     stderr: str = ""
     isolation: list[str] = field(default_factory=list)
+    value: Any = None
+    answered: bool = False
+    value_line: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -189,7 +197,18 @@ class ExecutionResult:
             "calls": [c.to_dict() for c in self.calls],
             "stderr": self.stderr,
             "isolation": self.isolation,
+            "value": _json(self.value),
+            "answered": self.answered,
         }
+
+
+def _json(value: Any) -> Any:
+    """A typed value (``atc.run(..., answer=Model)``) as its JSON data; JSON data as it is."""
+    if value is None or isinstance(value, str | int | float | bool | list | dict):
+        return value
+    from sandbox.functions.results import jsonable
+
+    return jsonable(value, 1 << 24)
 
 
 @dataclass

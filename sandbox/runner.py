@@ -41,7 +41,11 @@ What a program sees besides the plain JSON return value:
 - ``ToolError`` carries ``.tool``, ``.status`` and ``.response`` (the error's ``Response``, or
   None when no answer came);
 - ``tool(..., extra_query={...})`` passes query parameters the spec does not list (the host
-  checks and sends them).
+  checks and sends them);
+- ``final_answer(value)`` hands the task's typed result to the host at once, in an ``answer``
+  frame (``{"op": "answer", "value", "line", "col"}``); the value must be JSON data of at most
+  ``max_value_bytes`` (from ``start``); a later call replaces it. The host checks it against the
+  answer schema when one was asked for (``atc.answers``).
 
 Output is streamed to the host while the program runs (an ``output`` frame at most every
 ``FLUSH_SECONDS``, and the pending output rides on every ``call`` frame as ``out``), so that a
@@ -248,6 +252,7 @@ class Channel:
         self._pump: threading.Thread | None = None
         self._stopped = False
         self._generation = 0  # one per program of a session: a pump serves its own only
+        self.max_value_bytes = 1 << 20  # the largest final_answer value the host takes (set by start)
 
     def _pending(self) -> dict[str, str] | None:
         if self.streams is None:
@@ -281,6 +286,11 @@ class Channel:
         response = Response(error.get("data"), status, error.get("headers")) if isinstance(status, int) else None
         self.last = response
         raise ToolError(message, tool=tool, status=status, response=response)
+
+    def answer(self, value: Any, line: int | None, col: int | None) -> None:
+        """Hand the program's typed answer to the host (an ``answer`` frame, sent at once)."""
+        with self.send_lock:
+            send(self.sock, {"op": "answer", "value": value, "line": line, "col": col})
 
     # -- the output pump: what the program prints reaches the host while it runs ----------------
 
@@ -460,15 +470,38 @@ def describe(exc: BaseException, lines: list[str]) -> dict[str, Any]:
 
 # -- the run ------------------------------------------------------------------------------------
 
+def make_final_answer(channel: Channel) -> Callable[[Any], None]:
+    """The program's ``final_answer(value)``: JSON data, handed to the host at once (the host
+    checks it against the answer schema, when one was asked for); a later call replaces it."""
+
+    def final_answer(value: Any) -> None:
+        """Hand over the task's result: JSON data (dict, list, str, int, float, bool, None) that
+        matches the answer's schema. Printing stays allowed for notes."""
+        try:
+            text = _dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"final_answer(): the value must be JSON data (dict, list, str, int, float, bool, "
+                            f"None): {exc}") from None
+        size = len(text.encode("utf-8", "replace"))
+        if size > channel.max_value_bytes:
+            raise ValueError(f"final_answer(): the value is {size} bytes as JSON, more than the "
+                             f"{channel.max_value_bytes} a run may hand over")
+        line, col = _caller_position()
+        channel.answer(value, line, col)
+
+    return final_answer
+
+
 def make_namespace(channel: Channel, tools: Any) -> dict[str, Any]:
-    """The globals a program starts with: a stub per tool, ``ToolError``, ``last_response``."""
+    """The globals a program starts with: a stub per tool, ``ToolError``, ``last_response``,
+    ``final_answer``."""
 
     def last_response() -> Response | None:
         """The ``Response`` of the most recent tool call (None before any call)."""
         return channel.last
 
     namespace = {"__name__": "__main__", "__builtins__": builtins, "ToolError": ToolError,
-                 "last_response": last_response}
+                 "last_response": last_response, "final_answer": make_final_answer(channel)}
     for name in tools if isinstance(tools, list) else []:
         if isinstance(name, str) and name.isidentifier():
             namespace[name] = make_stub(channel, name)
@@ -585,6 +618,9 @@ def main(argv: list[str], before_program: Callable[[], None] | None = None) -> i
     if before_program is not None:
         before_program()
     channel = Channel(sock)
+    limit = start.get("max_value_bytes")
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        channel.max_value_bytes = limit
     if start.get("session") is True:
         return serve_session(channel, start)
     send_done(sock, run_program(channel, start))

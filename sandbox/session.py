@@ -11,7 +11,8 @@ from a container for Docker), reads its ``ready`` frame (``wait_ready``), and th
 
 ``serve`` sends ``start``, answers every ``call`` frame through the gateway, collects the output
 the runner streams while the program runs (``output`` frames and the ``out`` of call frames), and
-returns when the runner sends ``done``, closes the channel, or the ``deadline`` (a
+keeps what the program hands to ``final_answer`` (``answer`` frames: the last one's value and
+line), and returns when the runner sends ``done``, closes the channel, or the ``deadline`` (a
 ``time.monotonic()`` value) passes. A call that is still waiting for its API when the deadline
 comes (the gateway cuts its timeout at the deadline) ends the run as a ``Timeout`` attributed to
 that call (``SessionOutcome.in_flight``). It never raises for anything the runner does; the
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from sandbox import wire
 from sandbox.api import ErrorInfo, ExecutionResult, Limits, ToolCall, Toolset
 from sandbox.frames import FrameReader, FrameRefused, read_ready
+from sandbox.hostbounds import HostBounds
 
 if TYPE_CHECKING:
     from sandbox.gateway import Gateway
@@ -70,12 +72,17 @@ class SessionOutcome:
     stdout: list[str] = field(default_factory=list)
     stderr: list[str] = field(default_factory=list)
     in_flight: int | None = None
+    #: what the program handed to ``final_answer`` (the last call), and where it called it
+    value: Any = None
+    answered: bool = False
+    value_line: int | None = None
     _streamed: int = field(default=0, init=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"done": self.done, "calls": [c.to_dict() for c in self.calls],
                 "failure": self.failure, "detail": self.detail, "stdout": "".join(self.stdout),
-                "stderr": "".join(self.stderr), "in_flight": self.in_flight}
+                "stderr": "".join(self.stderr), "in_flight": self.in_flight, "value": self.value,
+                "answered": self.answered}
 
     def stream(self, frame: Any, cap: int) -> None:
         """Keep the output a runner streamed (``{"stdout", "stderr"}``), at most ``cap`` bytes in
@@ -98,6 +105,8 @@ def wait_ready(sock: socket.socket, timeout: float) -> dict[str, Any]:
     return read_ready(sock, timeout)
 
 
+#: Bytes of an ``answer`` frame besides its value (the op, the position, the framing).
+_ANSWER_FRAME_ROOM = 1024
 #: A call that timed out this close to the deadline had its timeout cut by the deadline.
 _CUT_BY_DEADLINE = 0.25
 
@@ -150,7 +159,8 @@ def _opening(program: str, toolset: Toolset, limits: Limits, snippet: int | None
     if snippet:
         return {"op": "exec", "program": program, "snippet": snippet, "max_output_bytes": limits.max_output_bytes}
     frame: dict[str, Any] = {"op": "start", "program": program, "tools": toolset.names(),
-                             "max_output_bytes": limits.max_output_bytes}
+                             "max_output_bytes": limits.max_output_bytes,
+                             "max_value_bytes": HostBounds.of(limits).frame_bytes - _ANSWER_FRAME_ROOM}
     if snippet is not None:
         frame["session"] = True
     return frame
@@ -240,6 +250,10 @@ def _serve(
                 wire.send(sock, result.frame(call_id if call_id is not None else -1))
             elif op == "output":
                 outcome.stream(msg, limits.max_output_bytes)
+            elif op == "answer":  # final_answer(value): already bounded and plain (FrameReader)
+                line = _int_or_none(msg.get("line"))
+                outcome.value, outcome.answered = msg.get("value"), True
+                outcome.value_line = line if line is not None and 0 < line <= line_count else None
             elif op == "done":
                 outcome.done = _sanitize_done(msg, limits)
                 return outcome
@@ -355,4 +369,7 @@ def build_result(
         calls=list(outcome.calls),
         stderr=stderr,
         isolation=list(isolation),
+        value=outcome.value,
+        answered=outcome.answered,
+        value_line=outcome.value_line,
     )

@@ -20,8 +20,10 @@ import threading
 from typing import Any, TextIO
 
 from atc.cli.common import (
+    add_answer_option,
     add_budget_options,
     add_run_options,
+    answer_from_args,
     budget_from_args,
     limits_from_args,
     print_json,
@@ -45,6 +47,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="how the model solves each query task: chain (default), chain-plain, react, codeact, dfsdt, "
                         "or an installed plug-in")
     add_budget_options(p)
+    add_answer_option(p)
     p.add_argument("--out", "-o", metavar="OUT.jsonl", default=None,
                    help="append result lines here (resumable: ids already in it are skipped); default: stdout")
     p.add_argument("--concurrency", "-c", type=int, default=4, metavar="N", help="tasks at a time (4)")
@@ -107,7 +110,8 @@ def _handle(args: argparse.Namespace) -> int:
     if args.record and args.replay:
         raise UsageError("give --record or --replay, not both")
     limits = limits_from_args(args)
-    options: dict[str, Any] = {**budget_from_args(args), "strategy": args.strategy}
+    options: dict[str, Any] = {**budget_from_args(args), "strategy": args.strategy,
+                               "answer": answer_from_args(args)}
     if args.strategy is not None:  # an unknown name is said before anything runs
         from atc.strategies.registry import resolve
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # imported by the handlers that use them: ``atc --help`` need
     from protocols.model import Collection
     from sandbox.api import Limits, Toolset
 
-__all__ = ["add_run_options", "add_budget_options", "budget_from_args", "recording_from_args", "limits_from_args", "toolset_from_args", "load_collections", "print_json",
+__all__ = ["add_run_options", "add_budget_options", "add_answer_option", "answer_from_args", "budget_from_args", "recording_from_args", "limits_from_args", "toolset_from_args", "load_collections", "print_json",
            "terminal_safe", "stop_on_signals"]
 
 _CREDENTIAL = re.compile(r"^(?P<scheme>[^=]+)=env:(?P<var>[A-Za-z_][A-Za-z0-9_]*)$")
@@ -74,6 +74,24 @@ def add_budget_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-steps", type=int, default=None, metavar="N",
                    help="the strategy's own bound: attempts (chain: --max-reflections + 1), turns (react, codeact: "
                         "12) or tree nodes (dfsdt: 30)")
+
+
+def add_answer_option(p: argparse.ArgumentParser) -> None:
+    """``--answer-schema FILE``: a typed answer (``atc.answers``), for ``solve``, ``run``, ``batch``."""
+    p.add_argument("--answer-schema", metavar="FILE", default=None,
+                   help="a JSON Schema (JSON file) the answer must match: the program hands it to "
+                        "final_answer(value), a mismatch is repaired like any failure, the JSON result's "
+                        "\"value\" holds it")
+
+
+def answer_from_args(args: argparse.Namespace) -> Any:
+    """The ``AnswerSpec`` of ``--answer-schema FILE`` (read and checked now: exit 2 for a bad one), or None."""
+    path = getattr(args, "answer_schema", None)
+    if not path:
+        return None
+    from atc.answers import AnswerSpec
+
+    return AnswerSpec.from_file(Path(path))
 
 
 def budget_from_args(args: argparse.Namespace) -> dict[str, int | None]:

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from atc.cli.common import (
+    add_answer_option,
     add_run_options,
+    answer_from_args,
     limits_from_args,
     print_json,
     recording_from_args,
@@ -32,6 +34,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         "function called with keyword arguments; the program's answer is what it prints.")
     p.add_argument("program", metavar="PROGRAM.py", help="the Python program to run ('-' reads stdin)")
     add_run_options(p)
+    add_answer_option(p)
     p.set_defaults(handler=_run)
 
 
@@ -67,6 +70,7 @@ def _run(args: argparse.Namespace) -> int:
 
     program = _read_program(args.program)
     limits = limits_from_args(args)
+    answer = answer_from_args(args)
     # One program: a sandbox of its own starts exactly one runner, while the tools are loaded.
     pending = prepare(args.sandbox, limits, one_shot=True)
     toolset = toolset_from_args(args)
@@ -77,6 +81,10 @@ def _run(args: argparse.Namespace) -> int:
 
     with tracing.span("atc.sandbox.run", {"atc.sandbox": args.sandbox}) as current:
         result = run(program, tracing.wrap_toolset(toolset), limits, sandbox=pending.backend())
+        if answer is not None:
+            from atc.answers import judge_result
+
+            result, _ = judge_result(result, answer)
         tracing.set_attributes(current, {"atc.status": "ok" if result.ok else "failed",
                                          "atc.attributed_tool": result.error.tool if result.error else None})
     missing = len(recording.missing) if recording is not None else 0

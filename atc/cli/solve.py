@@ -2,7 +2,7 @@
 
 Progress goes to stderr (one line per step: chain's attempts say what failed, where, which tool
 was blamed; react's and codeact's turns and dfsdt's nodes say what was called and how it went),
-the answer to stdout. Exit 0 when solved, 1 when not, 2 for bad input or missing configuration.
+the answer to stdout (with ``--answer-schema FILE``, the typed value as one JSON line). Exit 0 when solved, 1 when not, 2 for bad input or missing configuration.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import sys
 from typing import Any
 
 from atc.cli.common import (
+    add_answer_option,
     add_budget_options,
     add_run_options,
+    answer_from_args,
     budget_from_args,
     limits_from_args,
     print_json,
@@ -39,6 +41,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="how the model solves it: chain (default: one program, attributable reflection), "
                         "chain-plain, react, codeact, dfsdt, or an installed plug-in")
     add_budget_options(p)
+    add_answer_option(p)
     p.add_argument("--model", "-m", help="model name (default: $ATC_MODEL)")
     p.add_argument("--max-reflections", type=int, default=3, metavar="N",
                    help="repairs after the first attempt (3)")
@@ -67,6 +70,7 @@ def _handle(args: argparse.Namespace) -> int:
         raise UsageError("the task is empty", hint='example: atc solve "Which books did Lem write?" --tools spec.json')
     limits = limits_from_args(args)
     budgets = budget_from_args(args)
+    answer = answer_from_args(args)
     toolset = toolset_from_args(args)
     recording = recording_from_args(args)
     client = None
@@ -88,6 +92,7 @@ def _handle(args: argparse.Namespace) -> int:
         max_model_calls=budgets["max_model_calls"],
         max_tokens=budgets["max_tokens"],
         max_steps=budgets["max_steps"],
+        answer=answer,
     )
     missing = len(recording.missing) if recording is not None else 0
     if args.json:
@@ -95,6 +100,11 @@ def _handle(args: argparse.Namespace) -> int:
         return 0 if solution.ok else 1
     if missing:
         sys.stderr.write(f"atc: {missing} request(s) had no recorded answer in {args.replay}\n")
+    if solution.ok and answer is not None:  # the typed value is the answer; what was printed, notes
+        from atc.answers import json_value
+
+        print_json(json_value(solution.value))
+        return 0
     if solution.ok:
         sys.stdout.write(solution.answer if solution.answer.endswith("\n") else solution.answer + "\n")
         return 0

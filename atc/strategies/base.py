@@ -39,6 +39,7 @@ from protocols.model import Tool
 from sandbox.api import Backend, ExecutionResult, Limits, ToolCall, Toolset
 
 if TYPE_CHECKING:
+    from atc.answers import AnswerSpec
     from atc.retrieval.base import Retriever
     from atc.sessions import Session
     from sandbox.execute import Pending
@@ -61,6 +62,7 @@ FAILURE_KINDS: dict[str, str] = {
     "sandbox_limit": "a program stopped by the sandbox: timeout, memory or output limit",
     "no_program": "a reply that held no program (chain, codeact)",
     "empty_answer": "a program that ran and printed nothing, or a finish with an empty answer",
+    "bad_answer": "a typed answer (answer=, --answer-schema) missing, or not matching its schema",
     "no_action": "a function-calling reply with neither a tool call nor finish (react, dfsdt)",
     "gave_up": "the model gave up and restarted from an earlier node (dfsdt)",
     "dead_end": "a branch that reached the depth limit without an answer (dfsdt)",
@@ -134,6 +136,8 @@ class Outcome:
     program: str = ""
     attempts: list[Any] = field(default_factory=list)
     tools: list[str] | None = None
+    #: the typed answer (``answer=``: checked against its schema, built as its type), else None
+    value: Any = None
 
 
 @runtime_checkable
@@ -171,7 +175,8 @@ class Episode:
 
     def __init__(self, query: str, toolset: Toolset, shown: Sequence[Tool], model: Meter, limits: Limits, *,
                  sandbox: str | Backend | None = None, retriever: Retriever | None = None,
-                 top_k: int = 20, on_step: StepHook | None = None, pending: Pending | None = None) -> None:
+                 top_k: int = 20, on_step: StepHook | None = None, pending: Pending | None = None,
+                 answer: AnswerSpec | None = None) -> None:
         self.query = query
         self.toolset = toolset
         self.shown = list(shown)
@@ -181,6 +186,8 @@ class Episode:
         self.retriever = retriever
         self.top_k = top_k
         self.on_step = on_step
+        #: the typed answer asked for (``answer=``), None: the printed text is the answer
+        self.answer = answer
         #: every tool call of the episode, in order: program runs, direct calls, snippets
         self.calls: list[ToolCall] = []
         #: failures the strategy counted itself (call failures are counted from ``calls``)
@@ -270,6 +277,29 @@ class Episode:
         self.calls.extend(result.calls)
         self.sandbox_name = result.sandbox or self.sandbox_name
         return result
+
+    # -- a typed answer ---------------------------------------------------------------------------
+
+    def answer_prompt(self, finish: str | None = None) -> str:
+        """What the model is told about the typed answer asked for ("" when none is): for code
+        (``final_answer(value)``), or for the ``finish`` function's ``value`` argument."""
+        if self.answer is None:
+            return ""
+        from atc import prompts
+
+        schema, shape = self.answer.instructions(), self.answer.shape()
+        if finish is None:
+            return "\n\n" + prompts.render("answer_code", schema=schema, shape=shape)
+        return "\n\n" + prompts.render("answer_finish", finish=finish, schema=schema, shape=shape)
+
+    def check_value(self, value: Any) -> tuple[Any, str | None]:
+        """A value a strategy was handed (a finish call's ``value``) against the answer asked for:
+        ``(typed value, None)`` or ``(None, the problem, for the model)``."""
+        assert self.answer is not None
+        typed, problem = self.answer.check(value)
+        if problem is None:
+            return typed, None
+        return None, f"the value does not match {self.answer.label}: {problem}"
 
     # -- bookkeeping ------------------------------------------------------------------------------
 

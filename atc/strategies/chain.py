@@ -5,7 +5,9 @@ error.
 One attempt is one model reply. It fails when the reply holds no program (``NoProgram``), the
 program fails a static check (``SyntaxError``, ``NameError`` or ``ToolError`` found before running:
 no sandbox run is spent, the attempt's ``result`` is None), the run raises, or the run succeeds but
-prints nothing (``EmptyAnswer``). After a failure ``chain`` tells the model the error and, when a
+prints nothing (``EmptyAnswer``), or, when a typed answer was asked for (``answer=``), hands
+``final_answer`` no value or one that does not match the schema (``AnswerError``, see
+``atc.answers``: then printing nothing is fine). After a failure ``chain`` tells the model the error and, when a
 tool is to blame, that tool's full protocol and what it really returned (``atc.reflection``; the
 model itself is asked to name the tool when the run could not), and a retriever that can reflect
 reopens its search. ``chain-plain`` tells it the traceback and nothing else. Every attempt is kept
@@ -14,6 +16,7 @@ in ``Outcome.attempts`` in order, including the ones that never reached the sand
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +46,8 @@ class Attempt:
     result: ExecutionResult | None = None
     blamed_tool: str | None = None
     reply: str = ""
+    #: the typed answer of an attempt that succeeded with one (``answer=``)
+    value: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -82,6 +87,8 @@ def attempt_failure(attempt: Attempt) -> str | None:
         return "no_program"
     if kind == "EmptyAnswer":
         return "empty_answer"
+    if kind == "AnswerError":
+        return "bad_answer"
     if error.get("static"):
         return {"ToolError": "bad_arguments", "NameError": "unknown_tool"}.get(str(kind), "program_error")
     return run_failure(kind)
@@ -127,9 +134,9 @@ class Chain:
         """The system prompt, the tools' compact protocols and the task (eq. 1 of the paper)."""
         from protocols.render import render_compact
 
+        task = prompts.render("generate", tools=render_compact(episode.shown).strip(), task=episode.query.strip())
         return [{"role": "system", "content": prompts.render("system")},
-                {"role": "user", "content": prompts.render("generate", tools=render_compact(episode.shown).strip(),
-                                                           task=episode.query.strip())}]
+                {"role": "user", "content": task + episode.answer_prompt()}]
 
     def attempt(self, episode: Episode, conversation: list[Message], number: int) -> Attempt:
         """Ask for a program and try it (an ``atc.attempt`` span)."""
@@ -157,6 +164,13 @@ class Chain:
         if not result.ok:
             error = result.error.to_dict() if result.error else error_dict("SandboxError", "the run failed")
             return Attempt(program, False, error, result, blamed_tool=error.get("tool"), reply=reply)
+        if episode.answer is not None:  # a typed answer: the value counts, printing is for notes
+            from atc.answers import error_of
+
+            value, wrong = error_of(episode.answer, result)
+            if wrong is not None:
+                return Attempt(program, False, wrong, result, reply=reply)
+            return Attempt(program, True, None, result, reply=reply, value=value)
         if not result.answer.strip():
             return Attempt(program, False, error_dict("EmptyAnswer", "the program printed nothing"), result,
                            reply=reply)
@@ -213,9 +227,13 @@ class Chain:
         if not attempts:
             return Outcome(ok=False, error=stop, tools=tools)
         final = attempts[-1]
-        return Outcome(ok=final.ok and stop is None, answer=final.result.answer if final.result else "",
+        answer = final.result.answer if final.result else ""
+        if final.ok and final.result is not None and final.result.answered and not answer.strip():
+            answer = json.dumps(final.result.value, ensure_ascii=False)  # the value said in words
+        return Outcome(ok=final.ok and stop is None, answer=answer,
                        error=stop or final.error, calls=list(final.result.calls) if final.result else [],
-                       steps=len(attempts), program=final.program, attempts=attempts, tools=tools)
+                       steps=len(attempts), program=final.program, attempts=attempts, tools=tools,
+                       value=final.value if final.ok and stop is None else None)
 
 
 class ChainPlain(Chain):

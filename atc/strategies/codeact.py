@@ -9,7 +9,9 @@ redaction, the call log). The model is shown the tools' compact protocols, as ``
 
 A turn is one reply: a fenced ``python`` block is run and the model reads what it printed, or its
 error with the traceback; a reply without code that says ``Final answer: ...`` ends the episode
-with that answer. A reply with neither is answered with a reminder (``no_program``). It ends at
+with that answer; when a typed answer was asked for (``answer=``), the snippet that hands a value
+matching the schema to ``final_answer(value)`` ends it instead (a value that does not match is
+answered with the problem). A reply with neither is answered with a reminder (``no_program``). It ends at
 ``max_steps`` turns (``step_limit``), when the model budget is spent, or when a snippet ended the
 session (it ran out of time or memory, or spent the session's call budget: ``SessionEnded``; the
 session is not reopened, so that no budget is reset behind the model's back).
@@ -20,6 +22,7 @@ was read from); ``Solution.calls`` every call of the episode; the trace one reco
 
 from __future__ import annotations
 
+import json
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +33,7 @@ from atc.model import Message
 from atc.reflection import describe_error
 from atc.strategies.base import Episode, Outcome, Step, error_dict, model_stop, run_failure
 from atc.strategies.registry import register
-from sandbox.api import ExecutionResult
+from sandbox.api import ErrorInfo, ExecutionResult
 
 if TYPE_CHECKING:
     from atc.sessions import Session
@@ -70,7 +73,8 @@ class CodeAct:
         from protocols.render import render_compact
 
         messages: list[Message] = [
-            {"role": "system", "content": prompts.render("codeact", tools=render_compact(episode.shown).strip())},
+            {"role": "system", "content": prompts.render("codeact", tools=render_compact(episode.shown).strip())
+             + episode.answer_prompt()},
             {"role": "user", "content": f"Task: {episode.query.strip()}"}]
         turns: list[dict[str, Any]] = []
         with episode.session() as session:
@@ -85,7 +89,7 @@ class CodeAct:
                 turns.append({"turn": number, **turn})
                 episode.report(Step("turn", number, turn["ok"], _summary(turn)))
                 if "answer" in turn:
-                    return self._outcome(episode, turns, None, turn["answer"])
+                    return self._outcome(episode, turns, None, turn["answer"], turn.pop("typed", None))
                 if not session.alive:  # a snippet ended it: time, memory, calls
                     why = session.ended or "ended"
                     return self._outcome(episode, turns, error_dict(
@@ -99,7 +103,7 @@ class CodeAct:
         code = extract_program(reply, episode.toolset.names()) if _FENCED.search(reply) else None
         if code is None:
             final = _FINAL.search(reply)
-            if final and final.group("answer").strip():
+            if final and final.group("answer").strip() and episode.answer is None:
                 return {"answer": final.group("answer").strip(), "ok": True}
             episode.fail("no_program")
             messages.append({"role": "assistant", "content": reply[-4000:] or "(empty reply)"})
@@ -113,6 +117,16 @@ class CodeAct:
         kind = snippet_failure(result)
         if kind is not None:
             episode.fail(kind)
+        if episode.answer is not None and result.ok and result.answered:  # final_answer(value): the end
+            from atc.answers import error_of
+
+            typed, wrong = error_of(episode.answer, result)
+            if wrong is None:
+                text = result.answer.strip() or json.dumps(result.value, ensure_ascii=False)
+                return {"code": code, "ok": True, "output": _cut(result.answer, 1000), "calls": len(result.calls),
+                        "answer": text, "typed": typed}
+            episode.fail("bad_answer")
+            result.ok, result.error = False, ErrorInfo(wrong["type"], wrong["message"], line=wrong["line"])
         messages.append({"role": "user", "content": self.observation(result, code)})
         record: dict[str, Any] = {"code": code, "ok": result.ok, "output": _cut(result.answer, 1000),
                                   "calls": len(result.calls)}
@@ -132,10 +146,11 @@ class CodeAct:
         return f"{before}{describe_error(error, code)}"
 
     def _outcome(self, episode: Episode, turns: list[dict[str, Any]], error: dict[str, Any] | None,
-                 answer: str | None = None) -> Outcome:
+                 answer: str | None = None, value: Any = None) -> Outcome:
         program = "\n\n".join(t["code"].rstrip() for t in turns if t.get("code") and t.get("ok"))
         return Outcome(ok=answer is not None, answer=answer or "", error=error, calls=list(episode.calls),
-                       steps=len(turns), program=program, trace={"turns": turns, "finished": answer is not None})
+                       steps=len(turns), program=program, trace={"turns": turns, "finished": answer is not None},
+                       value=value if answer is not None else None)
 
 
 def _cut(text: str, limit: int) -> str:

@@ -36,6 +36,7 @@ from atc.strategies.functions import (
     act,
     assistant_turn,
     finish_name,
+    finish_value,
     function_schemas,
     tool_calls,
 )
@@ -114,9 +115,10 @@ class _Search:
         self.settings = settings
         self.episode = episode
         self.finish = finish_name(episode.toolset.names())
-        self.functions = [*function_schemas(episode.shown), _finish_function(self.finish)]
+        self.functions = [*function_schemas(episode.shown), _finish_function(self.finish, episode)]
+        self.value: Any = None
         root = Node(0, None, 0, messages=[
-            {"role": "system", "content": prompts.render("dfsdt", finish=self.finish)},
+            {"role": "system", "content": prompts.render("dfsdt", finish=self.finish) + episode.answer_prompt(self.finish)},
             {"role": "user", "content": f"Task: {episode.query.strip()}"}])
         self.nodes: list[Node] = [root]
 
@@ -199,6 +201,17 @@ class _Search:
         if kind == "give_up_and_restart":
             child.status = "gave_up"
             self.episode.fail("gave_up")
+        elif kind == "give_answer" and self.episode.answer is not None:
+            value, problem = finish_value(self.episode, arguments)
+            if problem is None:
+                self.value = value
+                child.status = "answer"
+                child.answer = answer or json.dumps(args.get("value"), ensure_ascii=False)
+            else:
+                child.status = "failed"
+                self.episode.fail("bad_answer")
+                child.observation = f"Error: {self.finish}: {problem}"
+                child.messages.append({"role": "tool", "tool_call_id": call_id, "content": child.observation})
         elif kind == "give_answer" and answer:
             child.status, child.answer = "answer", answer
         else:
@@ -230,19 +243,22 @@ class _Search:
                  "answer_node": last.id if found else None, "width": self.settings.width,
                  "max_depth": self.settings.max_depth, "max_nodes": self.settings.max_nodes}
         return Outcome(ok=found, answer=(last.answer or "") if found else "", error=None if found else error,
-                       calls=[n.call for n in path if n.call is not None], steps=len(self.nodes) - 1, trace=trace)
+                       calls=[n.call for n in path if n.call is not None], steps=len(self.nodes) - 1, trace=trace,
+                       value=self.value if found else None)
 
 
-def _finish_function(name: str) -> dict[str, Any]:
+def _finish_function(name: str, episode: Episode) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "return_type": {"type": "string", "enum": ["give_answer", "give_up_and_restart"]},
+        "final_answer": {"type": "string", "description": "the final answer (with give_answer)"}}
+    if episode.answer is not None:  # a typed answer: the value, of the answer's schema
+        props["value"] = {**episode.answer.schema, "description": "the typed answer (with give_answer)"}
     return {"type": "function", "function": {
         "name": name,
         "description": "End this try. With return_type give_answer, give the final answer (the only part the "
                        "user sees: make it complete). With give_up_and_restart, abandon this state when you "
                        "cannot go on from it: the search restarts from an earlier state.",
-        "parameters": {"type": "object", "properties": {
-            "return_type": {"type": "string", "enum": ["give_answer", "give_up_and_restart"]},
-            "final_answer": {"type": "string", "description": "the final answer (with give_answer)"}},
-            "required": ["return_type"]}}}
+        "parameters": {"type": "object", "properties": props, "required": ["return_type"]}}}
 
 
 def _summary(node: Node) -> str:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from sandbox.gateway import CallOutcome
 
 __all__ = ["function_schemas", "finish_name", "parse_arguments", "observation", "tool_calls", "assistant_turn",
-           "Action", "act", "MAX_OBSERVATION"]
+           "Action", "act", "MAX_OBSERVATION", "finish_value"]
 
 #: Characters of a response shown as it is; a longer one is condensed to its shape and an excerpt.
 MAX_OBSERVATION = 2000
@@ -154,3 +154,12 @@ def act(episode: Episode, request: ToolCallRequest, *, max_chars: int = MAX_OBSE
     outcome, record = episode.call_tool(request.name, args)
     return Action(request.name, request.arguments, args, observation(outcome, max_chars=max_chars), outcome.ok,
                   call=record)
+
+
+def finish_value(episode: Episode, arguments: str) -> tuple[Any, str | None]:
+    """The typed value a finish call gives (its ``value`` argument) checked against the answer
+    asked for (``Episode.check_value``): ``(typed value, None)`` or ``(None, the problem)``."""
+    args = parse_arguments(arguments)
+    if not isinstance(args, dict) or "value" not in args:
+        return None, "give the answer in `value`, as JSON data of the schema"
+    return episode.check_value(args["value"])

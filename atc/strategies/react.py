@@ -27,12 +27,14 @@ from atc.strategies.functions import (
     act,
     assistant_turn,
     finish_name,
+    finish_value,
     function_schemas,
+    parse_arguments,
     tool_calls,
 )
 from atc.strategies.registry import register
 
-__all__ = ["React", "DEFAULT_TURNS"]
+__all__ = ["React", "DEFAULT_TURNS", "finish_function"]
 
 DEFAULT_TURNS = 12
 
@@ -52,11 +54,12 @@ class React:
 
     def run(self, episode: Episode) -> Outcome:
         finish = finish_name(episode.toolset.names())
-        functions = [*function_schemas(episode.shown), _finish_function(finish)]
+        functions = [*function_schemas(episode.shown), finish_function(finish, episode)]
         messages: list[Message] = [
-            {"role": "system", "content": prompts.render("react", finish=finish)},
+            {"role": "system", "content": prompts.render("react", finish=finish) + episode.answer_prompt(finish)},
             {"role": "user", "content": f"Task: {episode.query.strip()}"}]
         turns: list[dict[str, Any]] = []
+        self.value: Any = None
         for number in range(1, self.max_turns + 1):
             with tracing.span("atc.step", {"atc.strategy": self.name, "atc.step": number}) as current:
                 try:
@@ -86,6 +89,8 @@ class React:
             messages.append({"role": "user", "content": prompts.render("react_nudge", finish=finish)})
             return {"thought": thought[:1000], "action": None, "ok": False, "failure": "no_action"}, None
         first = calls[0]
+        if first.name == finish and episode.answer is not None:
+            return self.typed_finish(episode, first, finish, thought, messages)
         if first.name == finish:
             answer = _answer(first.arguments)
             if answer:
@@ -98,18 +103,42 @@ class React:
         messages.append({"role": "tool", "tool_call_id": first.id, "content": action.observation})
         return {"thought": thought[:1000], **action.to_dict()}, None
 
+    def typed_finish(self, episode: Episode, call: Any, finish: str, thought: str,
+                     messages: list[Message]) -> tuple[dict[str, Any], str | None]:
+        """A finish when a typed answer was asked for: its ``value`` checked against the schema; a
+        mismatch is answered with the problem, and the episode goes on."""
+        value, problem = finish_value(episode, call.arguments)
+        if problem is None:
+            self.value = value
+            given = parse_arguments(call.arguments)
+            raw = given.get("value") if isinstance(given, dict) else None
+            answer = _answer(call.arguments) or json.dumps(raw, ensure_ascii=False)
+            return {"thought": thought[:1000], "action": finish, "answer": answer, "ok": True}, answer
+        episode.fail("bad_answer")
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": f"Error: {finish}: {problem}"})
+        return {"thought": thought[:1000], "action": finish, "ok": False, "failure": "bad_answer",
+                "observation": problem[:1000]}, None
+
     def _outcome(self, episode: Episode, turns: list[dict[str, Any]], error: dict[str, Any] | None,
                  answer: str | None = None) -> Outcome:
         return Outcome(ok=answer is not None, answer=answer or "", error=error, calls=list(episode.calls),
-                       steps=len(turns), trace={"turns": turns, "finished": answer is not None})
+                       steps=len(turns), trace={"turns": turns, "finished": answer is not None},
+                       value=getattr(self, "value", None) if answer is not None else None)
 
 
-def _finish_function(name: str) -> dict[str, Any]:
+def finish_function(name: str, episode: Episode) -> dict[str, Any]:
+    """``finish(answer)``; with a typed answer asked for, ``finish(value, answer?)``, ``value``
+    of the answer's schema."""
+    answer = {"type": "string", "description": "the final answer: short, specific and complete"}
+    if episode.answer is None:
+        return {"type": "function", "function": {
+            "name": name, "description": "Give the final answer to the task and stop. Call it once you know the answer.",
+            "parameters": {"type": "object", "properties": {"answer": answer}, "required": ["answer"]}}}
     return {"type": "function", "function": {
-        "name": name, "description": "Give the final answer to the task and stop. Call it once you know the answer.",
-        "parameters": {"type": "object", "properties": {"answer": {
-            "type": "string", "description": "the final answer: short, specific and complete"}},
-            "required": ["answer"]}}}
+        "name": name, "description": "Give the final answer to the task as a typed value and stop.",
+        "parameters": {"type": "object", "properties": {"value": episode.answer.schema, "answer": answer},
+                       "required": ["value"]}}}
+
 
 
 def _answer(arguments: str) -> str:

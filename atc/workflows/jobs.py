@@ -186,7 +186,13 @@ class Job:
             from sandbox.api import Backend
 
             backend = self.sandbox if isinstance(self.sandbox, Backend) else get_backend(self.sandbox)
-            return backend.run(task.program, toolset, self.limits)
+            result = backend.run(task.program, toolset, self.limits)
+            answer = self.solve_options.get("answer")
+            if answer is not None:  # a typed answer asked for: a program task's value is checked too
+                from atc.answers import AnswerSpec, judge_result
+
+                result, _ = judge_result(result, AnswerSpec.of(answer))
+            return result
         except Exception as exc:
             kind = type(exc).__name__
             message = exc.message if isinstance(exc, AtcError) else str(exc)

@@ -15,10 +15,47 @@ from atc.solving import Solution, ToolsArg, toolset_for
 from sandbox.api import Limits
 from sandbox.execute import pick_sandbox
 
-__all__ = ["solve_many", "ResultHook"]
+__all__ = ["solve_many", "ResultHook", "Solutions"]
 
 #: ``on_result(index, solution)`` of ``solve_many``: called as each task finishes.
 ResultHook = Callable[[int, Solution], None]
+
+
+class Solutions(list[Solution]):
+    """What ``solve_many`` returns: the solutions in the order of the queries (a list), with the
+    tasks' ``ids``, and ``to_pandas()`` for the next step of a pipeline."""
+
+    def __init__(self, items: Sequence[Solution] = (), ids: Sequence[str | int] | None = None) -> None:
+        super().__init__(items)
+        self.ids = list(ids) if ids is not None else list(range(len(self)))
+
+    def to_pandas(self) -> Any:
+        """A pandas ``DataFrame``, one row per task, indexed by its id: the typed answer's fields
+        as columns (a value that is not an object is the column ``value``; a field named like one
+        of the columns after it is ``value.NAME``), then ``ok``, ``answer``, ``error`` (type:
+        message), ``query``, ``strategy``, ``steps``, ``api_calls``, ``model_calls``,
+        ``prompt_tokens``, ``completion_tokens`` and ``duration_ms``. Needs pandas."""
+        try:
+            import pandas
+        except ImportError:
+            raise UsageError("Solutions.to_pandas needs pandas", hint="pip install pandas") from None
+        from atc.answers import json_value
+
+        rows = []
+        for solution in self:
+            error = solution.error or {}
+            info: dict[str, Any] = {
+                "ok": solution.ok, "answer": solution.answer,
+                "error": f"{error.get('type')}: {error.get('message')}" if error else None, "query": solution.query,
+                "strategy": solution.strategy, "steps": solution.steps, "api_calls": solution.api_calls,
+                "model_calls": solution.usage.llm_calls, "prompt_tokens": solution.usage.prompt_tokens,
+                "completion_tokens": solution.usage.completion_tokens, "duration_ms": round(solution.duration_ms, 3)}
+            value = json_value(solution.value) if solution.value is not None else None
+            fields = {(f"value.{k}" if k in info else str(k)): v for k, v in value.items()} \
+                if isinstance(value, dict) else {"value": value}
+            rows.append({**fields, **info})
+        frame = pandas.DataFrame(rows, index=pandas.Index(self.ids[:len(rows)], name="id"))
+        return frame
 
 
 def solve_many(
@@ -33,7 +70,7 @@ def solve_many(
     record: str | Path | None = None,
     replay: str | Path | None = None,
     **kw: Any,
-) -> list[Solution]:
+) -> Solutions:
     """Solve many tasks at once, at most ``concurrency`` at a time (so at most that many
     sandboxes run together); results come back in the order of ``queries``. A task that raises
     becomes a ``Solution`` with ``ok`` False and the error, never sinking the batch. Missing model
@@ -47,7 +84,8 @@ def solve_many(
     ``RAY_ADDRESS``, else a local one; the model client is made on each worker from ``model`` and
     its environment). ``record``/``replay``: a directory to record the tools' and the model's
     answers into, or to answer from (``atc.workflows.replay``). Other keywords are ``solve``'s
-    (``strategy``, ``max_model_calls``, ``max_tokens``, ``max_steps``...), the same for every task."""
+    (``strategy``, ``max_model_calls``, ``max_tokens``, ``max_steps``, ``answer``...), the same for
+    every task. The result is a ``Solutions`` list: ``.to_pandas()`` makes it a DataFrame."""
     from atc.workflows.batch import run_batch
     from atc.workflows.jobs import Job, Outcome
     from atc.workflows.outfile import ResultLog
@@ -69,7 +107,7 @@ def solve_many(
               client=named.get("client"), on_attempt=named.get("on_attempt"), solve_options=kw)
     tasks = [Task(name, query=query) for name, query in zip(names, queries, strict=True)]
     if not tasks:
-        return []
+        return Solutions()
     results: list[Solution | None] = [None] * len(tasks)
 
     def finished(index: int, outcome: Outcome) -> None:
@@ -87,5 +125,5 @@ def solve_many(
     for index, task in enumerate(tasks):
         if results[index] is None and log is not None and task.key in log.done:
             results[index] = Solution.from_dict(log.done[task.key])
-    return [r if r is not None else Solution.failed(t.query or "", UsageError("not run"))
-            for r, t in zip(results, tasks, strict=True)]
+    return Solutions([r if r is not None else Solution.failed(t.query or "", UsageError("not run"))
+                      for r, t in zip(results, tasks, strict=True)], names)

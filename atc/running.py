@@ -1,0 +1,89 @@
+"""``atc.run`` and ``atc.arun``: a given program against the tools, no model involved.
+
+The sandbox runs it (``sandbox.execute.run``); this layer adds what the Python API accepts as
+``tools`` everywhere (``atc.toolsets``: stored collection names, ``py:`` sources...) and the typed
+answer: with ``answer=`` (``atc.answers``) the value the program hands to ``final_answer`` is
+checked against the schema, a mismatch (or no value) fails the run with an ``AnswerError``, and
+``result.value`` is the typed value (an instance of the pydantic model or dataclass asked for).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
+
+from atc.toolsets import ToolsArg, toolset_for
+from sandbox.api import Backend, ExecutionResult, Limits, Toolset
+from sandbox.execute import BaseUrl, Validation, pick_sandbox
+
+__all__ = ["run", "arun"]
+
+
+def run(
+    program: str,
+    tools: ToolsArg,
+    limits: Limits | None = None,
+    *,
+    sandbox: str | Backend | None = None,
+    base_url: BaseUrl = None,
+    credentials: dict[str, str] | None = None,
+    backend: str | Backend | None = None,
+    validation: Validation = None,
+    answer: Any = None,
+) -> ExecutionResult:
+    """Run ``program`` with ``tools`` in a sandbox (``sandbox.execute.run``: every outcome of the
+    program is a result; bad input raises ``UsageError``/``ConfigError``). ``answer``: the typed
+    answer the program must hand to ``final_answer`` (see the module docstring)."""
+    from sandbox.execute import run as run_in_sandbox
+
+    spec = None
+    if answer is not None:
+        from atc.answers import AnswerSpec
+
+        spec = AnswerSpec.of(answer)  # a bad schema is said before anything runs
+    toolset = tools if isinstance(tools, Toolset) else toolset_for(tools)
+    result = run_in_sandbox(program, toolset, limits, sandbox=pick_sandbox(sandbox, backend), base_url=base_url,
+                            credentials=credentials, validation=validation)
+    if spec is None:
+        return result
+    from atc.answers import judge_result
+
+    result, value = judge_result(result, spec)
+    if result.ok:
+        result.value = value
+    return result
+
+
+async def arun(
+    program: str,
+    tools: ToolsArg,
+    limits: Limits | None = None,
+    *,
+    sandbox: str | Backend | None = None,
+    base_url: BaseUrl = None,
+    credentials: dict[str, str] | None = None,
+    backend: str | Backend | None = None,
+    validation: Validation = None,
+    answer: Any = None,
+) -> ExecutionResult:
+    """``run`` for asyncio callers (``sandbox.execute.arun``: cancelling the awaiting task stops
+    the program)."""
+    from sandbox.execute import arun as arun_in_sandbox
+
+    spec = None
+    if answer is not None:
+        from atc.answers import AnswerSpec
+
+        spec = AnswerSpec.of(answer)
+    toolset = tools if isinstance(tools, Toolset) else await asyncio.to_thread(functools.partial(toolset_for, tools))
+    result = await arun_in_sandbox(program, toolset, limits, sandbox=pick_sandbox(sandbox, backend),
+                                   base_url=base_url, credentials=credentials, validation=validation)
+    if spec is None:
+        return result
+    from atc.answers import judge_result
+
+    result, value = judge_result(result, spec)
+    if result.ok:
+        result.value = value
+    return result
