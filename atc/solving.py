@@ -182,10 +182,11 @@ def choose(query: str, toolset: Toolset, top_k: int | None = None, *, retriever:
     if retriever is None or isinstance(retriever, str):
         from atc.config import atc_home
         from atc.retrieval.api import make_retriever
-        from atc.retrieval.corpus import MemoryCorpus
+        from atc.retrieval.inmemory import shared_corpus
 
         options: dict[str, Any] = {"client": client} if client is not None else {}
-        finder = make_retriever(retriever, MemoryCorpus(everything, home=atc_home()), **options)
+        # one corpus per set of tools and process: the tasks of a batch share it (inmemory.py)
+        finder = make_retriever(retriever, shared_corpus(everything, home=atc_home()), **options)
     else:
         finder = retriever
     tools, result = select(query, everything, finder, k)

@@ -253,10 +253,13 @@ def is_function_source(obj: Any) -> bool:
     ``Collection``)? Strings, paths and collections are not."""
     from pathlib import PurePath
 
-    if isinstance(obj, str | bytes | PurePath | Collection) or obj is None:
+    if isinstance(obj, str | bytes | PurePath | Collection | Tool | int | float) or obj is None:
         return False
-    return callable(obj) or isinstance(obj, types.ModuleType | Mapping) or _is_langchain(obj) or \
-        (not isinstance(obj, list | tuple | set | frozenset) and hasattr(obj, "__dict__"))
+    if isinstance(obj, list | tuple | set | frozenset):  # a list of functions, within a list of tools
+        return bool(obj) and all(is_function_source(v) for v in obj)
+    if isinstance(obj, Mapping):  # {name: function}, not a spec given as a dict
+        return bool(obj) and all(is_function_source(v) for v in obj.values())
+    return callable(obj) or isinstance(obj, types.ModuleType) or _is_langchain(obj) or hasattr(obj, "__dict__")
 
 
 def _is_langchain(obj: Any) -> bool:
@@ -283,6 +286,8 @@ def gather(obj: Any, name: str | None = None) -> list[Given]:
         return [Given(fn, name or tool_name, description, parameters)]
     if isinstance(obj, type):
         raise UsageError(f"{obj.__name__} is a class: give an instance of it (its public methods become tools)")
+    if isinstance(obj, str | bytes | int | float | Tool | Collection) or obj is None:
+        raise UsageError(f"{str(obj)[:80]!r} is not a function, nor an object holding functions")
     if _is_routine(obj):
         return [Given(obj, name)]
     if isinstance(obj, Mapping):

@@ -122,10 +122,14 @@ def _embedded(home: Path, store: Any, corpus: Any, embedder: Embedder | None, pr
     return update_index(home, store=store, embedder=emb, progress=progress)
 
 
-def search(query: str, tools: Sequence[Tool] | None = None, k: int = 5, retriever: str | None = None, *,
+def search(query: str, tools: Sequence[Tool] | Any = None, k: int = 5, retriever: str | None = None, *,
            home: Path | str | None = None, embedder: Embedder | None = None, **options: Any) -> SearchResult:
-    """The ``k`` tools most relevant to ``query``: among ``tools``, or (None) every tool of the store
-    in ``home`` (default ``ATC_HOME``), ranked by ``retriever`` (None: automatic)."""
+    """The ``k`` tools most relevant to ``query``: among ``tools`` (``Tool`` objects, collections
+    such as ``atc.load`` returns, a ``Toolset``, or anything ``tools=`` takes), or (None) every
+    tool of the store in ``home`` (default ``ATC_HOME``), ranked by ``retriever`` (None:
+    automatic). Tools given directly are indexed once per set and process
+    (``atc.retrieval.inmemory``): from the second request on, a search costs what the stored
+    index's does."""
     from atc.config import atc_home
     from atc.errors import UsageError
 
@@ -136,7 +140,9 @@ def search(query: str, tools: Sequence[Tool] | None = None, k: int = 5, retrieve
     where = atc_home(home)
     if tools is None:
         return search_store(query, k, retriever, home=where, embedder=embedder, **options)[0]
-    corpus = MemoryCorpus(tools, home=where)
+    from atc.retrieval.inmemory import shared_corpus, tools_of
+
+    corpus = shared_corpus(tools_of(tools), home=where)
     if corpus.n == 0:
         return SearchResult(hits=[], retriever=retriever or "bm25")
     return make_retriever(retriever, corpus, embedder=embedder, **options).search(query, k)

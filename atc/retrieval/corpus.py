@@ -17,6 +17,7 @@ except ImportError:  # pragma: no cover - an interpreter without it
     from hashlib import blake2b
 
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -256,10 +257,14 @@ class MemoryCorpus:
     """A corpus of ``Tool`` objects in memory (a spec given with ``--tools``, a list in Python).
     Vectors are cached in ``home`` (``ATC_HOME``) by text hash when ``home`` is given."""
 
-    def __init__(self, tools: Sequence[Tool], *, home: Path | None = None) -> None:
+    def __init__(self, tools: Sequence[Tool], *, home: Path | None = None, docs: Sequence[Doc] | None = None) -> None:
         self.tools = list(tools)
-        self.docs = docs_of(self.tools)
+        self.docs = list(docs) if docs is not None else docs_of(self.tools)
         self.home = home
+        #: what identifies it in the process's cache of corpora (``inmemory.shared_corpus``)
+        self.content_key = ""
+        # Requests of concurrent tasks share one corpus: each part is built once, by the first.
+        self._build = threading.RLock()
         self._lexical: LexicalIndex | None = None
         self._chargrams: CharGramIndex | None = None
         self._producers: list[list[list[int]]] | None = None
@@ -274,17 +279,21 @@ class MemoryCorpus:
     @property
     def lexical(self) -> LexicalIndex:
         if self._lexical is None:
-            from atc.retrieval.lexical import LexicalIndex
+            with self._build:
+                if self._lexical is None:
+                    from atc.retrieval.lexical import LexicalIndex
 
-            self._lexical = LexicalIndex.build(self.docs)
+                    self._lexical = LexicalIndex.build(self.docs)
         return self._lexical
 
     @property
     def chargrams(self) -> CharGramIndex:
         if self._chargrams is None:
-            from atc.retrieval.chargrams import CharGramIndex
+            with self._build:
+                if self._chargrams is None:
+                    from atc.retrieval.chargrams import CharGramIndex
 
-            self._chargrams = CharGramIndex.build(self.docs)
+                    self._chargrams = CharGramIndex.build(self.docs)
         return self._chargrams
 
     def doc(self, i: int) -> Doc:
@@ -295,7 +304,9 @@ class MemoryCorpus:
 
     def producers(self, i: int) -> list[list[int]]:
         if self._producers is None:
-            self._producers = producer_lists(self.docs)
+            with self._build:
+                if self._producers is None:
+                    self._producers = producer_lists(self.docs)
         return self._producers[i]
 
     def duplicates(self) -> tuple[list[int], list[int]] | None:
@@ -314,6 +325,10 @@ class MemoryCorpus:
         static = getattr(embedder, "static", None)
         if static is None:
             return None
+        with self._build:
+            return self._stages_of(embedder, static)
+
+    def _stages_of(self, embedder: Embedder, static: Any) -> Stages:
         found = self._stages.get(embedder.name)
         if found is None:
             import numpy as np
@@ -347,6 +362,13 @@ class MemoryCorpus:
     def vectors(self, embedder: Embedder, *, compute: bool = True) -> np.ndarray | None:
         found = self._vectors.get(embedder.name)
         if found is None and compute:
+            with self._build:
+                return self._computed(embedder)
+        return found
+
+    def _computed(self, embedder: Embedder) -> np.ndarray:
+        found = self._vectors.get(embedder.name)
+        if found is None:
             from atc.retrieval.embedders import VectorCache, doc_vectors
 
             cache = VectorCache(self.home, embedder.name) if self.home else None

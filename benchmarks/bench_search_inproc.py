@@ -1,0 +1,101 @@
+"""Search over tools held in the process (issue 33, item 4): ``atc.search(query, tools)`` with
+thousands of tools given directly, call after call in one process.
+
+The tools are the pools of the public retrieval sets (``retrieval_sets.all_sets``: ToolE,
+ToolBench's 2,479 APIs, RestBench TMDB and Spotify, ToolAlpaca), read from ../shared/bench-data;
+the requests are ToolBench's test queries. In the same run:
+
+- before: a corpus built for every request (what ``atc.search(q, tools)`` did: documents,
+  indexes and the static stage rebuilt each time), ``--before N`` requests;
+- now: ``atc.search`` as it is (``atc.retrieval.inmemory``): the first request (which builds the
+  corpus) and the next ``--queries N`` requests, p50 and p95; and the same requests on a second
+  list of equal tools (loaded again: the content key), its first request.
+
+``ATC_HOME`` is a fresh temporary folder (no cached vectors), so the first requests embed what
+they short-list, as a first run on a machine does. Run: ``python benchmarks/bench_search_inproc.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def _data() -> Path:
+    here = Path(__file__).resolve()
+    return next((p / "shared" / "bench-data" for p in here.parents if (p / "shared" / "bench-data").is_dir()),
+                here.parents[2] / "shared" / "bench-data")
+
+
+def _pool() -> tuple[list, list[str]]:  # type: ignore[type-arg]
+    import retrieval_sets
+
+    retrieval_sets.DATA = _data()
+    sets = retrieval_sets.all_sets(None)
+    tools, seen = [], set()
+    for s in sets:
+        for t in s.tools:
+            if (t.collection, t.name) not in seen:
+                seen.add((t.collection, t.name))
+                tools.append(t)
+    queries = [q.text for s in sets if s.name == "ToolBench" for q in s.queries]
+    return tools, queries
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--queries", type=int, default=30)
+    ap.add_argument("--before", type=int, default=2)
+    args = ap.parse_args()
+    os.environ["ATC_HOME"] = tempfile.mkdtemp(prefix="bench-inproc-")
+    os.environ.setdefault("ATC_SEARCH_SERVER", "off")
+    os.environ.setdefault("ATC_EMBED_BACKGROUND", "off")
+    tools, queries = _pool()
+    queries = queries[: args.before + args.queries + 1]
+    import atc
+    from atc.config import atc_home
+    from atc.retrieval.api import make_retriever
+    from atc.retrieval.corpus import MemoryCorpus
+
+    print(f"{len(tools)} tools given directly, {len(queries)} ToolBench requests")
+    before = []
+    for q in queries[: args.before]:
+        t0 = time.perf_counter()
+        make_retriever(None, MemoryCorpus(tools, home=atc_home())).search(q, 5)
+        before.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    first = atc.search(queries[0], tools, k=5)
+    first_s = time.perf_counter() - t0
+    later = []
+    for q in queries[1: 1 + args.queries]:
+        t0 = time.perf_counter()
+        atc.search(q, tools, k=5)
+        later.append(time.perf_counter() - t0)
+    again, _ = _pool()  # equal tools, other objects
+    t0 = time.perf_counter()
+    atc.search(queries[1], again, k=5)
+    equal_s = time.perf_counter() - t0
+    p50, p95 = statistics.median(later), sorted(later)[int(0.95 * (len(later) - 1))]
+    base = statistics.median(before) if before else float("nan")
+    print(f"retriever: {first.retriever}")
+    print(f"before (a corpus per request): {[_ms(b) for b in before]} ms, median {_ms(base)} ms")
+    print(f"now: first request {_ms(first_s)} ms; later requests p50 {_ms(p50)} ms, p95 {_ms(p95)} ms "
+          f"({len(later)} requests); an equal list of new objects, first request {_ms(equal_s)} ms")
+    print(f"ratio: later p50 is {base / p50:.0f}x faster than before (goal: later p50 <= 10 ms)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
