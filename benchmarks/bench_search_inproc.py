@@ -8,8 +8,10 @@ the requests are ToolBench's test queries. In the same run:
 - before: a corpus built for every request (what ``atc.search(q, tools)`` did: documents,
   indexes and the static stage rebuilt each time), ``--before N`` requests;
 - now: ``atc.search`` as it is (``atc.retrieval.inmemory``): the first request (which builds the
-  corpus) and the next ``--queries N`` requests, p50 and p95; and the same requests on a second
-  list of equal tools (loaded again: the content key), its first request.
+  corpus and starts computing the full vectors in the background), ``--filling N`` requests
+  made meanwhile, the time until every vector is there, then ``--queries N`` later requests,
+  p50 and p95; and a second list of equal tools (loaded again: the content key), its first
+  request.
 
 ``ATC_HOME`` is a fresh temporary folder (no cached vectors), so the first requests embed what
 they short-list, as a first run on a machine does. Run: ``python benchmarks/bench_search_inproc.py``.
@@ -58,12 +60,13 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--queries", type=int, default=30)
     ap.add_argument("--before", type=int, default=2)
+    ap.add_argument("--filling", type=int, default=5, help="requests made while the vectors are being computed")
     args = ap.parse_args()
     os.environ["ATC_HOME"] = tempfile.mkdtemp(prefix="bench-inproc-")
     os.environ.setdefault("ATC_SEARCH_SERVER", "off")
     os.environ.setdefault("ATC_EMBED_BACKGROUND", "off")
     tools, queries = _pool()
-    queries = queries[: args.before + args.queries + 1]
+    queries = queries[: args.filling + args.queries + 1]
     import atc
     from atc.config import atc_home
     from atc.retrieval.api import make_retriever
@@ -75,11 +78,23 @@ def main() -> int:
         t0 = time.perf_counter()
         make_retriever(None, MemoryCorpus(tools, home=atc_home())).search(q, 5)
         before.append(time.perf_counter() - t0)
+    from atc.retrieval.inmemory import shared_corpus
+
     t0 = time.perf_counter()
     first = atc.search(queries[0], tools, k=5)
     first_s = time.perf_counter() - t0
+    filling = []
+    corpus = shared_corpus(tools, home=atc_home())
+    for q in queries[1: 1 + args.filling]:
+        t0 = time.perf_counter()
+        atc.search(q, tools, k=5)
+        filling.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    if corpus.filled is not None:
+        corpus.filled.wait()
+    filled_s = time.perf_counter() - t0 + sum(filling)
     later = []
-    for q in queries[1: 1 + args.queries]:
+    for q in queries[1 + args.filling: 1 + args.filling + args.queries]:
         t0 = time.perf_counter()
         atc.search(q, tools, k=5)
         later.append(time.perf_counter() - t0)
@@ -91,8 +106,10 @@ def main() -> int:
     base = statistics.median(before) if before else float("nan")
     print(f"retriever: {first.retriever}")
     print(f"before (a corpus per request): {[_ms(b) for b in before]} ms, median {_ms(base)} ms")
-    print(f"now: first request {_ms(first_s)} ms; later requests p50 {_ms(p50)} ms, p95 {_ms(p95)} ms "
-          f"({len(later)} requests); an equal list of new objects, first request {_ms(equal_s)} ms")
+    print(f"now: first request {_ms(first_s)} ms; while the full vectors are computed in the background: "
+          f"{[_ms(f) for f in filling]} ms; they were all there {filled_s:.1f} s after the first request")
+    print(f"now, later requests: p50 {_ms(p50)} ms, p95 {_ms(p95)} ms ({len(later)} requests); "
+          f"an equal list of new objects, first request {_ms(equal_s)} ms")
     print(f"ratio: later p50 is {base / p50:.0f}x faster than before (goal: later p50 <= 10 ms)")
     return 0
 

@@ -31,8 +31,10 @@ only the decorated ones when some are decorated).
 
 from __future__ import annotations
 
+import builtins
 import functools
 import inspect
+import keyword
 import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -111,6 +113,14 @@ class FunctionCollection(Collection):
         return "python"
 
 
+_GLOBALS = frozenset(dir(builtins)) | {"ToolError", "final_answer", "last_response"}
+
+
+def _reserved(name: str) -> bool:
+    """A name a program's global function cannot have (a keyword, a builtin, atc's own globals)."""
+    return keyword.iskeyword(name) or keyword.issoftkeyword(name) or name in _GLOBALS
+
+
 def _underlying(fn: Any) -> Any:
     """The function whose hints and docstring describe ``fn`` (a partial's, a method's...)."""
     while isinstance(fn, functools.partial):
@@ -163,7 +173,9 @@ def function_tool(fn: Callable[..., Any], collection: str, *, name: str | None =
     if given == "<lambda>":
         raise UsageError("a lambda has no name to call it by",
                          hint="give it one: atc.tool(name='...')(lambda ...), or define it with def")
-    tool_name = python_identifier(given, fallback="function")
+    # A function keeps its own name (``getUser`` stays ``getUser``: the user knows it by that name)
+    # unless a program could not call it by it.
+    tool_name = given if given.isidentifier() and not _reserved(given) else python_identifier(given, fallback="function")
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError) as exc:

@@ -47,7 +47,7 @@ def load_suite(spec: str, *, tools: list[str] | None = None) -> Suite:
     ``atc.evaluation.readers``; PATH defaults to ``$ATC_BENCH_DATA``), a tasks ``.jsonl`` (with
     ``suite.json`` beside it, if any), a manifest ``.json``, or a folder holding ``suite.json``.
     ``tools`` (``--tools`` values) replace the suite's collections."""
-    from atc.evaluation.readers import read_suite_data, readers
+    from atc.evaluation.readers import packaged, read_suite_data, readers
 
     replace = bool(tools)
     name, sep, rest = spec.partition(":")
@@ -55,6 +55,8 @@ def load_suite(spec: str, *, tools: list[str] | None = None) -> Suite:
         suite = read_manifest(builtin_suite_path(), load_tools=not replace)
     elif name in readers():
         root = Path(rest).expanduser() if sep and rest else _bench_root()
+        if root is None and packaged(name):  # its data comes with a package
+            root = Path()
         if root is None:
             raise UsageError(f"{name}: where is the data?", hint=f"give its path: atc eval {name}:PATH "
                              "(or set ATC_BENCH_DATA to the folder holding the benchmarks)")

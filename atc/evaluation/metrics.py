@@ -146,7 +146,9 @@ def score_line(line: Mapping[str, Any], task: EvalTask, strategy: str) -> TaskSc
         extra=list(found.extra), model_calls=_int(usage.get("llm_calls")), prompt_tokens=_int(usage.get("prompt_tokens")),
         completion_tokens=_int(usage.get("completion_tokens")), api_calls=_api_calls(line), steps=steps,
         wall_s=float(line.get("duration_ms") or 0.0) / 1000, failures=_failures(line),
-        error=f"{error.get('type')}: {error.get('message')}" if error and not line.get("ok") else None)
+        error=f"{error.get('type')}: {error.get('message')}" if error and not line.get("ok") else None,
+        # a suite scored by its own checker (BFCL) gives the label in the line: no judge asked
+        success=line["verdict"] if line.get("verdict") in LABELS else None)
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -32,16 +32,27 @@ from atc.evaluation.gold import parse_step, route_key
 from atc.evaluation.suite import EvalTask, Suite
 from protocols.model import Collection, python_identifier, snake_case
 
-__all__ = ["SuiteReader", "register_reader", "readers", "read_suite_data", "find_file"]
+__all__ = ["SuiteReader", "register_reader", "readers", "read_suite_data", "find_file", "packaged"]
 
 #: A reader: the data path -> the suite.
 SuiteReader = Callable[[Path], Suite]
 _READERS: dict[str, tuple[SuiteReader, str]] = {}
 
 
-def register_reader(name: str, reader: SuiteReader, description: str = "") -> None:
-    """Make ``atc eval NAME:PATH`` read PATH with ``reader`` (a later registration replaces one)."""
+_PACKAGED: set[str] = set()
+
+
+def register_reader(name: str, reader: SuiteReader, description: str = "", *, packaged: bool = False) -> None:
+    """Make ``atc eval NAME:PATH`` read PATH with ``reader`` (a later registration replaces one).
+    ``packaged``: the data comes with an installed package, PATH is optional (``atc eval NAME``)."""
     _READERS[name] = (reader, description)
+    if packaged:
+        _PACKAGED.add(name)
+
+
+def packaged(name: str) -> bool:
+    """Does reader ``name`` find its data without a path?"""
+    return name in _PACKAGED
 
 
 def readers() -> dict[str, str]:
@@ -308,3 +319,18 @@ for _which in ("movie", "food", "weather"):
     register_reader(f"toolflow-{_which}", _toolflow(_which),
                     f"ToolFlow's {_which} example set (example_ToolFlow_data_v0/{_which}.example.data.json)")
 register_reader("toolbench", _toolbench, "ToolBench / StableToolBench test queries (G1_instruction.json...)")
+
+
+def _bfcl(category: str) -> SuiteReader:
+    def read(path: Path) -> Suite:
+        from atc.evaluation.bfcl.reader import read_category  # the bfcl room; it never imports this one
+
+        return read_category(category, path)
+
+    return read
+
+
+for _category in ("base", "miss_func", "miss_param", "long_context"):
+    register_reader(f"bfcl-multi-turn-{_category.replace('_', '-')}", _bfcl(_category),
+                    f"BFCL multi-turn {_category}: from the installed bfcl-eval package (or PATH), BFCL's checker",
+                    packaged=True)

@@ -190,7 +190,6 @@ def run_strategies(suite: Suite, toolset: Toolset, settings: RunSettings, *, out
     outcome)`` is called as each task finishes."""
     from atc.evaluation.mockhub import MockHub
     from atc.workflows.batch import run_batch
-    from atc.workflows.jobs import Job
     from atc.workflows.outfile import ResultLog
     from atc.workflows.tasks import Task
     from sandbox.api import Limits
@@ -213,9 +212,9 @@ def run_strategies(suite: Suite, toolset: Toolset, settings: RunSettings, *, out
             options = {**settings.solve_options, **_strategy_options(strategy)}
             if retriever is not None:
                 options["retriever"] = retriever
-            job = Job(toolset, settings.limits or Limits(), sandbox=settings.sandbox, model=settings.model,
-                      max_reflections=settings.max_reflections, top_k=settings.top_k, record=settings.record,
-                      replay=settings.replay, client=settings.client, solve_options=options)
+            job = suite.make_job(toolset, settings.limits or Limits(), sandbox=settings.sandbox, model=settings.model,
+                                 max_reflections=settings.max_reflections, top_k=settings.top_k, record=settings.record,
+                                 replay=settings.replay, client=settings.client, solve_options=options)
             if out is not None:
                 retried = _drop_unmeasured(runs_file(out, strategy))
                 if retried:

@@ -110,6 +110,8 @@ def _judge_all(judge: Judge, cache: VerdictCache, suite: Suite, scores: dict[str
     todo: list[tuple[TaskScore, str, str, list[str]]] = []
     for strategy, items in scores.items():
         for score in items:
+            if score.success is not None:  # labelled by the suite's own checker (BFCL)
+                continue
             tools = list(lines[strategy].get(score.id, {}).get("tools") or [])
             task = tasks[score.id]
             key = f"pass|{judge.model}|{strategy}|{score.id}"

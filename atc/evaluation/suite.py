@@ -92,6 +92,14 @@ class Suite:
             raise UsageError(f"suite {self.name!r} names no collections", hint="pass --tools SPEC (repeatable)")
         return Toolset(collections=list(self.collections))
 
+    def make_job(self, toolset: Toolset, limits: Any, **options: Any) -> Any:
+        """The batch job that runs this suite's tasks (``atc.workflows.jobs.Job``); a reader's
+        suite whose tasks run otherwise gives its own (BFCL: each task its tools, one run per
+        user turn)."""
+        from atc.workflows.jobs import Job
+
+        return Job(toolset, limits, **options)
+
     def head(self, limit: int | None) -> Suite:
         """The first ``limit`` tasks (a quick look at a large suite)."""
         if limit is None:

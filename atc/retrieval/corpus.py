@@ -261,8 +261,10 @@ class MemoryCorpus:
         self.tools = list(tools)
         self.docs = list(docs) if docs is not None else docs_of(self.tools)
         self.home = home
-        #: what identifies it in the process's cache of corpora (``inmemory.shared_corpus``)
+        #: what identifies it in the process's cache of corpora (``inmemory.shared_corpus``), and
+        #: the event set once its full vectors are computed (``inmemory.fill_in_background``)
         self.content_key = ""
+        self.filled: threading.Event | None = None
         # Requests of concurrent tasks share one corpus: each part is built once, by the first.
         self._build = threading.RLock()
         self._lexical: LexicalIndex | None = None

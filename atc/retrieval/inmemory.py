@@ -20,6 +20,11 @@ Two keys find a corpus:
 - their content: the hash of every document's texts (``Doc.hash``), for another list of equal
   tools (a spec loaded again, the same collections in a new ``Toolset``). Reading the documents
   again costs what it costs, once per new list; the indexes and vectors are not rebuilt.
+
+A new corpus of more tools than a short list also gets the full model's vectors of all its
+tools computed in a background thread (``fill_in_background``), as an import's filler does for
+the store: until then, a request computes those of the tools it short-lists (and every vector
+goes to the vector cache of ``ATC_HOME``, where the next process finds it).
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from typing import Any
 from atc.retrieval.corpus import MemoryCorpus, docs_of
 from protocols.model import Collection, Tool
 
-__all__ = ["shared_corpus", "tools_of", "clear", "MAX_CORPORA"]
+__all__ = ["shared_corpus", "tools_of", "clear", "fill_in_background", "MAX_CORPORA"]
 
 #: Corpora kept at once (the last used; each may hold tens of MB at tens of thousands of tools).
 MAX_CORPORA = 4
@@ -96,6 +101,7 @@ def shared_corpus(tools: Sequence[Tool], home: Path | None = None) -> MemoryCorp
     with building:  # one build per content; the others wait for it and take it
         with _LOCK:
             corpus = _BY_CONTENT.get(key)
+        fresh = corpus is None
         if corpus is None:
             corpus = MemoryCorpus(listed, home=home, docs=docs)
             corpus.content_key = key
@@ -109,7 +115,55 @@ def shared_corpus(tools: Sequence[Tool], home: Path | None = None) -> MemoryCorp
             while len(_BY_OBJECTS) > 2 * MAX_CORPORA:
                 _BY_OBJECTS.popitem(last=False)
             _BUILDING.pop(key, None)
+    if fresh:
+        fill_in_background(corpus)
     return corpus
+
+
+def _cached(corpus: MemoryCorpus) -> bool:
+    with _LOCK:
+        return _BY_CONTENT.get(corpus.content_key) is corpus
+
+
+def fill_in_background(corpus: MemoryCorpus) -> threading.Thread | None:
+    """Compute the full model's vectors of every tool of ``corpus`` in a background thread, a
+    batch at a time (what the store's filler, ``fill.py``, does after an import): requests
+    short-list tools and find their vectors there, instead of computing them, as they do on the
+    stored index. Only for a corpus larger than a short list, with an embedder of two stages,
+    unless ``ATC_EMBED_BACKGROUND=off``; it stops when the corpus leaves the cache. ``filled``
+    (an event on the corpus) is set when it is done."""
+    from atc.config import embed_background
+    from atc.retrieval.twostage import SHORT_LIST
+
+    done = threading.Event()
+    corpus.filled = done
+    if embed_background() == "off" or corpus.n <= SHORT_LIST:
+        done.set()
+        return None
+
+    def work() -> None:
+        try:
+            from atc.retrieval.embedders import make_embedder
+            from atc.retrieval.fill import BATCH
+
+            embedder = make_embedder()
+            stages = corpus.stages(embedder) if embedder is not None else None
+            if stages is None or embedder is None:
+                return
+            lacking = [int(r) for r in stages.exact.missing()]
+            for start in range(0, len(lacking), BATCH):
+                if not _cached(corpus):
+                    return
+                rows = [int(r) for r in stages.exact.missing(lacking[start:start + BATCH])]
+                stages.exact.compute(rows, embedder)
+        except Exception:  # it only makes searches faster: a search computes what it needs itself
+            return
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=work, name="atc-corpus-fill", daemon=True)
+    thread.start()
+    return thread
 
 
 def clear() -> None:
