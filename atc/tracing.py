@@ -1,11 +1,23 @@
 """OpenTelemetry spans, when OpenTelemetry is there and wanted; otherwise nothing at all.
 
 The spans nest as a user reads a run: ``atc.solve`` -> ``atc.attempt`` (``chain``) or
-``atc.step`` (a turn or node of the other strategies) -> ``atc.model`` (one completion) and
-``atc.sandbox.run`` (one program or snippet) -> ``atc.tool`` (one call), under ``atc.task`` in a
-batch. Attributes are the ones people filter on: ``atc.tool``, ``atc.status`` (ok / failed /
-the HTTP status), ``atc.duration_ms``, ``atc.prompt_tokens`` / ``atc.completion_tokens``,
-``atc.attributed_tool`` (the tool a failure is traced to), ``atc.error.type``.
+``atc.step`` (a turn or node of the other strategies) -> ``chat MODEL`` (one completion) and
+``atc.sandbox.run`` (one program or snippet) -> ``execute_tool TOOL`` (one call), under
+``atc.task`` in a batch. Attributes are the ones people filter on: ``atc.tool``, ``atc.status``
+(ok / failed / the HTTP status), ``atc.duration_ms``, ``atc.prompt_tokens`` /
+``atc.completion_tokens``, ``atc.attributed_tool`` (the tool a failure is traced to),
+``atc.error.type``.
+
+Beside them, the spans speak OpenTelemetry's GenAI semantic conventions, which observability
+tools with GenAI views (Phoenix, Langfuse, any OTel backend) read: a model call is named
+``chat {model}`` with ``gen_ai.operation.name`` ``chat``, ``gen_ai.provider.name`` (and the older
+``gen_ai.system``) ``openai`` (atc speaks the OpenAI API to every server), ``gen_ai.request.model``,
+``gen_ai.usage.input_tokens`` and ``gen_ai.usage.output_tokens``; a tool call is named
+``execute_tool {tool}`` with ``gen_ai.operation.name`` ``execute_tool``, ``gen_ai.tool.name``,
+``gen_ai.tool.type`` (``function`` for a Python function of the process, ``extension`` for an
+API or an MCP server's tool) and ``gen_ai.tool.description``; the solve carries
+``gen_ai.operation.name`` ``invoke_agent``, ``gen_ai.agent.name`` ``atc``, the model and the
+tokens of the whole solve.
 
 Tracing is on when the application has imported ``opentelemetry.trace`` (it set up a tracer
 provider: atc adds its spans to that), or when the command line was asked to with ``ATC_TRACE``
@@ -29,10 +41,13 @@ if TYPE_CHECKING:
     from sandbox.http.transport import Reply
     from sandbox.taps import Exchange
 
-__all__ = ["enabled", "span", "solve_span", "set_attributes", "wrap_toolset", "configure", "ToolSpans", "INSTALL"]
+__all__ = ["enabled", "span", "solve_span", "model_span", "model_usage", "set_attributes", "wrap_toolset", "configure",
+           "ToolSpans", "INSTALL", "PROVIDER"]
 
 INSTALL = "pip install 'atc[otel]'  (opentelemetry-api and opentelemetry-sdk)"
 _TRACER_NAME = "atc"
+#: ``gen_ai.provider.name`` of atc's model calls: every server is spoken to in the OpenAI API.
+PROVIDER = "openai"
 
 
 def enabled() -> bool:
@@ -64,6 +79,25 @@ def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
     return {k: v if isinstance(v, (str, bool, int, float)) else str(v) for k, v in attributes.items() if v is not None}
 
 
+@contextlib.contextmanager
+def model_span(model: str | None) -> Iterator[Any]:
+    """The span of one completion: ``chat {model}``, GenAI's name and attributes beside atc's."""
+    if not enabled():
+        yield None
+        return
+    with span(f"chat {model}" if model else "chat", {
+            "gen_ai.operation.name": "chat", "gen_ai.provider.name": PROVIDER, "gen_ai.system": PROVIDER,
+            "gen_ai.request.model": model or None, "atc.model": model or None}) as current:
+        yield current
+
+
+def model_usage(current: Any, prompt_tokens: int, completion_tokens: int) -> None:
+    """A completion's tokens on its span, in both vocabularies."""
+    set_attributes(current, {"atc.prompt_tokens": prompt_tokens, "atc.completion_tokens": completion_tokens,
+                             "gen_ai.usage.input_tokens": prompt_tokens,
+                             "gen_ai.usage.output_tokens": completion_tokens})
+
+
 P = ParamSpec("P")
 
 
@@ -76,9 +110,12 @@ def solve_span(fn: Callable[P, Solution]) -> Callable[P, Solution]:
         if not enabled():
             return fn(*args, **kwargs)
         query = args[0] if args else kwargs.get("query")
-        with span("atc.solve", {"atc.query": str(query)[:500]}) as current:
+        with span("atc.solve", {"atc.query": str(query)[:500], "gen_ai.operation.name": "invoke_agent",
+                                "gen_ai.agent.name": "atc", "gen_ai.provider.name": PROVIDER}) as current:
             solution = fn(*args, **kwargs)
             set_attributes(current, {
+                "gen_ai.request.model": solution.model, "gen_ai.usage.input_tokens": solution.usage.prompt_tokens,
+                "gen_ai.usage.output_tokens": solution.usage.completion_tokens,
                 "atc.status": "ok" if solution.ok else "failed", "atc.attempts": len(solution.attempts),
                 "atc.strategy": solution.strategy, "atc.steps": solution.steps, "atc.api_calls": solution.api_calls,
                 "atc.prompt_tokens": solution.usage.prompt_tokens,
@@ -91,14 +128,21 @@ def solve_span(fn: Callable[P, Solution]) -> Callable[P, Solution]:
 
 
 class ToolSpans:
-    """A ``sandbox.taps.Tap``: one ``atc.tool`` span per call that reaches a transport."""
+    """A ``sandbox.taps.Tap``: one ``execute_tool {tool}`` span per call that reaches a transport."""
 
     def exchange(self, call: Exchange) -> Reply:
         from sandbox.http.transport import SendFailure
 
         started = time.perf_counter()
-        with span("atc.tool", {"atc.tool": call.tool.name, "http.request.method": call.tool.method.upper(),
-                               "url.template": call.tool.path}) as current:
+        tool = call.tool
+        method = tool.method.upper()
+        http = method not in ("MCP", "PYTHON")
+        with span(f"execute_tool {tool.name}", {
+                "atc.tool": tool.name, "http.request.method": method if http else None,
+                "url.template": tool.path if http else None, "atc.method": method,
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool.name,
+                "gen_ai.tool.type": "function" if method == "PYTHON" else "extension",
+                "gen_ai.tool.description": tool.summary or None}) as current:
             try:
                 reply = call.send()
             except SendFailure as exc:

@@ -58,9 +58,9 @@ def test_spans_of_a_solve_with_a_repair(api: LibraryAPI) -> None:
     assert attempts[0].attributes["atc.error.type"] == "KeyError"
     assert attempts[0].attributes["atc.attributed_tool"] == "get_book"
     assert all(parent(a) == "atc.solve" for a in attempts)
-    models = [s for s in spans if s.name == "atc.model"]
+    models = [s for s in spans if s.name == "chat scripted"]
     runs = [s for s in spans if s.name == "atc.sandbox.run"]
-    tools = [s for s in spans if s.name == "atc.tool"]
+    tools = [s for s in spans if s.name == "execute_tool get_book"]
     assert len(models) == 2 and all(parent(s) == "atc.attempt" for s in models)
     assert all(s.attributes["atc.prompt_tokens"] > 0 and s.attributes["atc.completion_tokens"] > 0 for s in models)
     assert len(runs) == 2 and all(parent(s) == "atc.attempt" for s in runs)
@@ -87,4 +87,36 @@ def test_the_command_line_never_imports_opentelemetry_unless_asked(tmp_path: Pat
     run = subprocess.run([str(ATC), "run", str(program), "--tools", str(spec), "--sandbox", "local", "--json"],
                          capture_output=True, text=True, env={**env, "ATC_TRACE": "console"}, timeout=60)
     assert run.returncode == 0 and json.loads(run.stdout)["answer"] == "Solaris\n"
-    assert '"name": "atc.tool"' in run.stderr and '"atc.tool": "get_book"' in run.stderr
+    assert '"name": "execute_tool get_book"' in run.stderr and '"atc.tool": "get_book"' in run.stderr
+
+
+def test_spans_speak_the_genai_conventions_beside_atcs_own() -> None:
+    """OpenTelemetry's GenAI semantic conventions, as Phoenix and Langfuse read them: the model
+    call, the tool calls (a Python function of the process and its type), the agent's totals."""
+    from tests.fakes import functions as fx
+
+    exporter = _exporter()
+    exporter.clear()
+    program = "```python\nlow = list_items(limit=1)\nprint(get_item(sku=low[0]['sku'])['name'])\n```"
+    with ScriptedOpenAI([program]) as server:
+        client = OpenAIModel("scripted", base_url=server.base_url)
+        solution = solve("The item with the fewest units?", fx.INVENTORY, client=client, sandbox="local",
+                         limits=Limits(timeout=20))
+    assert solution.ok, solution.error
+    spans = exporter.get_finished_spans()
+    [chat] = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "chat"]
+    assert chat.name == "chat scripted"
+    assert chat.attributes["gen_ai.request.model"] == "scripted" and chat.attributes["gen_ai.provider.name"] == "openai"
+    assert chat.attributes["gen_ai.usage.input_tokens"] == solution.usage.prompt_tokens > 0
+    assert chat.attributes["gen_ai.usage.output_tokens"] == solution.usage.completion_tokens > 0
+    assert chat.attributes["atc.prompt_tokens"] == solution.usage.prompt_tokens  # atc's own, beside them
+    tools = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "execute_tool"]
+    assert [t.name for t in tools] == ["execute_tool list_items", "execute_tool get_item"]
+    assert [t.attributes["gen_ai.tool.name"] for t in tools] == ["list_items", "get_item"]
+    assert {t.attributes["gen_ai.tool.type"] for t in tools} == {"function"}
+    assert tools[1].attributes["gen_ai.tool.description"] == "One item by its SKU."
+    assert tools[0].attributes["atc.tool"] == "list_items" and "http.request.method" not in tools[0].attributes
+    [agent] = [s for s in spans if s.name == "atc.solve"]
+    assert agent.attributes["gen_ai.operation.name"] == "invoke_agent" and agent.attributes["gen_ai.agent.name"] == "atc"
+    assert agent.attributes["gen_ai.usage.input_tokens"] == solution.usage.prompt_tokens
+    assert agent.attributes["gen_ai.request.model"] == "scripted"

@@ -186,6 +186,8 @@ def tools_of(tools: Any) -> list[Tool]:
     if isinstance(tools, Tool):
         return [tools]
     items = [tools] if isinstance(tools, str | Path) or callable(tools) else list(tools)
+    if set(map(type, items)) == {Tool}:  # the common case, checked at C speed
+        return items
     out: list[Tool] = []
     others: list[Any] = []
     for item in items:

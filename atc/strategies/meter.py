@@ -85,7 +85,7 @@ class Meter:
 
     ``tools`` and ``tool_choice`` are passed on only when given, so that a client that knows no
     function calling (an older plug-in, a test fake) still serves the strategies that use none.
-    Each call is an ``atc.model`` span carrying its tokens. Thread-safe (a model-backed retriever
+    Each call is a ``chat {model}`` span carrying its tokens (``atc.tracing.model_span``). Thread-safe (a model-backed retriever
     may ask from several threads)."""
 
     def __init__(self, client: ModelClient, budget: Budget | None = None, usage: Usage | None = None) -> None:
@@ -102,14 +102,13 @@ class Meter:
             if reason is not None:
                 raise ModelBudget(reason, spent=self.usage.to_dict(),
                                   hint="raise --max-model-calls / --max-tokens, or leave them out")
-        with tracing.span("atc.model", {"atc.model": self.model or None}) as current:
+        with tracing.model_span(self.model or None) as current:
             if tools:
                 completion: Completion = cast(Any, self.client).complete(messages, tools=tools,
                                                                          tool_choice=tool_choice)
             else:
                 completion = self.client.complete(messages)
-            tracing.set_attributes(current, {"atc.prompt_tokens": completion.prompt_tokens,
-                                             "atc.completion_tokens": completion.completion_tokens})
+            tracing.model_usage(current, completion.prompt_tokens, completion.completion_tokens)
         with self._lock:
             self.usage.add(completion)
         return completion
