@@ -68,6 +68,9 @@ class RunSettings:
     api: str | None = None
     ray_address: str | None = None
     solve_options: dict[str, Any] = field(default_factory=dict)
+    #: the write policy of every task (``allow``, ``deny``, ``ask``); each task has its own write
+    #: ledger, kept beside its strategy's run file so that a resumed task does not write twice
+    writes: str = "allow"
 
     def check(self) -> None:
         if not self.strategies:
@@ -215,7 +218,7 @@ def run_strategies(suite: Suite, toolset: Toolset, settings: RunSettings, *, out
                 options["retriever"] = retriever
             job = Job(toolset, settings.limits or Limits(), sandbox=settings.sandbox, model=settings.model,
                       max_reflections=settings.max_reflections, top_k=settings.top_k, record=settings.record,
-                      replay=settings.replay, client=settings.client, solve_options=options)
+                      replay=settings.replay, client=settings.client, solve_options=options, writes=settings.writes)
             if out is not None:
                 retried = _drop_unmeasured(runs_file(out, strategy))
                 if retried:

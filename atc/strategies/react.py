@@ -54,7 +54,7 @@ class React:
         finish = finish_name(episode.toolset.names())
         functions = [*function_schemas(episode.shown), _finish_function(finish)]
         messages: list[Message] = [
-            {"role": "system", "content": prompts.render("react", finish=finish)},
+            {"role": "system", "content": prompts.render("react", finish=finish) + episode.rules_note()},
             {"role": "user", "content": f"Task: {episode.query.strip()}"}]
         turns: list[dict[str, Any]] = []
         for number in range(1, self.max_turns + 1):
