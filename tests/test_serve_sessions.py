@@ -154,3 +154,30 @@ def test_only_calls_that_left_the_host_are_charged(apis: Apis, tmp_path: Path) -
     assert refused["error"]["type"] == "CallBudget" and "used its 4 tool calls" in refused["error"]["message"]
     assert "call run_program again" not in text(got["refused"])
     assert got["proxy_refused"].is_error and "--session-max-calls" in text(got["proxy_refused"])
+
+
+def test_programs_wait_their_turn_and_a_large_body_is_refused(apis: Apis, tmp_path: Path) -> None:
+    """``--concurrency 1``: two clients' programs run one after the other; a request body past the
+    SDK's 4 MiB is answered 413 before anything parses it."""
+    program = "import time\nbegan = time.time()\ntime.sleep(1.0)\nprint(began, time.time())\n"
+    spans: list[tuple[float, float]] = []
+
+    async def client(token: str) -> None:
+        async with http_client(server.url, token=token, mode=STATELESS) as c:
+            answer = (await c.call_tool("run_program", {"program": program})).structured_content["answer"]
+            began, ended = map(float, answer.split())
+            spans.append((began, ended))
+
+    async def both() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(client, TOKEN)
+            group.start_soon(client, TOKEN_B)
+
+    with start(apis, tmp_path, "--concurrency", "1") as server:
+        anyio.run(both)
+        big = httpx.post(server.url, content=b"[" + b"1," * (2_200_000) + b"1]", timeout=30,
+                         headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json",
+                                  "Accept": "application/json, text/event-stream"})
+    first, second = sorted(spans)
+    assert first[1] <= second[0], spans  # never both at once
+    assert big.status_code == 413
