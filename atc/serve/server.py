@@ -21,6 +21,7 @@ signatures (``Annotated`` descriptions, the ``Context`` parameter, the output mo
 import dataclasses
 import itertools
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -31,7 +32,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as McpToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types import Tool as McpTool
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from atc import __version__, prompts
 from atc.errors import AtcError, CallBudget
@@ -39,7 +40,7 @@ from atc.serve import proxy, runs
 from atc.serve.catalog import MAX_K, Catalog
 from atc.serve.schemas import DescribeResult, RunResult, SearchResult
 from atc.serve.sessions import SCOPE_CLIENT, SCOPE_SESSION, Caps, InFlight, Sessions, SessionState
-from atc.serve.settings import ServeSettings
+from atc.serve.settings import TOOL_NAMES, ServeSettings
 from sandbox.api import Backend, ExecutionResult
 from sandbox.cancel import Cancel
 
@@ -277,7 +278,14 @@ class AtcServer(MCPServer):
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
         if not (self.options.proxy_tools and name in self.options.toolset.tools):
-            return await super().call_tool(name, arguments, context)
+            if name == "describe_tools" and isinstance((arguments or {}).get("names"), str):
+                arguments = {**arguments, "names": _names(arguments["names"])}  # one name, a likely slip
+            try:
+                return await super().call_tool(name, arguments, context)
+            except McpToolError as exc:
+                if isinstance(exc.__cause__, ValidationError) and name in TOOL_NAMES:
+                    raise McpToolError(_argument_error(name, exc.__cause__)) from None
+                raise
         state = self.session_of(context)
         try:
             self.sessions.take_call(state)
@@ -293,6 +301,28 @@ class AtcServer(MCPServer):
             self.sessions.end_call(state, sent)
         log.info("%s: %s (%s)", name, "ok" if reply.ok else "failed", _who(state))
         return CallToolResult(content=[TextContent(type="text", text=reply.text)], is_error=not reply.ok)
+
+
+def _names(text: str) -> list[str]:
+    """The tool names of a string given where a list was asked for: one name, or several
+    separated by commas or spaces (a call form with its arguments, ``get_book(book_id=1)``, is one)."""
+    if "(" in text:
+        return [text.strip()]
+    return [n for n in re.split(r"[,\s]+", text) if n]
+
+
+def _argument_error(tool: str, error: ValidationError) -> str:
+    """One line a model can act on, instead of pydantic's report with its links."""
+    parts = []
+    for item in error.errors(include_url=False)[:3]:
+        where = ".".join(str(p) for p in item.get("loc", ())) or "arguments"
+        given = item.get("input")
+        if item.get("type") == "missing":
+            parts.append(f"argument '{where}' is required")
+        else:
+            shown = repr(given) if len(repr(given)) <= 40 else repr(given)[:37] + "..."
+            parts.append(f"argument '{where}': {item.get('msg', 'invalid')} (got {type(given).__name__} {shown})")
+    return f"{tool}: " + "; ".join(parts)
 
 
 def _who(state: SessionState) -> str:
