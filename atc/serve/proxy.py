@@ -3,8 +3,9 @@ next to ``run_program``, for hosts and tasks that want it.
 
 A proxied call is not a way around atc: it goes through a ``sandbox.gateway.Gateway`` exactly as
 a program's call does -- the arguments are validated against the tool's schema, credentials are
-added on the host, the response is redacted -- and counts against the session's tool-call
-budget. Each session has a gateway of its own for its proxied calls (cookies an API sets reach
+added on the host, the response is redacted -- and counts against the tool-call budgets of its
+session, its client's token and the server, when it left the host (a call refused for its
+arguments costs nothing). Each session has a gateway of its own for its proxied calls (cookies an API sets reach
 that session's later calls only); its call log is emptied after every call, so a long session
 keeps no responses in memory.
 
@@ -32,6 +33,8 @@ __all__ = ["ProxyReply", "input_schema", "description", "read_only", "call"]
 class ProxyReply:
     ok: bool
     text: str
+    #: did the request leave the host (``ToolCall.sent``)? Only then does it cost a call.
+    sent: bool = True
 
 
 @dataclass
@@ -62,7 +65,7 @@ def _gateway_of(state: Any, toolset: Toolset, limits: Limits) -> _SessionGateway
         if state.proxy is None:
             from sandbox.gateway import Gateway
 
-            # The session budget is counted by Sessions.take_call; the gateway's own counter only
+            # The budgets are counted by Sessions.take_call/end_call; the gateway's own counter only
             # needs to never refuse first.
             state.proxy = _SessionGateway(Gateway(toolset, Limits(
                 timeout=limits.timeout, max_calls=1 << 30, call_timeout=limits.call_timeout,
@@ -76,7 +79,9 @@ def call(state: Any, toolset: Toolset, limits: Limits, name: str, args: dict[str
     proxy = _gateway_of(state, toolset, limits)
     with proxy.lock:
         outcome = proxy.gateway.call(name, args)
-        proxy.gateway.calls.clear()
+        logged = proxy.gateway.calls
+        sent = bool(logged[-1].sent) if logged else True
+        logged.clear()
     if outcome.ok:
-        return ProxyReply(True, json.dumps(outcome.data, ensure_ascii=False, default=str))
-    return ProxyReply(False, str((outcome.error or {}).get("message") or f"{name}: the call failed"))
+        return ProxyReply(True, json.dumps(outcome.data, ensure_ascii=False, default=str), sent)
+    return ProxyReply(False, str((outcome.error or {}).get("message") or f"{name}: the call failed"), sent)

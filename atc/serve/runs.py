@@ -14,7 +14,8 @@ with the error extended by the blamed tool's full ``protocol`` and the ``respons
 returned. ``text()`` is what the host's model reads: on success the answer and one status line;
 on failure the feedback ``atc solve`` gives its own model (``atc.reflection``: the error with its
 line and traceback, the calls, the blamed tool's protocol and its real response), ending in the
-request to call ``run_program`` again with the corrected program.
+request to call ``run_program`` again with the corrected program -- unless a budget stopped it:
+then it says what is left, and a refusal for a spent budget never asks for another call.
 """
 
 from __future__ import annotations
@@ -74,6 +75,11 @@ class RunAnswer:
     result: ExecutionResult | None
     error: dict[str, Any] | None
     blamed: Any = None  # the blamed protocols.model.Tool
+    #: what to do about a spent budget (a refusal's hint), said instead of "call run_program again"
+    hint: str | None = None
+    #: the calls the budgets of the program's session, client and server still had when it ended,
+    #: when they cut the program's own --max-calls (None: they did not, or they have no bound)
+    budget_left: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -121,11 +127,12 @@ def prepare(text: str, names: list[str]) -> str | None:
     return text
 
 
-def refused(program: str, kind: str, message: str, *, static: bool = True, tool: Any = None) -> RunAnswer:
-    """A program that did not run, with why."""
+def refused(program: str, kind: str, message: str, *, static: bool = True, tool: Any = None,
+            hint: str | None = None) -> RunAnswer:
+    """A program that did not run, with why (and, for a spent budget, what can be done)."""
     error = {"type": kind, "message": message, "line": None, "tool": getattr(tool, "name", None), "traceback": "",
              "col": None, "code": None, "attribution": None, "static": static, "protocol": None, "response": None}
-    return RunAnswer(program=program, result=None, error=error, blamed=tool)
+    return RunAnswer(program=program, result=None, error=error, blamed=tool, hint=hint)
 
 
 def static_check(program: str, toolset: Toolset) -> RunAnswer | None:
@@ -226,4 +233,16 @@ def _failure_text(answer: RunAnswer) -> str:
         described = f"Error: {error['type']}: {error.get('message') or ''}"  # nothing ran: no line, no hint
     else:
         described = describe_error(error, answer.program)
-    return prompts.render("serve_failure", error=described, details=details)
+    head, then = "The program failed.", _AGAIN
+    if result is None and error.get("type") == "CallBudget":
+        # Another call would be refused the same way: say what can be done, never "call again".
+        head, then = "The program was not run.", f"No program can run here any more: {answer.hint or _NOTHING_LEFT}."
+    elif error.get("type") == "CallBudget" and answer.budget_left is not None:
+        then = (f"The budget of this session is spent: {_NOTHING_LEFT}." if answer.budget_left <= 0 else
+                f"Only {answer.budget_left} tool calls are left in this session's budget: a corrected program must "
+                "make fewer, or answer with what this one printed.")
+    return prompts.render("serve_failure", head=head, error=described, details=details, then=then)
+
+
+_AGAIN = "Fix the cause and call run_program again with the complete corrected program. Keep what worked."
+_NOTHING_LEFT = "answer with what you have, or ask the user to start a new session"
