@@ -116,7 +116,8 @@ def _serve(args: argparse.Namespace) -> int:
                              proxy_tools=args.proxy_tools, session_max_calls=args.session_max_calls,
                              session_max_runs=args.session_max_runs, token_max_calls=args.token_max_calls,
                              token_max_runs=args.token_max_runs, server_max_calls=args.server_max_calls,
-                             server_max_runs=args.server_max_runs, concurrency=args.concurrency)
+                             server_max_runs=args.server_max_runs, concurrency=args.concurrency,
+                             writes=args.writes)
     backend = pending.backend()
     from atc.serve.server import build_server
 

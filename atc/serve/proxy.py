@@ -24,7 +24,9 @@ from typing import Any
 
 from protocols.model import Tool
 from protocols.render import render_compact
+from protocols.writes import is_write
 from sandbox.api import Limits, Toolset
+from sandbox.writes.gate import WriteGate
 
 __all__ = ["ProxyReply", "input_schema", "description", "read_only", "call"]
 
@@ -56,7 +58,8 @@ def description(tool: Tool) -> str:
 
 
 def read_only(tool: Tool) -> bool:
-    return tool.method.upper() in ("GET", "HEAD")
+    """The MCP ``readOnlyHint`` of a proxied tool: atc's one rule (``protocols.writes``)."""
+    return not is_write(tool)
 
 
 def _gateway_of(state: Any, toolset: Toolset, limits: Limits) -> _SessionGateway:
@@ -75,13 +78,23 @@ def _gateway_of(state: Any, toolset: Toolset, limits: Limits) -> _SessionGateway
 
 
 def call(state: Any, toolset: Toolset, limits: Limits, name: str, args: dict[str, Any]) -> ProxyReply:
-    """One proxied call of tool ``name`` for the session of ``state`` (blocking)."""
+    """One proxied call of tool ``name`` for the session of ``state`` (blocking). ``toolset``
+    carries this request's write policy (an ``ask`` asks this request's client) and the session's
+    ledger: a write identical to one the session already made is answered from the ledger."""
     proxy = _gateway_of(state, toolset, limits)
     with proxy.lock:
-        outcome = proxy.gateway.call(name, args)
-        logged = proxy.gateway.calls
+        gateway = proxy.gateway
+        if toolset.writes is not None:
+            gateway.gate = WriteGate(toolset.writes, toolset.collections, toolset.base_url_for)
+        outcome = gateway.call(name, args)
+        logged = gateway.calls
         sent = bool(logged[-1].sent) if logged else True
+        replayed = bool(logged) and logged[-1].outcome == "replayed"
         logged.clear()
     if outcome.ok:
-        return ProxyReply(True, json.dumps(outcome.data, ensure_ascii=False, default=str), sent)
+        text = json.dumps(outcome.data, ensure_ascii=False, default=str)
+        if replayed:
+            text = ("(not sent again: an identical write was already made in this session; this is the answer it "
+                    "got)\n" + text)
+        return ProxyReply(True, text, sent)
     return ProxyReply(False, str((outcome.error or {}).get("message") or f"{name}: the call failed"), sent)

@@ -110,6 +110,9 @@ _CALL_FIELDS = ("tool", "args", "method", "path", "status", "ok", "line", "durat
 
 def _call_summary(call: dict[str, Any]) -> dict[str, Any]:
     out = {k: call[k] for k in _CALL_FIELDS}
+    out["write"] = bool(call.get("write"))
+    if out["write"]:
+        out["outcome"] = call.get("outcome")
     if not call["ok"]:
         out["error"], out["failure"] = call["error"], call["failure"]
     if call.get("redacted"):
@@ -186,7 +189,25 @@ def _success_text(result: ExecutionResult) -> str:
                   "its answer is what it prints, so end it with print(...)]")
     stderr = result.stderr.strip()
     tail = f"[stderr: {stderr[:_STDERR_SHOWN]}{'...' if len(stderr) > _STDERR_SHOWN else ''}]\n" if stderr else ""
-    return answer + status + "\n" + tail
+    return answer + status + "\n" + tail + _writes_line(result)
+
+
+def _writes_line(result: ExecutionResult | None) -> str:
+    """What became of the run's writes, when it made any (a host that calls again sees why)."""
+    if result is None:
+        return ""
+    counts: dict[str, int] = {}
+    for call in result.calls:
+        if call.write:
+            counts[str(call.outcome)] = counts.get(str(call.outcome), 0) + 1
+    if not counts:
+        return ""
+    text = "[writes: " + ", ".join(f"{n} {k}" for k, n in counts.items())
+    if counts.get("replayed"):
+        text += " (identical to writes this session already made: not sent again)"
+    if counts.get("unknown"):
+        text += " (UNKNOWN: sent, no answer came: they may have been applied; check before writing again)"
+    return text + "]\n"
 
 
 def _calls_summary(result: ExecutionResult | None) -> str:
@@ -199,6 +220,8 @@ def _calls_summary(result: ExecutionResult | None) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in c.args.items())
         outcome = ("ok" if c.ok else "failed") if c.method == "MCP" else \
             (f"HTTP {c.status}" if c.status is not None else "not sent")
+        if c.write and c.outcome in ("replayed", "unknown", "refused"):
+            outcome += f" (write {c.outcome})"
         tail = f": {c.error}" if c.error and not c.ok else ""
         lines.append(f"- line {c.line}: {c.tool}({args}) -> {outcome}{tail}"[:300])
     return "\n".join(lines)
@@ -212,6 +235,7 @@ def _failure_text(answer: RunAnswer) -> str:
         printed = result.answer.strip()
         sections.append("It printed before failing:\n" + (printed[:2000] + ("..." if len(printed) > 2000 else "")))
     sections.append(_calls_summary(result))
+    sections.append(_writes_line(result).strip())
     blamed = answer.blamed
     if blamed is not None:
         reason = (error.get("attribution") or {}).get("reason")

@@ -37,12 +37,14 @@ from pydantic import Field, ValidationError
 from atc import __version__, prompts
 from atc.errors import AtcError, CallBudget
 from atc.serve import proxy, runs
+from atc.serve.approval import elicit_approver
 from atc.serve.catalog import MAX_K, Catalog
 from atc.serve.schemas import DescribeResult, RunResult, SearchResult
 from atc.serve.sessions import SCOPE_CLIENT, SCOPE_SESSION, Caps, InFlight, Sessions, SessionState
 from atc.serve.settings import TOOL_NAMES, ServeSettings
 from sandbox.api import Backend, ExecutionResult
 from sandbox.cancel import Cancel
+from sandbox.writes.policy import WritePolicy, Writes
 
 __all__ = ["AtcServer", "build_server"]
 
@@ -204,8 +206,9 @@ class AtcServer(MCPServer):
         try:
             with self.inflight.track(state.key, str(ctx.request_id), token):
                 result = await self._in_thread(
-                    lambda: runs.execute(program, toolset, dataclasses.replace(limits, max_calls=grant),
-                                         self.backend, token, tap), token, ctx, tap, number)
+                    lambda: runs.execute(program, self._with_writes(state, ctx),
+                                         dataclasses.replace(limits, max_calls=grant), self.backend, token, tap),
+                    token, ctx, tap, number)
         except AtcError as exc:  # the sandbox could not run it at all (engine gone, a credential unset)
             log.warning("run_program #%d: %s: %s", number, type(exc).__name__, exc.message)
             return runs.refused(program, type(exc).__name__, str(exc), static=False)
@@ -217,6 +220,13 @@ class AtcServer(MCPServer):
         if grant < limits.max_calls:
             answer.budget_left = self.sessions.left(state)
         return answer
+
+    def _with_writes(self, state: SessionState, ctx: Context | None) -> Any:
+        """The tools with the server's write policy and the session's ledger (``ask``: the client
+        of this request is asked, through elicitation)."""
+        mode = self.options.writes
+        approve = elicit_approver(ctx) if mode == "ask" and ctx is not None else None
+        return dataclasses.replace(self.options.toolset, writes=Writes(WritePolicy(mode, approve), state.ledger))
 
     async def _in_thread(self, work: Callable[[], ExecutionResult], token: Cancel, ctx: Context,
                          tap: runs.ProgressTap, number: int) -> ExecutionResult:
@@ -294,8 +304,8 @@ class AtcServer(MCPServer):
                                   is_error=True)
         sent = True  # unless the gateway says it refused the call before sending
         try:
-            reply = await anyio.to_thread.run_sync(proxy.call, state, self.options.toolset, self.options.limits,
-                                                   name, arguments)
+            reply = await anyio.to_thread.run_sync(proxy.call, state, self._with_writes(state, context),
+                                                   self.options.limits, name, arguments)
             sent = reply.sent
         finally:
             self.sessions.end_call(state, sent)

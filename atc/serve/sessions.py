@@ -24,8 +24,8 @@ A session is an id the server issued, never one a client picked (``SessionState.
   server's budgets, which is why those exist.
 
 A session's state is one object, ``SessionState``: its budget, the gateway of its proxied calls,
-and what else belongs to a session (room for more: the write ledger of a session goes there as one
-more field). States unused for ``IDLE_SECONDS`` (the SDK's idle timeout of a session) are forgotten.
+its write ledger (every program and proxied call of a session is one task: a write is sent once),
+and what else belongs to a session. A request without a session has a ledger of its own request. States unused for ``IDLE_SECONDS`` (the SDK's idle timeout of a session) are forgotten.
 
 ``InFlight`` knows every running program by (session key, request id) and holds its
 ``sandbox.cancel.Cancel``: the HTTP layer cancels a program whose client went away (``http.py``),
@@ -44,6 +44,7 @@ from typing import Any
 
 from atc.errors import CallBudget
 from sandbox.cancel import Cancel
+from sandbox.writes.ledger import WriteLedger
 
 __all__ = ["Budget", "Caps", "SessionState", "Sessions", "InFlight", "STDIO", "IDLE_SECONDS", "SCOPE_SESSION",
            "SCOPE_CLIENT"]
@@ -126,6 +127,9 @@ class SessionState:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     #: the gateway of this session's proxied calls, with its cookie jar (made by proxy.py on first use)
     proxy: Any = field(default=None, repr=False)
+    #: the session's write ledger: its programs and proxied calls are one task, so a write that a
+    #: host repeats (run_program called again after a timeout) is not sent twice (docs/writes.md)
+    ledger: WriteLedger = field(default_factory=WriteLedger, repr=False)
 
     @property
     def label(self) -> str:

@@ -69,6 +69,9 @@ class ServeSettings:
     concurrency: int = 4
     #: seconds between two progress notifications of a running program
     progress_interval: float = 1.0
+    #: the write policy of every program and proxied call: ``allow``, ``deny``, ``ask`` (the client
+    #: is asked through MCP elicitation; one that cannot be asked is refused)
+    writes: str = "allow"
     name: str = "atc"
 
     def __post_init__(self) -> None:
@@ -79,6 +82,8 @@ class ServeSettings:
                     raise UsageError(f"--{name}-max-{what} must be 0 or more")
         if self.concurrency < 1:
             raise UsageError("--concurrency must be at least 1")
+        if self.writes not in ("allow", "deny", "ask"):
+            raise UsageError(f"unknown write policy {self.writes!r}", hint="use --writes allow, deny or ask")
         check_retriever(self.retriever)
         if not self.toolset.tools:
             raise UsageError("the collections given with --tools hold no tools", hint="check the spec or the server")
