@@ -85,9 +85,9 @@ def test_ask_goes_to_the_client_through_elicitation(tmp_path: Path, api: OrdersA
         return types.ElicitResult(action="accept", content={"send": '"quantity":1' in params.message})
 
     async def host() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        import httpx2
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
-        import httpx2
 
         from tests.serve_support import TOKEN
 
