@@ -28,6 +28,7 @@ from atc.mock.data import (
     singular,
 )
 from atc.mock.values import integer_value, number_value, string_value
+from protocols.allof import merge_all_of
 
 __all__ = ["RequestContext", "SchemaFaker", "DEFAULT_ITEMS", "MAX_ITEMS", "MAX_DEPTH", "is_cut", "merge_all_of"]
 
@@ -132,23 +133,6 @@ def _matches(have: Any, wanted: Any) -> bool:
     if isinstance(wanted, list):
         return any(have == w for w in wanted) or (isinstance(have, list) and any(h in wanted for h in have))
     return False
-
-
-def merge_all_of(schema: dict[str, Any]) -> dict[str, Any]:
-    """``allOf`` folded into one schema (properties and required united, later keys win)."""
-    merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
-    for part in schema.get("allOf") or []:
-        if not isinstance(part, dict):
-            continue
-        part = merge_all_of(part) if "allOf" in part else part
-        for k, v in part.items():
-            if k == "properties" and isinstance(v, dict):
-                merged["properties"] = {**(merged.get("properties") or {}), **v}
-            elif k == "required" and isinstance(v, list):
-                merged["required"] = list(dict.fromkeys([*(merged.get("required") or []), *v]))
-            else:
-                merged.setdefault(k, v)
-    return merged
 
 
 class SchemaFaker:
