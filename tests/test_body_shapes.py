@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -232,3 +233,40 @@ def test_a_model_learns_the_filter_language_from_the_reflection(api: Orchestrato
     assert POOL_FILTER in first  # the generation prompt already shows the shape
     assert "argument 'work_pools.name': expected WorkPoolFilterName = {any_: [str]} or None" in second
     assert "work_pools.name.any_: list[str] - A list of work pool names to include" in second
+
+
+# -- where a user and a host's model read protocols ---------------------------------------------
+
+
+@pytest.mark.slow
+def test_tools_show_and_describe_tools_show_the_body(api: OrchestratorAPI, tmp_path: Path) -> None:
+    import anyio
+
+    from tests.serve_support import ATC, serve_env, stdio_client
+
+    spec = api.write_spec(tmp_path / "orchestrator.json")
+    env = serve_env(tmp_path / "home")
+    imported = subprocess.run([str(ATC), "tools", "import", str(spec)], capture_output=True, text=True, env=env,
+                              timeout=120)
+    assert imported.returncode == 0, imported.stderr
+    shown = subprocess.run([str(ATC), "tools", "show", f"orchestrator.{READ_POOLS}"], capture_output=True,
+                           text=True, env=env, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "  work_pools (WorkPoolFilter|None, optional, in body)\n" \
+           "    work_pools.operator: \"and_\"|\"or_\", default \"and_\"" in shown.stdout
+    assert "    work_pools.name.any_: list[str] - A list of work pool names to include" in shown.stdout
+    listed = subprocess.run([str(ATC), "tools", "show", "orchestrator"], capture_output=True, text=True, env=env,
+                            timeout=120)
+    assert listed.stdout.count(POOL_FILTER) == 1
+
+    async def session() -> tuple[Any, Any]:
+        async with stdio_client(["serve", "--tools", str(spec), "--sandbox", "local"], env) as client:
+            described = await client.call_tool("describe_tools", {"names": [READ_POOLS]})
+            found = await client.call_tool("search_tools", {"query": "filter work pools by name", "k": 3})
+            return described, found
+
+    described, found = anyio.run(session)
+    text = "\n".join(c.text for c in described.content if hasattr(c, "text"))
+    assert "work_pools.name.any_: list[str]" in text and "work_pools (WorkPoolFilter|None" in text
+    found_text = "\n".join(c.text for c in found.content if hasattr(c, "text"))
+    assert READ_POOLS in found_text and f"    {POOL_FILTER}" in found_text
