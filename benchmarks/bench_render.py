@@ -31,7 +31,6 @@ from protocols import load_data, load_spec, render_compact
 from protocols.refs import Resolver, escape
 
 
-
 def _orchestrator_spec() -> dict[str, Any]:
     """The orchestrator's document, loaded by file path: with PYTHONPATH at an older checkout (to
     measure that code), ``tests`` is that checkout's, which may not have it."""
