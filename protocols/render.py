@@ -49,8 +49,10 @@ def param_label(schema: Any) -> str:
     branches = object_branches(schema)
     if not branches:
         return type_label(schema)
-    if all(schema_name(b) for b in branches):
-        return type_label(without_null(schema) if isinstance(schema, dict) else schema)
+    label = type_label(without_null(schema) if isinstance(schema, dict) else schema)
+    names = [schema_name(b) for b in branches]
+    if all(name and name in label for name in names):  # (a map of named values is labelled "dict")
+        return label
     return input_shape(schema, max_depth=_INLINE_DEPTH, max_props=_INLINE_PROPS)
 
 
