@@ -15,7 +15,8 @@ from typing import Any
 
 from atc.toolsets import ToolsArg, toolset_for
 from sandbox.api import Backend, ExecutionResult, Limits, Toolset
-from sandbox.execute import BaseUrl, Validation, pick_sandbox
+from sandbox.execute import BaseUrl, Validation, WritesArg, pick_sandbox
+from sandbox.writes.policy import Approver
 
 __all__ = ["run", "arun"]
 
@@ -30,11 +31,14 @@ def run(
     credentials: dict[str, str] | None = None,
     backend: str | Backend | None = None,
     validation: Validation = None,
+    writes: WritesArg = None,
+    approve: Approver | None = None,
     answer: Any = None,
 ) -> ExecutionResult:
     """Run ``program`` with ``tools`` in a sandbox (``sandbox.execute.run``: every outcome of the
-    program is a result; bad input raises ``UsageError``/``ConfigError``). ``answer``: the typed
-    answer the program must hand to ``final_answer`` (see the module docstring)."""
+    program is a result; bad input raises ``UsageError``/``ConfigError``; ``writes`` and
+    ``approve`` are the write policy). ``answer``: the typed answer the program must hand to
+    ``final_answer`` (see the module docstring)."""
     from sandbox.execute import run as run_in_sandbox
 
     spec = None
@@ -44,7 +48,7 @@ def run(
         spec = AnswerSpec.of(answer)  # a bad schema is said before anything runs
     toolset = tools if isinstance(tools, Toolset) else toolset_for(tools)
     result = run_in_sandbox(program, toolset, limits, sandbox=pick_sandbox(sandbox, backend), base_url=base_url,
-                            credentials=credentials, validation=validation)
+                            credentials=credentials, validation=validation, writes=writes, approve=approve)
     if spec is None:
         return result
     from atc.answers import judge_result
@@ -65,6 +69,8 @@ async def arun(
     credentials: dict[str, str] | None = None,
     backend: str | Backend | None = None,
     validation: Validation = None,
+    writes: WritesArg = None,
+    approve: Approver | None = None,
     answer: Any = None,
 ) -> ExecutionResult:
     """``run`` for asyncio callers (``sandbox.execute.arun``: cancelling the awaiting task stops
@@ -78,7 +84,8 @@ async def arun(
         spec = AnswerSpec.of(answer)
     toolset = tools if isinstance(tools, Toolset) else await asyncio.to_thread(functools.partial(toolset_for, tools))
     result = await arun_in_sandbox(program, toolset, limits, sandbox=pick_sandbox(sandbox, backend),
-                                   base_url=base_url, credentials=credentials, validation=validation)
+                                   base_url=base_url, credentials=credentials, validation=validation, writes=writes,
+                                   approve=approve)
     if spec is None:
         return result
     from atc.answers import judge_result

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from atc import tracing
+from atc.approval import task_writes
 from atc.errors import AtcError, UsageError
 from atc.model import ModelClient, configured_settings, make_client
 from atc.strategies.base import Episode, Step, StepHook, Strategy
@@ -33,7 +34,8 @@ from atc.strategies.registry import DEFAULT, resolve
 from atc.toolsets import ToolsArg, toolset_for
 from protocols.model import Tool
 from sandbox.api import Backend, Limits, ToolCall, Toolset
-from sandbox.execute import BaseUrl, Validation, pick_sandbox, prepare
+from sandbox.execute import BaseUrl, Validation, WritesArg, pick_sandbox, prepare
+from sandbox.writes.policy import Approver
 
 if TYPE_CHECKING:
     from atc.retrieval.base import Retriever, SearchResult
@@ -81,6 +83,14 @@ class Solution:
     api_calls: int = 0
     trace: Any = None
     failures: dict[str, int] = field(default_factory=dict)
+    #: every write of the task (all attempts, turns and nodes), from its write ledger, in order:
+    #: ``{"tool", "args", "method", "path", "outcome", "status", "attempt", "sends", "created", ...}``
+    writes: list[dict[str, Any]] = field(default_factory=list)
+    #: the write policy the task ran under (``allow``, ``deny``, ``ask``)
+    write_policy: str = "allow"
+    #: write calls of every attempt, turn and node by outcome (``done``, ``failed``, ``unknown``,
+    #: ``replayed``, ``refused``)
+    write_counts: dict[str, int] = field(default_factory=dict)
     #: the typed answer (``answer=``): an instance of the pydantic model or dataclass asked for, the
     #: JSON data of a JSON Schema; None when none was asked for or none came
     value: Any = None
@@ -109,6 +119,9 @@ class Solution:
             "api_calls": self.api_calls,
             "trace": self.trace,
             "failures": dict(self.failures),
+            "writes": self.writes,
+            "write_policy": self.write_policy,
+            "write_counts": dict(self.write_counts),
         }
 
     @classmethod
@@ -128,7 +141,11 @@ class Solution:
                    strategy=str(d.get("strategy") or DEFAULT), steps=int(d.get("steps") or len(attempts)),
                    step_unit=str(d.get("step_unit") or "step"),
                    api_calls=int(d.get("api_calls") or 0), trace=d.get("trace"),
-                   failures={str(k): int(v) for k, v in (failures or {}).items()}, value=d.get("value"))
+                   failures={str(k): int(v) for k, v in (failures or {}).items()},
+                   writes=[w for w in d.get("writes") or [] if isinstance(w, dict)],
+                   write_policy=str(d.get("write_policy") or "allow"),
+                   write_counts={str(k): int(v) for k, v in (d.get("write_counts") or {}).items()},
+                   value=d.get("value"))
 
     @classmethod
     def failed(cls, query: str, exc: BaseException, *, duration_ms: float = 0.0,
@@ -240,6 +257,8 @@ def solve(
     max_tokens: int | None = None,
     max_steps: int | None = None,
     on_step: StepHook | None = None,
+    writes: WritesArg = None,
+    approve: Approver | None = None,
     answer: Any = None,
 ) -> Solution:
     """Solve ``query`` with ``tools`` (a Collection, a list of them, a Toolset, a spec path, an
@@ -259,6 +278,12 @@ def solve(
     picks the tools shown when there are more than ``top_k`` (a model-backed one always runs);
     one that can reflect (AnyTool) reopens its search after a failed ``chain`` attempt.
 
+    ``writes`` is the write policy (``"allow"``, the default; ``"deny"``: read-only; ``"ask"``:
+    each write goes to ``approve(request) -> bool``, or to the person at the terminal) or a
+    ``Writes`` whose ledger the caller keeps (a batch task across resumes). Every attempt, turn
+    and node of the solve shares one write ledger: a write is sent once per task
+    (``docs/writes.md``).
+
     ``answer`` asks for a typed answer (``atc.answers``: a pydantic model, a dataclass, a type
     such as ``list[int]``, or a JSON Schema): the program hands it to ``final_answer(value)``, it
     is checked against the schema (a mismatch is a failed attempt, repaired like any), and
@@ -272,7 +297,8 @@ def solve(
         spec = AnswerSpec.of(answer)
     plan = resolve(strategy, max_reflections=max_reflections, max_steps=max_steps)
     budget = Budget(max_model_calls, max_tokens)
-    toolset = tracing.wrap_toolset(toolset_for(tools, base_url, credentials, validation))
+    toolset = task_writes(tracing.wrap_toolset(toolset_for(tools, base_url, credentials, validation)), writes,
+                          approve)
     from sandbox.execute import check_toolset
 
     check_toolset(toolset)
@@ -302,7 +328,22 @@ def solve(
         retriever=searched.retriever if searched is not None else None, strategy=plan.name, steps=outcome.steps,
         step_unit=str(getattr(plan, "step_unit", "step")),
         api_calls=len(episode.calls), trace=outcome.trace, failures=episode.failures_by_kind(),
-        value=outcome.value if outcome.ok else None)
+        value=outcome.value if outcome.ok else None,
+        writes=_writes_of(toolset), write_policy=toolset.writes.policy.mode if toolset.writes else "allow",
+        write_counts=_outcomes(episode.calls))
+
+
+def _outcomes(calls: list[ToolCall]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for call in calls:
+        if call.write:
+            counts[str(call.outcome)] = counts.get(str(call.outcome), 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _writes_of(toolset: Toolset) -> list[dict[str, Any]]:
+    ledger = toolset.writes.ledger if toolset.writes is not None else None
+    return ledger.to_dict()["writes"] if ledger is not None else []
 
 
 async def asolve(
@@ -326,6 +367,8 @@ async def asolve(
     max_tokens: int | None = None,
     max_steps: int | None = None,
     on_step: StepHook | None = None,
+    writes: WritesArg = None,
+    approve: Approver | None = None,
     answer: Any = None,
 ) -> Solution:
     """``solve`` without blocking the event loop (it runs in a worker thread, so many tasks can
@@ -335,5 +378,6 @@ async def asolve(
         sandbox=pick_sandbox(sandbox, backend), base_url=base_url, credentials=credentials, top_k=top_k,
         on_attempt=on_attempt, validation=validation, retriever=retriever, strategy=strategy,
         max_model_calls=max_model_calls, max_tokens=max_tokens, max_steps=max_steps, on_step=on_step,
+        writes=writes, approve=approve,
         answer=answer,
     )

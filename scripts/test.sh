@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,dev,mcp,ray,otel,embed,eval,onnx,bfcl]'
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,dev,all]'
 # BFCL's multi-turn data, API classes and checker, without the package's own dependencies (atc[bfcl] has what they import)
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps 'bfcl-eval==2026.3.23'
 bash scripts/install-test-servers.sh   # real third-party servers for tests/test_thirdparty_*.py

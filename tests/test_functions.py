@@ -83,8 +83,9 @@ def test_a_signature_and_docstring_become_the_protocol() -> None:
     assert supplier.description == "The supplier of an item (an async client)." and supplier.read_only is None
     # rendered like any other tool
     compact = render_compact(c.tools)
-    assert "move_item(sku: str, to: dict, count: int = 1)" in compact
-    assert "list_items(filter: dict|None = None, limit: int = 10)" in compact
+    assert "move_item(sku: str, to: {aisle: str, shelf?: int}, count: int = 1)" in compact
+    assert "list_items(filter: {min_count: int, unit: str} = None, limit: int = 10) -> [{sku: str" in compact
+    assert "    to: where they go" in compact
     assert "to: the place" not in render_full(moved) and "where they go" in render_full(moved)
 
 
@@ -170,7 +171,7 @@ move_item(sku="A-1", to={"aisle": "Z"}, colour="red")
 """
     r = atc.run(program, fx.INVENTORY, sandbox=sandbox)
     assert fx.MOVES == []  # neither call reached the function
-    assert r.answer == "move_item: argument 'to': 'high' is not of type 'integer'\n"
+    assert r.answer == "move_item: argument 'to.shelf': 'high' is not of type 'integer'\n"
     assert not r.ok and r.error is not None
     assert (r.error.type, r.error.tool, r.error.line) == ("ToolError", "move_item", 6)
     assert "colour" in r.error.message
@@ -278,3 +279,46 @@ def test_a_langchain_tool_is_a_tool_function() -> None:
     assert r.ok and r.answer == "2 24\n", r.error
     refused = atc.run("word_count(txt='a')\n", [word_count], sandbox="local")
     assert refused.error is not None and refused.calls[0].failure == "arguments"  # validated before LangChain ran
+
+
+# -- the write policy and ledger (issue 34) ------------------------------------------------------
+
+
+def test_read_only_functions_run_under_writes_deny_and_the_others_are_refused(sandbox: str) -> None:
+    program = ("print(len(list_items()))\nprint(get_item(sku='B-7')['name'])\n"
+               "try:\n    move_item(sku='A-1', to={'aisle': 'Z'})\nexcept ToolError as e:\n    print('refused:', e)\n"
+               "print(supplier_of(sku='A-1'))\n")
+    r = atc.run(program, fx.INVENTORY, sandbox=sandbox, writes="deny")
+    assert not r.ok and r.error is not None and r.error.tool == "supplier_of"  # unmarked: a write, refused
+    assert r.answer.startswith("3\ncup\nrefused:") and "read-only" in r.answer
+    assert [(c.tool, c.write, c.outcome) for c in r.calls] == [
+        ("list_items", False, None), ("get_item", False, None), ("move_item", True, "refused"),
+        ("supplier_of", True, "refused")]
+    assert fx.MOVES == []  # the write never reached the function
+
+
+def test_a_function_write_is_made_once_across_a_repair() -> None:
+    from atc.model import OpenAIModel
+    from atc.solving import solve
+    from tests.fakes.openai_server import ScriptedOpenAI
+
+    first = "```python\nmoved = move_item(sku='A-1', to={'aisle': 'Q', 'shelf': 2})\nprint(moved['missing'])\n```"
+    second = "```python\nmoved = move_item(sku='A-1', to={'aisle': 'Q', 'shelf': 2})\nprint(moved['moved'])\n```"
+    with ScriptedOpenAI([first, second]) as server:
+        client = OpenAIModel("scripted", base_url=server.base_url, backoff=0.01)
+        s = solve("Move A-1 to aisle Q shelf 2", fx.INVENTORY, client=client, sandbox="local")
+    assert s.ok and s.answer == "1\n", s.error
+    assert fx.MOVES == [("A-1", 1)]  # the repair's identical write was not made again
+    assert [c.outcome for c in s.calls] == ["replayed"]
+
+
+def test_writes_deny_on_the_command_line(tmp_path: Path) -> None:
+    (tmp_path / "p.py").write_text("print(get_item(sku='A-1')['name'])\nmove_item(sku='A-1', to={'aisle': 'Z'})\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([str(ATC), "run", "p.py", "--tools", "py:tests.fakes.functions:INVENTORY", "--writes", "deny",
+                           "--sandbox", "local", "--json"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    doc = json.loads(done.stdout)
+    assert done.returncode == 1 and doc["answer"] == "teapot\n" and doc["error"]["tool"] == "move_item"
+    assert [(c["tool"], c["write"], c.get("outcome")) for c in doc["calls"]] == [
+        ("get_item", False, None), ("move_item", True, "refused")]

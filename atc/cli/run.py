@@ -22,6 +22,7 @@ from atc.cli.common import (
     recording_from_args,
     toolset_from_args,
 )
+from atc.cli.writes import report_calls, report_ledger, writes_from_args
 from atc.errors import UsageError
 
 __all__ = ["register", "format_error"]
@@ -79,8 +80,13 @@ def _run(args: argparse.Namespace) -> int:
         toolset = recording.wrap_toolset(toolset)
     from atc import tracing
 
+    writes = writes_from_args(args)
     with tracing.span("atc.sandbox.run", {"atc.sandbox": args.sandbox}) as current:
-        result = run(program, tracing.wrap_toolset(toolset), limits, sandbox=pending.backend())
+        try:
+            result = run(program, tracing.wrap_toolset(toolset), limits, sandbox=pending.backend(), writes=writes)
+        except KeyboardInterrupt:
+            report_ledger(writes, [], interrupted=True)
+            raise
         if answer is not None:
             from atc.answers import judge_result
 
@@ -105,4 +111,5 @@ def _run(args: argparse.Namespace) -> int:
             sys.stderr.write(format_error(result))
         if hint:
             sys.stderr.write(f"  hint: {hint}\n")
+        report_calls(result.calls)
     return 0 if result.ok else 1

@@ -29,7 +29,7 @@ from typing import Any
 
 from atc.errors import UsageError
 from atc.evaluation.gold import parse_step, route_key
-from atc.evaluation.suite import EvalTask, Suite
+from atc.evaluation.suite import EvalTask, Suite, TaskNote
 from protocols.model import Collection, python_identifier, snake_case
 
 __all__ = ["SuiteReader", "register_reader", "readers", "read_suite_data", "find_file", "packaged"]
@@ -99,27 +99,22 @@ def _root_of(path: Path, marker: str) -> Path | None:
 # -- RestBench --------------------------------------------------------------------------------
 
 
-def _gold_notes(tasks: list[EvalTask], collection: Collection) -> list[str]:
+def _gold_notes(tasks: list[EvalTask], collection: Collection) -> list[TaskNote]:
     """What the user should know about gold routes: those matched only with their parameter
     names ignored or stray spaces trimmed, and those no tool of the spec serves."""
     exact = {f"{t.method} {t.path}" for t in collection.tools}
     keyed = {route_key(t.method, t.path) for t in collection.tools}
-    loose, missing = [], []
+    loose: list[tuple[str, str]] = []
+    missing: list[tuple[str, str]] = []
     for task in tasks:
         for step in task.solution:
             gold = parse_step(step)
             if gold.kind == "route" and gold.key not in keyed:
-                missing.append(f"{task.id}: {step.strip()!r}")
+                missing.append((task.id, repr(step.strip())))
             elif gold.kind == "route" and step not in exact:
-                loose.append(f"{task.id}: {step!r}")
-    notes = []
-    if loose:
-        notes.append(f"{len(loose)} gold step(s) match a route only with stray spaces or parameter names ignored: "
-                     + "; ".join(loose[:6]))
-    if missing:
-        notes.append(f"{len(missing)} gold step(s) name a route the spec does not have (no call can match them): "
-                     + "; ".join(missing[:6]))
-    return notes
+                loose.append((task.id, repr(step)))
+    return [TaskNote("gold step(s) match a route only with stray spaces or parameter names ignored", tuple(loose)),
+            TaskNote("gold step(s) name a route the spec does not have (no call can match them)", tuple(missing))]
 
 
 def _restbench(which: str) -> SuiteReader:
@@ -136,14 +131,15 @@ def _restbench(which: str) -> SuiteReader:
         collection = load_spec(spec)
         tasks = [EvalTask(f"q{i}", str(d["query"]).strip(), tuple(s.strip() for s in d.get("solution") or []),
                           meta={"index": i}) for i, d in enumerate(data)]
-        notes = _gold_notes(tasks, collection)
+        notes: list[str] = []
+        gold_notes = _gold_notes(tasks, collection)
         if which == "tmdb":
             tasks, note = _toolflow_candidates(path, dataset, tasks, collection)
             notes.append(note)
         return Suite(f"restbench-{which}", tasks, [collection], api="mock",
                      description=f"RestBench {which.upper() if which == 'tmdb' else which.title()}: "
                                  f"{len(tasks)} tasks on {len(collection.tools)} tools",
-                     source=str(dataset), notes=notes)
+                     source=str(dataset), notes=notes, task_notes=gold_notes)
 
     return read
 
@@ -219,18 +215,18 @@ def _toolflow(which: str) -> SuiteReader:
                 api = by_api.get(str(api_name)) or {"api_name": api_name, "tool_name": which}
                 tool = _api_to_tool(api, names, by_route)
                 if tool is None:
-                    unknown.append(f"{row.get('qid', i)}: {api_name}")
+                    unknown.append((str(row.get("qid", i)), str(api_name)))
                     tool = str(api_name)
                 gold.append(tool)
                 counts[tool] = calls
             candidates = [t for a in row["api_list"] if (t := _api_to_tool(a, names, by_route))]
             tasks.append(EvalTask(str(row.get("qid", i)), str(row["query"]).strip(), tuple(gold),
                                   tools=tuple(dict.fromkeys(candidates)), meta={"calls": counts}))
-        notes = [f"{len(unknown)} gold API(s) not among the tools: " + "; ".join(unknown[:6])] if unknown else []
-        notes.append("the spec is the union of the queries' api_list entries; each task is shown its own list")
+        notes = ["the spec is the union of the queries' api_list entries; each task is shown its own list"]
         return Suite(f"toolflow-{which}", tasks, [collection], api="mock",
                      description=f"ToolFlow {which} examples: {len(tasks)} tasks on {len(collection.tools)} tools",
-                     source=str(data_file), notes=notes)
+                     source=str(data_file), notes=notes,
+                     task_notes=[TaskNote("gold API(s) not among the tools", tuple(unknown))])
 
     return read
 
@@ -296,20 +292,20 @@ def _toolbench(path: Path) -> Suite:
                 continue
             tool = _api_to_tool({"tool_name": pair[0], "api_name": pair[1]}, names, routes)
             if tool is None:
-                unknown.append(f"{group}-{row.get('query_id')}: {pair[1]} of {pair[0]}")
+                unknown.append((f"{group}-{row.get('query_id')}", f"{pair[1]} of {pair[0]}"))
                 tool = python_identifier(f"{pair[1]}_for_{pair[0]}")
             gold.append(tool)
         candidates = [t for a in row["api_list"] if isinstance(a, dict) and (t := _api_to_tool(a, names, routes))]
         tasks.append(EvalTask(f"{group}-{row.get('query_id')}", str(row.get("query") or "").strip(), tuple(gold),
                               tools=tuple(dict.fromkeys(candidates)), meta={"group": group}))
     tasks = [t for t in tasks if t.query]
-    notes = [f"{len(unknown)} relevant API(s) not among the tools: " + "; ".join(unknown[:6])] if unknown else []
-    notes.append("one collection per ToolBench tool; each task is shown its own api_list; the real APIs are "
-                 "RapidAPI's (--api real needs a key), atc mock answers from the template responses")
+    notes = ["one collection per ToolBench tool; each task is shown its own api_list; the real APIs are "
+             "RapidAPI's (--api real needs a key), atc mock answers from the template responses"]
     name = "toolbench" if len({g for g, _ in rows}) != 1 else f"toolbench-{rows[0][0]}"
     return Suite(name, tasks, collections, api="mock",
                  description=f"ToolBench test queries: {len(tasks)} tasks on {len(names)} APIs of "
-                             f"{len(collections)} tools", source=str(path), notes=notes)
+                             f"{len(collections)} tools", source=str(path), notes=notes,
+                 task_notes=[TaskNote("relevant API(s) not among the tools", tuple(unknown))])
 
 
 for _which in ("tmdb", "spotify"):

@@ -68,6 +68,9 @@ class RunSettings:
     api: str | None = None
     ray_address: str | None = None
     solve_options: dict[str, Any] = field(default_factory=dict)
+    #: the write policy of every task (``allow``, ``deny``, ``ask``); each task has its own write
+    #: ledger, kept beside its strategy's run file so that a resumed task does not write twice
+    writes: str = "allow"
 
     def check(self) -> None:
         if not self.strategies:
@@ -214,7 +217,8 @@ def run_strategies(suite: Suite, toolset: Toolset, settings: RunSettings, *, out
                 options["retriever"] = retriever
             job = suite.make_job(toolset, settings.limits or Limits(), sandbox=settings.sandbox, model=settings.model,
                                  max_reflections=settings.max_reflections, top_k=settings.top_k, record=settings.record,
-                                 replay=settings.replay, client=settings.client, solve_options=options)
+                                 replay=settings.replay, client=settings.client, solve_options=options,
+                                 writes=settings.writes)
             if out is not None:
                 retried = _drop_unmeasured(runs_file(out, strategy))
                 if retried:
@@ -222,6 +226,10 @@ def run_strategies(suite: Suite, toolset: Toolset, settings: RunSettings, *, out
             log = ResultLog(runs_file(out, strategy)) if out is not None else None
             if log is not None and log.repaired:
                 runs.notes.append(log.repaired)
+            reused = len(set(log.done) & {t.key for t in tasks}) if log is not None else 0
+            if reused:
+                runs.notes.append(f"{strategy}: reused {reused} finished task{'' if reused == 1 else 's'} of "
+                                  f"{runs_file(out, strategy) if out is not None else ''} (not run again)")
             found: dict[str, dict[str, Any]] = {}
             missed = [0]
 

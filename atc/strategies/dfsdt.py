@@ -118,7 +118,8 @@ class _Search:
         self.functions = [*function_schemas(episode.shown), _finish_function(self.finish, episode)]
         self.value: Any = None
         root = Node(0, None, 0, messages=[
-            {"role": "system", "content": prompts.render("dfsdt", finish=self.finish) + episode.answer_prompt(self.finish)},
+            {"role": "system", "content": prompts.render("dfsdt", finish=self.finish) + episode.answer_prompt(self.finish)
+             + episode.rules_note()},
             {"role": "user", "content": f"Task: {episode.query.strip()}"}])
         self.nodes: list[Node] = [root]
 
@@ -183,6 +184,8 @@ class _Search:
         if first.name == self.finish:
             self.finished(child, first.arguments, first.id)
             return
+        # Backtracking restores the conversation, not the API: a write of an abandoned branch that
+        # this branch repeats meets it in the write ledger, and is not sent again (Episode.call_tool).
         action = act(self.episode, first, max_chars=self.settings.max_observation)
         child.args = action.args if action.args is not None else action.arguments
         child.observation, child.call = action.observation, action.call

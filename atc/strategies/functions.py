@@ -152,8 +152,11 @@ def act(episode: Episode, request: ToolCallRequest, *, max_chars: int = MAX_OBSE
         episode.fail("malformed_call")
         return Action(request.name, request.arguments, None, f"Error: {request.name}: {args}", False, "malformed_call")
     outcome, record = episode.call_tool(request.name, args)
-    return Action(request.name, request.arguments, args, observation(outcome, max_chars=max_chars), outcome.ok,
-                  call=record)
+    seen = observation(outcome, max_chars=max_chars)
+    if record.outcome == "replayed":
+        seen = ("(not sent again: an identical write was already made in this task; this is the answer it got) "
+                + seen)
+    return Action(request.name, request.arguments, args, seen, outcome.ok, call=record)
 
 
 def finish_value(episode: Episode, arguments: str) -> tuple[Any, str | None]:

@@ -56,7 +56,8 @@ class React:
         finish = finish_name(episode.toolset.names())
         functions = [*function_schemas(episode.shown), finish_function(finish, episode)]
         messages: list[Message] = [
-            {"role": "system", "content": prompts.render("react", finish=finish) + episode.answer_prompt(finish)},
+            {"role": "system", "content": prompts.render("react", finish=finish) + episode.answer_prompt(finish)
+             + episode.rules_note()},
             {"role": "user", "content": f"Task: {episode.query.strip()}"}]
         turns: list[dict[str, Any]] = []
         self.value: Any = None

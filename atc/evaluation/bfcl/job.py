@@ -6,7 +6,9 @@ function tools), then for every user turn solves the turn with the strategy unde
 (``atc.solving.solve``: ``chain`` writes one program, ``react`` calls one function per model
 turn...) on those same instances, and records which calls reached them. The query of a turn is
 the user's message, after the earlier turns' messages and the answers given to them
-(``turn_query``): the tools keep their state, the model is told what came before. A turn of
+(``turn_query``): the tools keep their state, the model is told what came before. Each turn has a
+write ledger of its own (``--writes`` applies to every turn): the repairs of a turn never repeat a
+write, and a call that a later turn asks for again is made again. A turn of
 ``miss_func`` that brings held-out functions back says what BFCL says then.
 
 When every turn ran, BFCL's checker scores the calls (``checker.check``); the result line is the
@@ -135,9 +137,12 @@ class BfclJob(Job):
         toolset = tools.toolset(recording.wrap_toolset if recording is not None else None)
         for number in range(len(entry.turns)):
             shown = tools.shown(number)  # BFCL shows every function but the held-out ones
+            # a write ledger per turn: a call repeated in a later turn is the user's new request
+            # (cd('..') again) and is made again; within a turn, repairs do not repeat a write
+            writes = self.task_writes(Task(f"{task.id}#turn{number + 1}", query=""))
             solution = solve(turn_query(entry, number, answers), toolset, client=client,
                              max_reflections=self.max_reflections, limits=self.limits, sandbox=self.sandbox,
-                             top_k=max(1, len(shown)), retriever=ShownTools(shown), **options)
+                             top_k=max(1, len(shown)), retriever=ShownTools(shown), writes=writes, **options)
             turns.append([call_string(name, args) for name, args in tools.recorder.take()])
             answers.append(solution.answer)
             solutions.append(solution)
