@@ -322,3 +322,16 @@ def test_writes_deny_on_the_command_line(tmp_path: Path) -> None:
     assert done.returncode == 1 and doc["answer"] == "teapot\n" and doc["error"]["tool"] == "move_item"
     assert [(c["tool"], c["write"], c.get("outcome")) for c in doc["calls"]] == [
         ("get_item", False, None), ("move_item", True, "refused")]
+
+
+def test_a_session_and_solve_many_take_functions() -> None:
+    with atc.session([fx.get_item, fx.WAREHOUSE], sandbox="local") as s:
+        s.run("item = get_item(sku='B-7')")
+        assert s.run("print(item['count'], open_door(door=1))").answer == "24 1\n"
+    from atc.model import OpenAIModel
+    from tests.fakes.openai_server import ScriptedOpenAI
+
+    with ScriptedOpenAI(router=lambda body: "```python\nprint(get_item(sku='A-1')['name'])\n```") as server:
+        client = OpenAIModel("scripted", base_url=server.base_url, backoff=0.01)
+        done = atc.solve_many(["name of A-1", "again"], [fx.get_item], client=client, sandbox="local", concurrency=2)
+    assert [s.answer for s in done] == ["teapot\n", "teapot\n"]
