@@ -1,0 +1,73 @@
+"""``NAME@k``: a whole strategy run again, up to ``k`` times, until a run ends with an answer.
+
+The Chain-of-Tools paper's ReAct@3 and ToolLLM@3 rows are "up to three runs of the vanilla method
+until the task is successfully completed". The paper does not say how a run is known to be
+successful; atc takes ToolBench's own rule for its CoT@n (``single_chain``'s pass_at): a run
+succeeds when it ends with a final answer (``finish`` with an answer, ``give_answer``, a program
+that printed one), so a run that gave up, hit its bound or never answered is run again. No judge
+is asked while the task runs.
+
+Every run is made on the same episode: the same meter (each run's model turns, requests and
+tokens add up), the same gateway and call log (``api_calls`` and the failures count every run's
+calls), the same budget (``--max-model-calls`` bounds the k runs together, as cost). Each run
+starts from the task afresh -- a new conversation, a new tree -- as a rerun of the method does.
+The answer is the successful run's (else the last run's), and ``calls`` are that run's calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from atc.errors import ModelError, UsageError
+from atc.strategies.base import Episode, Outcome, Strategy, model_stop
+
+__all__ = ["Repeat", "UNTIL"]
+
+#: The rule that ends the reruns, as ``summary.json`` names it.
+UNTIL = "answer"
+
+
+class Repeat:
+    """``inner`` run up to ``runs`` times until a run ends with an answer (module docstring)."""
+
+    def __init__(self, inner: Strategy, runs: int) -> None:
+        if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+            raise UsageError(f"@k needs k of at least 1, not {runs!r}")
+        self.inner = inner
+        self.runs = runs
+        self.name = f"{inner.name}@{runs}"
+        self.step_unit = str(getattr(inner, "step_unit", "step"))
+        self.uses_sandbox = bool(getattr(inner, "uses_sandbox", False))
+
+    def run(self, episode: Episode) -> Outcome:
+        done: list[tuple[int, int, Outcome]] = []
+        steps = 0
+        for number in range(1, self.runs + 1):
+            start = len(episode.calls)
+            try:
+                outcome = self.inner.run(episode)
+            except ModelError as exc:
+                if not done:  # the server failed before anything was done: as the strategy itself would
+                    raise
+                outcome = Outcome(ok=False, error=model_stop(episode, exc, steps, self.step_unit))
+            done.append((start, len(episode.calls), outcome))
+            steps += outcome.steps
+            error_type = (outcome.error or {}).get("type")
+            if outcome.ok or error_type in ("ModelBudget", "ModelError"):
+                break  # solved, or nothing more can be spent on the model
+        return self._outcome(episode, done, steps)
+
+    def _outcome(self, episode: Episode, done: list[tuple[int, int, Outcome]], steps: int) -> Outcome:
+        start, end, final = done[-1]
+        own = {id(c) for c in episode.calls[start:end]}
+        runs: list[dict[str, Any]] = []
+        attempts: list[Any] = []
+        for number, (first, last, outcome) in enumerate(done, start=1):
+            runs.append({"run": number, "ok": outcome.ok, "steps": outcome.steps, "calls": last - first,
+                         "answer": outcome.answer[:500], "error": (outcome.error or {}).get("type"),
+                         "trace": outcome.trace})
+            attempts.extend(outcome.attempts)
+        trace = {"k": self.runs, "until": UNTIL, "runs": runs, "answer_run": len(done) if final.ok else None}
+        return Outcome(ok=final.ok, answer=final.answer, error=final.error,
+                       calls=[c for c in final.calls if id(c) in own], steps=steps, trace=trace,
+                       program=final.program, attempts=attempts, tools=final.tools)
