@@ -299,8 +299,8 @@ def solve(
 def _settings_of(plan: Strategy) -> dict[str, Any] | None:
     """The settings a strategy ran with, as JSON (``NAME@k``: the inner one's, and k)."""
     inner = getattr(plan, "inner", None)
-    own = getattr(inner if inner is not None else plan, "settings", None)
-    doc = own.to_dict() if callable(getattr(own, "to_dict", None)) else None
+    own: Any = getattr(inner if inner is not None else plan, "settings", None)
+    doc = own.to_dict() if own is not None and callable(getattr(own, "to_dict", None)) else None
     if inner is not None:
         return {"runs": getattr(plan, "runs", 1), **(doc or {})}
     return doc

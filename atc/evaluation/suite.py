@@ -84,6 +84,8 @@ class Suite:
     description: str = ""
     source: str = ""
     notes: list[str] = field(default_factory=list)
+    #: how each task's candidate tools were chosen (None: the suite gives none), for the summary
+    candidates: str | None = None
 
     def toolset(self) -> Toolset:
         from sandbox.api import Toolset
@@ -97,7 +99,7 @@ class Suite:
         if limit is None:
             return self
         return Suite(self.name, self.tasks[:limit], self.collections, self.api, self.description, self.source,
-                     list(self.notes))
+                     list(self.notes), self.candidates)
 
 
 def _strings(value: Any) -> list[str] | None:

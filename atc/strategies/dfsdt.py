@@ -37,7 +37,14 @@ from atc import prompts, tracing
 from atc.errors import ModelError, UsageError
 from atc.model import Message
 from atc.strategies.base import Episode, Outcome, Step, error_dict, model_stop
-from atc.strategies.functions import act, assistant_turn, finish_name, function_schemas, note_extra, tool_calls
+from atc.strategies.functions import (
+    act,
+    assistant_turn,
+    finish_name,
+    function_schemas,
+    note_extra,
+    tool_calls,
+)
 from atc.strategies.react import finish_function, turn_levels
 from atc.strategies.registry import register
 from atc.strategies.settings import DfsdtSettings
@@ -109,7 +116,7 @@ class Dfsdt:
         if any(not isinstance(v, int) or v < 1 for v in changes.values()):
             raise UsageError("dfsdt needs --max-steps (nodes), width and max_depth of at least 1")
         if changes:
-            settings = dataclasses.replace(settings, **changes)
+            settings = dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
         settings.check()
         self.settings = settings
         self.max_nodes, self.width, self.max_depth = settings.max_nodes, settings.width, settings.max_depth

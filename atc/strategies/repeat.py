@@ -42,7 +42,7 @@ class Repeat:
     def run(self, episode: Episode) -> Outcome:
         done: list[tuple[int, int, Outcome]] = []
         steps = 0
-        for number in range(1, self.runs + 1):
+        for _ in range(self.runs):
             start = len(episode.calls)
             try:
                 outcome = self.inner.run(episode)
