@@ -19,7 +19,7 @@ import pytest
 from atc.cli import main
 from atc.evaluation import load_suite
 from tests.apis.library import SECRET, LibraryAPI
-from tests.fakes.gold_model import GoldModel, every_protocol, gold_tools
+from tests.fakes.gold_model import GoldModel, every_protocol, gold_tools, protocol_of
 from tests.fakes.openai_server import Reply, ScriptedOpenAI
 
 ATC = Path(sys.executable).parent / "atc"
@@ -176,6 +176,86 @@ def test_every_strategy_side_by_side_with_a_judge_and_win_rates(
     for name in STRATEGIES:
         runs = [json.loads(x) for x in (tmp_path / f"o/runs/{name}.jsonl").read_text().splitlines()]
         assert {r["strategy"] for r in runs} == {name} and len(runs) == 12
+
+
+def test_the_paper_preset_is_one_command_and_names_every_setting(
+        model: ScriptedOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--preset paper`` with no --strategy runs Table 1's rows on the paper's settings, and
+    ``summary.json`` says exactly which ran."""
+    gold = oracle_for("examples")
+    model.router = every_protocol(gold)
+    with ScriptedOpenAI(router=lambda body: json.dumps({"label": "solved", "reason": "ok"})
+                        if "Two assistants" not in body["messages"][-1]["content"]
+                        else json.dumps({"better": "A", "reason": "first"})) as judge:
+        monkeypatch.setenv("ATC_JUDGE_BASE_URL", judge.base_url)
+        code, doc, err = run(["examples", "--preset", "paper", "--judge-model", "j", "--judge-votes", "1",
+                              "--limit", "3", "--out", str(tmp_path / "o")], capsys)
+    assert code == 0, err
+    rows = ["react", "react@3", "codeact", "dfsdt", "dfsdt@3", "chain"]
+    assert list(doc["strategies"]) == rows and doc["settings"]["preset"] == "paper"
+    named = doc["settings"]["strategies"]
+    assert named["chain"]["settings"] == {"max_attempts": 3, "profile": "paper"}
+    assert named["dfsdt@3"]["runs"] == 3 and named["dfsdt@3"]["until"] == "answer"
+    assert named["dfsdt"]["settings"]["max_nodes"] == 200 and named["react"]["settings"]["max_levels"] == 12
+    assert named["codeact"]["settings"]["max_turns"] == 10
+    for name in rows:
+        s = doc["strategies"][name]
+        assert (s["path"], s["precision"], s["correct_path"], s["success"]) == (1.0, 1.0, 1.0, 1.0), name
+        assert s["settings"]["strategy"] == name.split("@")[0], name
+    # the oracle answers on its first run: @3 costs what the method costs
+    assert doc["strategies"]["react@3"]["model_calls"] == doc["strategies"]["react"]["model_calls"]
+    assert [w["baseline"] for w in doc["win_rates"]] == ["react"] * 5  # ToolEval compares with ReAct
+    table = (tmp_path / "o/summary.md").read_text()
+    assert "Settings (preset paper)" in table and "rerun up to 3 times until it answers" in table
+    assert "path_answer" in table and json.loads((tmp_path / "o/summary.json").read_text())["variants"]
+
+
+def test_set_changes_one_setting_and_a_text_react_is_evaluated(model: ScriptedOpenAI, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    gold = oracle_for("examples")
+    model.router = every_protocol(gold)
+    code, doc, err = run(["examples", "--strategy", "react-text,dfsdt", "--set", "dfsdt=atc",
+                          "--set", "dfsdt.max_nodes=9", "--limit", "4", "--out", str(tmp_path / "o")], capsys)
+    assert code == 0, err
+    dfsdt = doc["settings"]["strategies"]["dfsdt"]["settings"]
+    assert (dfsdt["profile"], dfsdt["max_nodes"], dfsdt["depth_unit"]) == ("atc", 9, "turns")
+    text = doc["strategies"]["react-text"]
+    assert (text["path"], text["precision"], text["failed"]) == (1.0, 1.0, 0)
+    assert text["settings"]["settings"]["format"] == "text"
+    assert all("tools" not in r for r in model.requests if protocol_of(r) == "react-text")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "dfsdt.max_nodes"], "give STRATEGY.KEY=VALUE"),
+    (["--strategy", "dfsdt", "--set", "dfsdt.max_nodez=3"], "has no setting max_nodez"),
+    (["--strategy", "chain", "--set", "dfsdt.max_nodes=3"], "not among the strategies run"),
+    (["--strategy", "react@x"], "after @ comes the number of runs"),
+    (["--strategy", "dfsdt", "--set", "dfsdt=quick"], "no DfsdtSettings profile 'quick'"),
+])
+def test_bad_settings_are_refused_before_anything_runs(args: list[str], message: str, model: ScriptedOpenAI,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "examples", *args, "--json"]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and "Traceback" not in captured.err and model.requests == []
+
+
+def test_model_turns_and_http_requests_are_reported_apart(model: ScriptedOpenAI, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    gold = oracle_for("examples")
+    first: set[int] = set()
+
+    def flaky(body: dict[str, Any]) -> str | Reply:
+        i = gold.index_of(body)
+        if i not in first:  # each task's first request is rate limited once
+            first.add(i)
+            return Reply(429, "slow down", {"retry-after-ms": "5"})
+        return gold(body)
+
+    model.router = flaky
+    code, doc, err = run(["examples", "--limit", "3", "--concurrency", "1"], capsys)
+    assert code == 0, err
+    chain = doc["strategies"]["chain"]
+    assert (chain["model_calls"], chain["http_requests"]) == (3, 6) == (3, len(model.requests))
 
 
 def test_strategies_under_one_budget(model: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -73,9 +73,12 @@ def _whole_object(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+_SURROUND = re.compile(r"^[\s`'\"*]+|[\s`'\"*.!]+$")
+
+
 def _bare(text: str) -> str:
     """A reply stripped of what may surround one word: whitespace, quotes, backticks, a full stop."""
-    return text.strip().strip("`'\"*").strip().rstrip(".!").strip().lower()
+    return _SURROUND.sub("", text).lower()
 
 
 def _label_of(obj: dict[str, Any]) -> tuple[str, str] | None:

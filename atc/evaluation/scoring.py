@@ -238,6 +238,31 @@ def win_rate(judge: Judge | None, cache: VerdictCache, suite: Suite, base: str, 
             "win_rate": None if rate is None else round(rate, 4)}
 
 
+def _ran_with(strategy: str, chosen: dict[str, Any] | None, lines: dict[str, dict[str, Any]],
+              notes: list[str]) -> dict[str, Any] | None:
+    """The settings a strategy's tasks really ran with (each result line names them), over what
+    this command chose: a directory scored again names what ran, and says when that differs."""
+    seen: dict[str, dict[str, Any]] = {}
+    for line in lines.values():
+        given = line.get("settings")
+        if isinstance(given, dict):
+            own = {k: v for k, v in given.items() if k != "runs"}
+            seen.setdefault(json.dumps(own, sort_keys=True), own)
+    if not seen or chosen is None:
+        return chosen
+    if len(seen) > 1:
+        notes.append(f"{strategy}: its tasks ran with {len(seen)} different settings (runs of several commands "
+                     "in one directory); the summary names this command's")
+        return {**chosen, "ran_with": list(seen.values())}
+    only = next(iter(seen.values()))
+    if chosen.get("settings") not in (None, only):
+        differs = ", ".join(f"{k} {v} (this command: {chosen['settings'].get(k)})" for k, v in only.items()
+                            if chosen["settings"].get(k) != v)
+        notes.append(f"{strategy}: its tasks ran with other settings than this command's: {differs}; the summary "
+                     "names what ran")
+    return {**chosen, "settings": only}
+
+
 def score_runs(suite: Suite, strategies: list[str], lines: dict[str, dict[str, dict[str, Any]]], *,
                judge: Judge | None = None, cache: VerdictCache | None = None, concurrency: int = 4,
                stop: threading.Event | None = None, settings: dict[str, dict[str, Any]] | None = None) -> EvalResult:
@@ -270,8 +295,9 @@ def score_runs(suite: Suite, strategies: list[str], lines: dict[str, dict[str, d
         if unjudged:
             notes.append(f"{len(unjudged)} answer(s) not judged (run again to judge them): " + "; ".join(unjudged[:3]))
     missing = {s: sum(1 for t in tasks if t not in lines.get(s, {})) for s in strategies}
-    summaries = {s: summarize(s, scores[s], not_run=missing[s], errors=len(errors[s]),
-                              settings=(settings or {}).get(s)) for s in strategies}
+    ran = {s: _ran_with(s, (settings or {}).get(s), lines.get(s, {}), notes) for s in strategies}
+    summaries = {s: summarize(s, scores[s], not_run=missing[s], errors=len(errors[s]), settings=ran[s])
+                 for s in strategies}
     win_rates: list[dict[str, Any]] = []
     if judge is not None and len(strategies) > 1:
         win_rates = [win_rate(judge, cache, suite, strategies[0], other, scores, concurrency, stop)
