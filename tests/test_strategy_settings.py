@@ -121,6 +121,18 @@ def test_a_run_at_k_stops_at_k(model: ScriptedOpenAI, library: Collection, api: 
     assert sol.steps == 2 == len(model.requests) and len(sol.trace["runs"]) == 2
 
 
+def test_until_exec_also_reruns_an_answer_that_reads_as_an_error(model: ScriptedOpenAI, library: Collection,
+                                                                  api: LibraryAPI) -> None:
+    model.push(act("finish", {"answer": "Error: the stats were not found"}), act("finish", {"answer": "8 books"}))
+    sol = solve("How many books?", library, strategy=choose("react@3", until="exec"), limits=LIMITS)
+    assert sol.answer == "8 books" and sol.steps == 2 and sol.trace["until"] == "exec"
+    model.push(act("finish", {"answer": "Error: the stats were not found"}))
+    plain = solve("How many books?", library, strategy="react@3", limits=LIMITS)  # until an answer: the first
+    assert plain.ok and plain.steps == 1 and plain.trace["until"] == "answer"
+    with pytest.raises(UsageError, match="use one of answer, exec"):
+        choose("react@3", until="judge")
+
+
 # -- the published DFSDT: depth in tree levels ------------------------------------------------------
 
 

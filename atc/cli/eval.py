@@ -54,6 +54,9 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="every strategy's settings: default, or paper (the Chain-of-Tools paper's: chain's alpha = 3 "
                         "programs, ReAct and DFSDT as ToolBench's code runs them, CodeAct's 10 turns; without "
                         "--strategy it runs Table 1's rows: react,react@3,codeact,dfsdt,dfsdt@3,chain)")
+    p.add_argument("--until", choices=["answer", "exec"], default="answer",
+                   help="when NAME@k stops rerunning: a run that ends with an answer (ToolBench's CoT@n, default), or "
+                        "one whose answer also does not read as an error (exec)")
     p.add_argument("--set", dest="changes", action="append", default=[], metavar="STRATEGY.KEY=VALUE",
                    help="change one setting of a strategy (dfsdt.max_nodes=30, react.format=text), or pick a named "
                         "profile (dfsdt=atc); repeatable; docs/strategies.md lists them")
@@ -132,7 +135,7 @@ def _settings(args: argparse.Namespace) -> Any:
     return RunSettings(strategies=strategies, model=args.model, limits=limits_from_args(args), sandbox=args.sandbox,
                        concurrency=args.concurrency, executor=args.executor, max_reflections=args.max_reflections,
                        top_k=args.top_k, retriever=args.retriever, record=args.record, replay=args.replay, api=api,
-                       ray_address=ray_address(), preset=args.preset, changes=_changes(args.changes),
+                       ray_address=ray_address(), preset=args.preset, changes=_changes(args.changes), until=args.until,
                        solve_options={k: v for k, v in budget_from_args(args).items() if v is not None})
 
 

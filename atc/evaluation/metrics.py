@@ -31,7 +31,6 @@ tools; the majority label), so that a number of before can still be put next to 
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from typing import Any
 
 from atc.evaluation.gold import in_order, match
 from atc.evaluation.suite import EvalTask
+from atc.strategies.repeat import reads_as_error
 
 __all__ = ["TaskScore", "StrategySummary", "score_line", "summarize", "unmeasured", "DEFINITIONS", "VARIANTS",
            "LABELS", "VOTE_SCORE", "reads_as_error", "majority"]
@@ -86,22 +86,6 @@ VARIANTS = {
     "success_majority": "(solved + unsure/2) / judged tasks, each task's majority label (atc before issue 31)",
     "success_over_judged": "the pass rate over the judged tasks only (the unjudged left out of the denominator)",
 }
-
-# Words and phrases by which a printed answer reads as an error message rather than an answer,
-# after the released code's own screen of program output.
-_ERROR_WORDS = frozenset({"error", "errors", "exception", "traceback", "failed", "fail", "invalid"})
-_ERROR_PHRASES = ("not found", "no results", "not available", "does not exist", "doesn't exist", "could not be found",
-                  "out of range", "is not defined", '"success": false', "no keywords found")
-
-
-def reads_as_error(text: str) -> bool:
-    """Does a printed answer read as an error (a word such as "error" or "invalid", a phrase such
-    as "not found")?"""
-    low = text.lower()
-    if any(phrase in low for phrase in _ERROR_PHRASES):
-        return True
-    return any(word in _ERROR_WORDS for word in re.findall(r"[a-z']+", low))
-
 
 def majority(votes: Sequence[str]) -> str | None:
     """The most frequent label of the votes; a tie between labels is ``unsure``."""

@@ -50,7 +50,8 @@ class RunSettings:
     sets every built-in's settings (``atc.strategies.registry.PRESETS``); ``changes`` changes them
     per base strategy name (``{"dfsdt": {"max_nodes": 30}}``, ``{"dfsdt": {"profile": "atc"}}``);
     ``max_reflections`` (chain's repairs) and ``solve_options["max_steps"]`` (every strategy's
-    own bound) win over both when given."""
+    own bound) win over both when given; ``until`` ends the reruns of ``NAME@k`` (``answer``, or
+    ``exec``: an answer that does not read as an error)."""
 
     strategies: list[str] = field(default_factory=list)
     model: str | None = None
@@ -69,6 +70,7 @@ class RunSettings:
     solve_options: dict[str, Any] = field(default_factory=dict)
     preset: str | None = None
     changes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    until: str = "answer"
 
     def check(self) -> None:
         from atc.strategies.registry import PRESET_STRATEGIES, PRESETS
@@ -102,7 +104,7 @@ class RunSettings:
                              hint=f"the strategies: {', '.join(self.strategies)}")
         max_steps = self.solve_options.get("max_steps")
         return {name: choose(name, preset=self.preset, changes=self.changes.get(split_name(name)[0]),
-                             max_reflections=self.max_reflections, max_steps=max_steps)
+                             max_reflections=self.max_reflections, max_steps=max_steps, until=self.until)
                 for name in self.strategies}
 
 

@@ -218,6 +218,7 @@ class Choice:
     settings: StrategySettings | None = None
     options: dict[str, Any] = field(default_factory=dict)
     preset: str | None = None
+    until: str = "answer"
 
     def make(self) -> Strategy:
         made = factory(self.base)
@@ -226,25 +227,28 @@ class Choice:
             return inner
         from atc.strategies.repeat import Repeat
 
-        return Repeat(inner, self.runs)
+        return Repeat(inner, self.runs, self.until)
 
     def to_dict(self) -> dict[str, Any]:
-        from atc.strategies.repeat import UNTIL
-
-        return {"strategy": self.base, "runs": self.runs, "until": UNTIL if self.runs > 1 else None,
+        return {"strategy": self.base, "runs": self.runs, "until": self.until if self.runs > 1 else None,
                 "preset": self.preset, "settings": self.settings.to_dict() if self.settings is not None else None,
                 "options": {k: v for k, v in self.options.items() if isinstance(v, str | int | float | bool)}}
 
 
 def choose(name: str, *, preset: str | None = None, changes: dict[str, Any] | None = None,
            max_reflections: int | None = None, max_steps: int | None = None,
-           options: dict[str, Any] | None = None) -> Choice:
+           options: dict[str, Any] | None = None, until: str = "answer") -> Choice:
     """Resolve a strategy's settings once (module docstring). The order: the name's defaults, the
     preset's profile, ``changes`` (fields, or ``profile``), then the bounds of the flags
-    (``max_steps``: the strategy's own bound, ``max_reflections``: chain's repairs). An unknown
-    name, preset, profile or field, or a bad value, is a ``UsageError`` now."""
+    (``max_steps``: the strategy's own bound, ``max_reflections``: chain's repairs). ``until`` is
+    the rule that ends ``NAME@k``'s reruns (``atc.strategies.repeat.UNTIL``). An unknown name,
+    preset, profile or field, or a bad value, is a ``UsageError`` now."""
+    from atc.strategies.repeat import UNTIL
+
     base, runs = split_name(name)
     factory(base)  # an unknown name is said now, with the known ones
+    if until not in UNTIL:
+        raise UsageError(f"until {until!r}: use one of {', '.join(UNTIL)}")
     if preset is not None and preset not in PRESETS:
         raise UsageError(f"unknown preset {preset!r}", hint=f"presets: {', '.join(PRESETS)}")
     if max_reflections is not None and max_reflections < 0:
@@ -257,7 +261,7 @@ def choose(name: str, *, preset: str | None = None, changes: dict[str, Any] | No
         if changes:
             raise UsageError(f"strategy {base!r} is a plug-in: atc has no settings of its own for it",
                              hint="give a plug-in its options from Python (atc.strategies.make(name, **options))")
-        return Choice(name.strip(), base, runs, None, {**(options or {}), **given}, preset)
+        return Choice(name.strip(), base, runs, None, {**(options or {}), **given}, preset, until)
     cls, defaults = spec
     settings = cls(**defaults)
     profile = PRESETS.get(preset or "default", {}).get(base)
@@ -270,7 +274,7 @@ def choose(name: str, *, preset: str | None = None, changes: dict[str, Any] | No
     elif max_reflections is not None and isinstance(settings, ChainSettings):
         settings = dataclasses.replace(settings, max_attempts=max_reflections + 1)
     settings.check()
-    return Choice(name.strip(), base, runs, settings, {}, preset)
+    return Choice(name.strip(), base, runs, settings, {}, preset, until)
 
 
 def _lazy(name: str, module: str) -> Factory:
