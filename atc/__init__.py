@@ -47,6 +47,10 @@ _LAZY: dict[str, str] = {
     "AsyncSession": "atc.sessions",
     "SessionLimits": "sandbox.api",
     "load_mcp": "sandbox.mcp.sources",
+    "Writes": "sandbox.writes.policy",
+    "WritePolicy": "sandbox.writes.policy",
+    "WriteRequest": "sandbox.writes.policy",
+    "WriteLedger": "sandbox.writes.ledger",
     "close_mcp_servers": "sandbox.mcp.connections",
     # solve
     "solve": "atc.solving",

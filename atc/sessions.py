@@ -19,9 +19,12 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from atc.approval import task_writes
 from atc.toolsets import ToolsArg, toolset_for
 from sandbox.api import Backend, ExecutionResult, Limits, SessionLimits
+from sandbox.execute import WritesArg
 from sandbox.interactive import Session
+from sandbox.writes.policy import Approver
 
 __all__ = ["session", "asession", "Session", "AsyncSession", "SessionLimits"]
 
@@ -35,14 +38,18 @@ def session(
     base_url: str | dict[str, str] | None = None,
     credentials: dict[str, str] | None = None,
     validation: str | dict[str, str] | None = None,
+    writes: WritesArg = None,
+    approve: Approver | None = None,
 ) -> Session:
     """Open a sandbox session: one isolated interpreter whose globals survive from one
     ``run(code)`` to the next, under ``limits`` (``timeout`` per snippet, the rest for the whole
     session) and ``session_limits``, torn down on ``close()`` or at the end of a ``with`` block.
-    The other arguments are ``atc.run``'s."""
+    The session is one task: its snippets share one write ledger, so a snippet that repeats an
+    earlier one's write gets the recorded answer instead of writing twice (``writes``/``approve``
+    as for ``atc.solve``). The other arguments are ``atc.run``'s."""
     from sandbox.interactive import open_session
 
-    toolset = toolset_for(tools, base_url, credentials, validation)
+    toolset = task_writes(toolset_for(tools, base_url, credentials, validation), writes, approve)
     return open_session(toolset, limits, sandbox=sandbox, session_limits=session_limits)
 
 
@@ -105,11 +112,13 @@ def asession(
     base_url: str | dict[str, str] | None = None,
     credentials: dict[str, str] | None = None,
     validation: str | dict[str, str] | None = None,
+    writes: WritesArg = None,
+    approve: Approver | None = None,
 ) -> AsyncSession:
     """``session`` for asyncio callers: ``async with atc.asession(tools) as s`` or
     ``s = await atc.asession(tools)``. The tools are read now (bad input raises here); the sandbox
     opens in a worker thread."""
     from sandbox.interactive import open_session
 
-    toolset = toolset_for(tools, base_url, credentials, validation)
+    toolset = task_writes(toolset_for(tools, base_url, credentials, validation), writes, approve)
     return AsyncSession(lambda: open_session(toolset, limits, sandbox=sandbox, session_limits=session_limits))

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from atc import tracing
+from atc.approval import task_writes
 from atc.errors import AtcError, UsageError
 from atc.model import ModelClient, configured_settings, make_client
 from atc.strategies.base import Episode, Step, StepHook, Strategy
@@ -34,7 +35,8 @@ from atc.strategies.requests import requested_calls
 from atc.toolsets import ToolsArg, toolset_for
 from protocols.model import Tool
 from sandbox.api import Backend, Limits, ToolCall, Toolset
-from sandbox.execute import BaseUrl, Validation, pick_sandbox, prepare
+from sandbox.execute import BaseUrl, Validation, WritesArg, pick_sandbox, prepare
+from sandbox.writes.policy import Approver
 
 if TYPE_CHECKING:
     from atc.retrieval.base import Retriever, SearchResult
@@ -86,6 +88,14 @@ class Solution:
     requested: list[dict[str, Any]] = field(default_factory=list)
     #: the strategy's own settings (``atc.strategies.settings``; None for a plug-in without any)
     settings: dict[str, Any] | None = None
+    #: every write of the task (all attempts, turns and nodes), from its write ledger, in order:
+    #: ``{"tool", "args", "method", "path", "outcome", "status", "attempt", "sends", "created", ...}``
+    writes: list[dict[str, Any]] = field(default_factory=list)
+    #: the write policy the task ran under (``allow``, ``deny``, ``ask``)
+    write_policy: str = "allow"
+    #: write calls of every attempt, turn and node by outcome (``done``, ``failed``, ``unknown``,
+    #: ``replayed``, ``refused``)
+    write_counts: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,6 +120,9 @@ class Solution:
             "failures": dict(self.failures),
             "requested": self.requested,
             "settings": self.settings,
+            "writes": self.writes,
+            "write_policy": self.write_policy,
+            "write_counts": dict(self.write_counts),
         }
 
     @classmethod
@@ -131,7 +144,10 @@ class Solution:
                    api_calls=int(d.get("api_calls") or 0), trace=d.get("trace"),
                    failures={str(k): int(v) for k, v in (failures or {}).items()},
                    requested=[r for r in d.get("requested") or [] if isinstance(r, dict)],
-                   settings=d.get("settings") if isinstance(d.get("settings"), dict) else None)
+                   settings=d.get("settings") if isinstance(d.get("settings"), dict) else None,
+                   writes=[w for w in d.get("writes") or [] if isinstance(w, dict)],
+                   write_policy=str(d.get("write_policy") or "allow"),
+                   write_counts={str(k): int(v) for k, v in (d.get("write_counts") or {}).items()})
 
     @classmethod
     def failed(cls, query: str, exc: BaseException, *, duration_ms: float = 0.0,
@@ -242,6 +258,8 @@ def solve(
     max_tokens: int | None = None,
     max_steps: int | None = None,
     on_step: StepHook | None = None,
+    writes: WritesArg = None,
+    approve: Approver | None = None,
 ) -> Solution:
     """Solve ``query`` with ``tools`` (a Collection, a list of them, a Toolset, a spec path or
     an imported collection name) by ``strategy`` (a registered name, default ``chain``;
@@ -259,12 +277,19 @@ def solve(
     called after each step and ``on_attempt(attempt, number)`` after each of ``chain``'s attempts
     (progress output). ``retriever`` (a registered name, None: automatic, or a ``Retriever``)
     picks the tools shown when there are more than ``top_k`` (a model-backed one always runs);
-    one that can reflect (AnyTool) reopens its search after a failed ``chain`` attempt."""
+    one that can reflect (AnyTool) reopens its search after a failed ``chain`` attempt.
+
+    ``writes`` is the write policy (``"allow"``, the default; ``"deny"``: read-only; ``"ask"``:
+    each write goes to ``approve(request) -> bool``, or to the person at the terminal) or a
+    ``Writes`` whose ledger the caller keeps (a batch task across resumes). Every attempt, turn
+    and node of the solve shares one write ledger: a write is sent once per task
+    (``docs/writes.md``)."""
     started = time.perf_counter()
     _check(query, max_reflections)
     plan = resolve(strategy, max_reflections=max_reflections, max_steps=max_steps)
     budget = Budget(max_model_calls, max_tokens)
-    toolset = tracing.wrap_toolset(toolset_for(tools, base_url, credentials, validation))
+    toolset = task_writes(tracing.wrap_toolset(toolset_for(tools, base_url, credentials, validation)), writes,
+                          approve)
     from sandbox.execute import check_toolset
 
     check_toolset(toolset)
@@ -293,7 +318,9 @@ def solve(
         retriever=searched.retriever if searched is not None else None, strategy=plan.name, steps=outcome.steps,
         step_unit=str(getattr(plan, "step_unit", "step")),
         api_calls=len(episode.calls), trace=outcome.trace, failures=episode.failures_by_kind(),
-        requested=requested_calls(episode, outcome.calls), settings=_settings_of(plan))
+        requested=requested_calls(episode, outcome.calls), settings=_settings_of(plan),
+        writes=_writes_of(toolset), write_policy=toolset.writes.policy.mode if toolset.writes else "allow",
+        write_counts=_outcomes(episode.calls))
 
 
 def _settings_of(plan: Strategy) -> dict[str, Any] | None:
@@ -304,6 +331,19 @@ def _settings_of(plan: Strategy) -> dict[str, Any] | None:
     if inner is not None:
         return {"runs": getattr(plan, "runs", 1), **(doc or {})}
     return doc
+
+
+def _outcomes(calls: list[ToolCall]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for call in calls:
+        if call.write:
+            counts[str(call.outcome)] = counts.get(str(call.outcome), 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _writes_of(toolset: Toolset) -> list[dict[str, Any]]:
+    ledger = toolset.writes.ledger if toolset.writes is not None else None
+    return ledger.to_dict()["writes"] if ledger is not None else []
 
 
 async def asolve(
@@ -327,6 +367,8 @@ async def asolve(
     max_tokens: int | None = None,
     max_steps: int | None = None,
     on_step: StepHook | None = None,
+    writes: WritesArg = None,
+    approve: Approver | None = None,
 ) -> Solution:
     """``solve`` without blocking the event loop (it runs in a worker thread, so many tasks can
     be awaited together; see ``atc.solve_many`` for a bounded batch)."""
@@ -335,4 +377,5 @@ async def asolve(
         sandbox=pick_sandbox(sandbox, backend), base_url=base_url, credentials=credentials, top_k=top_k,
         on_attempt=on_attempt, validation=validation, retriever=retriever, strategy=strategy,
         max_model_calls=max_model_calls, max_tokens=max_tokens, max_steps=max_steps, on_step=on_step,
+        writes=writes, approve=approve,
     )

@@ -16,9 +16,11 @@ __all__ = ["UniqueNames", "ParamSet", "param_identifier", "collection_slug", "to
            "RESERVED_ARGUMENTS"]
 
 #: Keyword arguments every tool function accepts besides its parameters (``extra_query`` sends
-#: query parameters the spec does not list; ``with_headers`` returns the status and headers too).
-#: No spec parameter gets these names: it is renamed with a trailing ``_``, like a keyword.
-RESERVED_ARGUMENTS = frozenset({"extra_query", "with_headers"})
+#: query parameters the spec does not list; ``with_headers`` returns the status and headers too;
+#: ``resend_unknown=True`` sends again a write whose earlier identical send got no answer,
+#: ``sandbox.writes.gate``). No spec parameter gets these names: it is renamed with a trailing
+#: ``_``, like a keyword.
+RESERVED_ARGUMENTS = frozenset({"extra_query", "with_headers", "resend_unknown"})
 
 
 class UniqueNames:

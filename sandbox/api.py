@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from protocols.model import Collection, Tool
+
+if TYPE_CHECKING:
+    from sandbox.writes.policy import Writes
 
 __all__ = ["Limits", "ToolCall", "ErrorInfo", "ExecutionResult", "Toolset", "Backend", "ERROR_TYPES",
            "FAILURE_KINDS", "VALIDATION_MODES", "SessionLimits", "SandboxSession", "SessionBackend"]
@@ -24,8 +27,10 @@ ERROR_TYPES = ("Timeout", "MemoryLimit", "CallBudget", "OutputLimit", "SandboxEr
 #: (``response``: too large, undecodable), or answered with an error (``http``, ``redirect``; an MCP
 #: server: ``tool`` for an ``isError`` result, ``protocol`` for a JSON-RPC error or a malformed answer);
 #: ``unrecorded``: a replay (``--replay``) has no recorded answer for the call.
+#: ``refused``: a write refused before it was sent (the write policy, an approver, a guard, or an
+#: earlier identical write whose outcome is unknown: ``sandbox.writes``).
 FAILURE_KINDS = ("arguments", "config", "budget", "connect", "timeout", "request", "response", "http", "redirect",
-                 "tool", "protocol", "unrecorded")
+                 "tool", "protocol", "unrecorded", "refused")
 #: How the gateway checks a call's arguments against the tool's schema: ``strict`` refuses a call
 #: that does not conform; ``warn`` sends it and records what failed in ``ToolCall.warnings``;
 #: ``off`` sends it unchecked.
@@ -108,10 +113,16 @@ class ToolCall:
     warnings: list[str] = field(default_factory=list)
     headers: dict[str, str] | None = None
     summarized: dict[str, int] = field(default_factory=dict)
+    #: the call may change data (``protocols.writes``); for writes, ``outcome`` is one of
+    #: ``sandbox.writes.OUTCOMES``: ``done``, ``failed``, ``unknown``, ``replayed``, ``refused``
+    write: bool = False
+    outcome: str | None = None
 
     @property
     def sent(self) -> bool:
-        """Did a request leave the host (even if it got no answer)?"""
+        """Did a request leave the host (even if it got no answer)? A replayed write did not."""
+        if self.outcome in ("replayed", "refused"):
+            return False
         return self.status is not None or self.ok or \
             self.failure in ("timeout", "connect", "request", "response", "tool", "protocol")
 
@@ -132,7 +143,10 @@ class ToolCall:
             "redirects": self.redirects,
             "warnings": self.warnings,
             "summarized": self.summarized,
+            "write": self.write,
         }
+        if self.write:
+            d["outcome"] = self.outcome
         if with_response:
             d["response"] = self.response
             d["headers"] = self.headers
@@ -213,6 +227,9 @@ class Toolset:
     #: Wrappers of every tool call's exchange with its API (``sandbox.taps``: record, replay,
     #: tracing), outermost first. Not part of what the tools are: left out of comparisons.
     taps: tuple[Any, ...] = field(default=(), compare=False)
+    #: The write policy and the task's write ledger (``sandbox.writes.Writes``) that every gateway
+    #: of the task's runs shares; None: writes are sent as asked and recorded per call only.
+    writes: Writes | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         self._tools: dict[str, Tool] = {}

@@ -22,15 +22,18 @@ import os
 import threading
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from protocols.errors import ConfigError, UsageError
 from protocols.model import Collection
 from sandbox.api import Backend, ExecutionResult, Limits, Toolset
+from sandbox.writes.ledger import WriteLedger
+from sandbox.writes.policy import WRITE_MODES, Approver, WritePolicy, Writes
 
 __all__ = ["run", "arun", "get_backend", "resolve_backend_name", "as_toolset", "close_backends", "pick_sandbox",
-           "check_toolset", "prepare", "Pending", "warm"]
+           "check_toolset", "prepare", "Pending", "warm", "with_writes", "WritesArg"]
 
 _BACKENDS: dict[str, Backend] = {}
 _ONE_SHOT: list[Backend] = []  # backends made by prepare(one_shot=True): closed with the others
@@ -217,9 +220,14 @@ def sources_to_collections(tools: Any) -> list[Collection]:
 
 
 def as_toolset(tools: Toolset | Collection | str | Sequence[Collection | str], *, base_url: BaseUrl = None,
-               credentials: dict[str, str] | None = None, validation: Validation = None) -> Toolset:
+               credentials: dict[str, str] | None = None, validation: Validation = None,
+               writes: WritesArg = None, approve: Approver | None = None) -> Toolset:
     """A ``Toolset`` from what callers have at hand; ``base_url``, ``credentials`` and
-    ``validation`` override (each a single value for all collections, or a dict per collection)."""
+    ``validation`` override (each a single value for all collections, or a dict per collection);
+    ``writes``/``approve`` set the write policy (``with_writes``)."""
+    if writes is not None or approve is not None:
+        return with_writes(as_toolset(tools, base_url=base_url, credentials=credentials, validation=validation),
+                           writes, approve)
     if isinstance(tools, Toolset):
         if base_url is None and credentials is None and validation is None:
             return tools
@@ -240,7 +248,33 @@ def as_toolset(tools: Toolset | Collection | str | Sequence[Collection | str], *
         validation=one_mode or (base.validation if base else "strict"),
         validations={**(base.validations if base else {}), **modes},
         taps=base.taps if base else (),
+        writes=base.writes if base else None,
     )
+
+
+#: What ``writes=`` takes: a mode (``allow``, ``deny``, ``ask``), a ``Writes`` (a policy and the
+#: ledger of a task, to share one ledger across runs), or None (keep what the toolset has).
+WritesArg = str | Writes | None
+
+
+def with_writes(toolset: Toolset, writes: WritesArg = None, approve: Approver | None = None) -> Toolset:
+    """``toolset`` with a write policy and a ledger: ``writes`` a mode (a new ledger: one task) or
+    a ``Writes`` to share; ``approve`` answers ``ask`` (None with ``ask``: a person at the
+    terminal is not asked from here; the caller passes the terminal's approver). Keeps the
+    toolset's own when both are None."""
+    if writes is None and approve is None:
+        return toolset
+    if isinstance(writes, Writes):
+        chosen = writes if approve is None else Writes(WritePolicy(writes.policy.mode, approve, writes.policy.guard),
+                                                       writes.ledger)
+    else:
+        current = toolset.writes
+        mode = writes or (current.policy.mode if current is not None else "allow")
+        if mode not in WRITE_MODES:
+            raise UsageError(f"unknown write policy {mode!r}", hint="use allow, deny or ask")
+        chosen = Writes(WritePolicy(mode, approve, current.policy.guard if current is not None else None),
+                        current.ledger if current is not None and current.ledger is not None else WriteLedger())
+    return replace(toolset, writes=chosen)
 
 
 def check_toolset(toolset: Toolset) -> None:
@@ -305,17 +339,22 @@ def run(
     credentials: dict[str, str] | None = None,
     backend: str | Backend | None = None,
     validation: Validation = None,
+    writes: WritesArg = None,
+    approve: Approver | None = None,
 ) -> ExecutionResult:
     """Run ``program`` with ``tools`` in a sandbox (``"docker"``, ``"local"``, ``"auto"``/None, or a
     ``Backend``). Every outcome of the program is a result; raises only for bad input
     (``UsageError``/``ConfigError``) or a broken backend (``SandboxError``). ``backend`` is the
     deprecated name of ``sandbox``. ``base_url``: one URL, or ``{collection: URL}``;
     ``credentials``: ``{scheme or placement: "env:VAR"}``; ``validation``: ``"strict"`` (default),
-    ``"warn"``, ``"off"``, or ``{collection: mode}``."""
+    ``"warn"``, ``"off"``, or ``{collection: mode}``. ``writes``: ``"allow"`` (default), ``"deny"``
+    (read-only), ``"ask"`` (each write goes to ``approve(request) -> bool``), or a ``Writes`` whose
+    ledger several runs share (a write is then sent once across them: ``docs/writes.md``)."""
     if not isinstance(program, str):
         raise UsageError("the program must be a string of Python source")
     choice = pick_sandbox(sandbox, backend)
-    toolset = as_toolset(tools, base_url=base_url, credentials=credentials, validation=validation)
+    toolset = as_toolset(tools, base_url=base_url, credentials=credentials, validation=validation, writes=writes,
+                         approve=approve)
     check_toolset(toolset)
     chosen = choice if isinstance(choice, Backend) else get_backend(choice)
     return chosen.run(program, toolset, limits or Limits())
@@ -331,6 +370,8 @@ async def arun(
     credentials: dict[str, str] | None = None,
     backend: str | Backend | None = None,
     validation: Validation = None,
+    writes: WritesArg = None,
+    approve: Approver | None = None,
 ) -> ExecutionResult:
     """``run`` in a worker thread, for asyncio callers (many programs can run concurrently).
     Cancelling the awaiting task stops the program (``sandbox.cancel``): its sandbox is killed as
@@ -341,7 +382,8 @@ async def arun(
 
     token = Cancel()
     call = functools.partial(run, program, tools, limits, sandbox=pick_sandbox(sandbox, backend),
-                             base_url=base_url, credentials=credentials, validation=validation)
+                             base_url=base_url, credentials=credentials, validation=validation, writes=writes,
+                             approve=approve)
 
     def body() -> ExecutionResult:
         with cancellable(token):

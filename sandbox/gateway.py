@@ -45,7 +45,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +58,8 @@ from sandbox.http.credentials import env_var
 from sandbox.jsonbounds import summarize
 from sandbox.redact import Redactor
 from sandbox.validation import MAX_UNIQUE_CHECK, ValidationCut, problems, validator_for
+from sandbox.writes.gate import RESEND_ARGUMENT, Planned, WriteGate, outcome_of_status
+from sandbox.writes.ledger import Entry
 
 if TYPE_CHECKING:  # imported when the first call comes: a run without calls never pays for them
     import httpx
@@ -70,6 +72,37 @@ __all__ = ["Gateway", "CallOutcome", "validator_for", "shared_client", "uses_coo
 _LOADED: list[bool] = []  # non-empty once a gateway of this process has loaded its dependencies
 #: Longest error or warning message the call log keeps of a call.
 _MAX_LOGGED_MESSAGE = 4000
+#: Asked before a redirect would send a write again: (method, url, hop) -> (refusal, seconds waited).
+HopCheck = Callable[[str, str, int], tuple[str | None, float]]
+
+
+@dataclass
+class Sending:
+    """A write on its way: its ledger entry (None without a ledger), and whether its outcome is in."""
+
+    entry: Entry | None
+    settled: bool = False
+
+
+def _failure_outcome(failure: str | None, status: int | None) -> str:
+    """The outcome of a write that failed without a usable answer: never sent (bad arguments, no
+    connection, no server URL) is ``failed``; sent and unanswered is ``unknown``; answered but
+    unusable is what its status says."""
+    if failure in ("arguments", "config", "connect", "unrecorded", "tool"):
+        return "failed"
+    if failure == "response" and status is not None:
+        return outcome_of_status(status)
+    return "unknown"
+
+
+def _target(hops: list[dict[str, Any]]) -> str | None:
+    """Where a redirected write ended up (None: where it was sent)."""
+    followed = [h for h in hops if h.get("followed")]
+    return str(followed[-1].get("location")) if followed else None
+
+
+def _without_query(url: str) -> str:
+    return url.split("?", 1)[0]
 
 
 def shared_client() -> httpx.Client:
@@ -194,6 +227,9 @@ class Gateway:
         self._redactor: Redactor | None = None
         self._http: HttpTransport | None = None
         self._mcp: McpTransport | None = None
+        self._gate: WriteGate | None = None
+        #: seconds approvers took (``--writes ask``): the deadline moved by as much
+        self.waited = 0.0
 
     @property
     def client(self) -> httpx.Client:
@@ -238,6 +274,7 @@ class Gateway:
         self.deadline = deadline
         self.calls = []
         self._logged = 0  # the host keeps one snippet's call log at a time
+        self.gate.next_attempt()  # a snippet that repeats an earlier one's write meets it in the ledger
         for transport in (self._http, self._mcp):
             if transport is not None:
                 transport.deadline = deadline
@@ -259,38 +296,68 @@ class Gateway:
         record = ToolCall(tool=name, args=args if isinstance(args, dict) else {"_": args},
                           method=spec.method.upper() if spec else "", path=spec.path if spec else "",
                           status=None, ok=False, line=line, duration_ms=0.0, col=col)
+        write, why = self.gate.verdict(spec) if spec is not None else (False, "")
+        record.write = write
         with self._lock:
             self._attempts += 1
             over = self._attempts > self.limits.max_calls
             if over:
                 self.budget_exceeded = True
         reply: Reply | None = None
+        sending: Sending | None = None
         try:
             if over:
                 message = (f"{name}: call budget exhausted: the program may make at most "
                            f"{self.limits.max_calls} tool calls")
                 record.error, record.failure = message, "budget"
+                record.outcome = "refused" if write else None
                 return CallOutcome(False, error={"message": message, "status": None, "kind": "CallBudget",
                                                  "failure": "budget"})
             if spec is None:
                 raise ToolError(f"{name}: no such tool", tool=name)
             if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
                 raise ToolError(f"{name}: arguments must be keyword arguments", tool=name)
+            resend = args.get(RESEND_ARGUMENT) is True and RESEND_ARGUMENT not in spec.properties
             args, extra_query = self._split(spec, args)
             args = _wire_names_to_python(spec, args)
+            planned = self.gate.plan(spec, args, extra_query, why, resend=resend) if write else None
+            if planned is not None:
+                args = planned.args  # with the derived Idempotency-Key, when the operation declares one
             try:
                 self._validate(spec, args, record)
             except ValidationCut as cut:  # only the deadline gets here: the run is over
                 message = f"{name}: {cut}"
                 record.error, record.failure = message, "timeout"
+                record.outcome = "refused" if write else None
                 return CallOutcome(False, error={"message": message, "status": None, "kind": "ToolError",
                                                  "failure": "timeout", "data": None, "headers": {}})
-            reply = self._tapped(spec, args, extra_query)
+            if planned is not None:
+                admission = self.gate.admit(planned)
+                self._wait(admission.waited)
+                if admission.action == "replay":
+                    assert admission.entry is not None
+                    return self._replay(admission.entry, record)
+                if admission.action == "refuse":
+                    record.outcome, record.failure = "refused", "refused"
+                    reason = admission.refused or "refused"
+                    raise ToolError(reason if reason.startswith(f"{name}:") else f"{name}: not sent: {reason}",
+                                    tool=name)
+                sending = Sending(admission.entry)
+                record.outcome = "unknown"  # in flight: a run cut off here reports it so
+            hop_check = self._hop_check(planned) if planned is not None else None
+            reply = self._tapped(spec, args, extra_query, hop_check)
             reply.data, record.redacted = self._scrub(reply.data, reply.raw)
             record.redacted += reply.redacted  # taken out before it got here (a replayed answer)
             self._scrub_reply(reply, record)
             record.status, record.response, record.headers = reply.status, reply.data, reply.headers
             record.redirects = reply.redirects
+            if sending is not None:
+                record.outcome = outcome_of_status(reply.status, reply.data)
+                ok_status = reply.status is not None and 200 <= reply.status < 300
+                self.gate.settle(sending.entry, record.outcome, status=reply.status, data=reply.data,
+                                 headers=reply.headers, target=_target(reply.redirects),
+                                 error=None if ok_status else f"HTTP {reply.status}: {_api_error_text(reply.data)}")
+                sending.settled = True
             if reply.status is not None and not 200 <= reply.status < 300:
                 refused = reply.redirects[-1] if reply.redirects and not reply.redirects[-1]["followed"] else None
                 if refused is not None:
@@ -311,6 +378,10 @@ class Gateway:
                 record.redirects = self._scrub_hops(exc.redirects, record)
             record.failure = record.failure or "arguments"
             record.status = record.status if record.status is not None else exc.status
+            if sending is not None and not sending.settled:
+                record.outcome = _failure_outcome(record.failure, record.status)
+                self.gate.settle(sending.entry, record.outcome, status=record.status, error=message)
+                sending.settled = True
             return CallOutcome(False, error={
                 "message": message, "status": exc.status, "kind": "ToolError", "failure": record.failure,
                 "data": reply.data if reply is not None else None,
@@ -322,11 +393,69 @@ class Gateway:
             message = self._scrub_text(
                 f"{name}: the request could not be made: {type(exc).__name__}: {str(exc)[:200]}", record)
             record.error, record.failure = message, "arguments"
+            if sending is not None and not sending.settled:
+                record.outcome = "failed"  # nothing left the host
+                self.gate.settle(sending.entry, "failed", status=None, error=message)
+                sending.settled = True
             return CallOutcome(False, error={"message": message, "status": None, "kind": "ToolError",
                                              "failure": "arguments", "data": None, "headers": {}})
         finally:
+            # A write still in flight here (Ctrl-C, a kill) stays ``unknown``, in the log and in the
+            # ledger (recorded before it was sent).
             record.duration_ms = (time.perf_counter() - started) * 1000
             self._keep(record)
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    @property
+    def gate(self) -> WriteGate:
+        """The run's write gate (``sandbox.writes.gate``): the policy and the task's ledger."""
+        if self._gate is None:
+            self._gate = WriteGate(self.toolset.writes, self.toolset.collections, self.toolset.base_url_for)
+        return self._gate
+
+    @gate.setter
+    def gate(self, gate: WriteGate) -> None:
+        self._gate = gate
+
+    def _wait(self, seconds: float) -> None:
+        """An approver took ``seconds``: the run's deadline moves by as much (a person deciding is
+        not the program's time)."""
+        if seconds <= 0:
+            return
+        self.waited += seconds
+        if self.deadline is not None:
+            self.deadline += seconds
+            for transport in (self._http, self._mcp):
+                if transport is not None:
+                    transport.deadline = self.deadline
+
+    def _hop_check(self, planned: Planned) -> HopCheck:
+        """Asked before a redirect would send the write again elsewhere: the policy (a guard, an
+        approver) must admit the new target too."""
+
+        def check(method: str, url: str, hop: int) -> tuple[str | None, float]:
+            decision = self.gate.decide(planned, hop, _without_query(url), method)
+            self._wait(decision.waited)
+            return decision.refused, decision.waited
+
+        return check
+
+    def _replay(self, entry: Entry, record: ToolCall) -> CallOutcome:
+        """The answer an identical write got earlier in the task, not sent again."""
+        record.outcome = "replayed"
+        record.status, record.response, record.headers = entry.status, entry.data, dict(entry.headers)
+        if not entry.whole:
+            record.warnings.append("the recorded answer was too large to keep whole: the program got a summary")
+        if entry.error:
+            message = (f"{record.tool}: {entry.error} (an identical write earlier in this task was applied; "
+                       "it was not sent again)")
+            record.error, record.failure = message, "response"
+            return CallOutcome(False, error={"message": message, "status": entry.status, "kind": "ToolError",
+                                             "failure": "response", "data": None, "headers": dict(entry.headers)},
+                               status=entry.status, headers=dict(entry.headers))
+        record.ok = True
+        return CallOutcome(True, data=entry.data, status=entry.status, headers=dict(entry.headers))
 
     def _keep(self, record: ToolCall) -> None:
         """Log ``record``, keeping its arguments, response and headers whole up to
@@ -352,24 +481,27 @@ class Gateway:
             self._logged += kept
             self.calls.append(record)
 
-    def _exchange(self, tool: Tool, args: dict[str, Any], extra_query: dict[str, Any] | None) -> Reply:
+    def _exchange(self, tool: Tool, args: dict[str, Any], extra_query: dict[str, Any] | None,
+                  hop_check: HopCheck | None = None) -> Reply:
         """Send one validated call and return the API's reply. This is the one step a transport
         implements: a tool of an MCP server goes to the MCP transport, any other to HTTP;
-        everything around it (budget, validation, redaction, the call log) is the same."""
+        everything around it (budget, validation, writes, redaction, the call log) is the same.
+        ``hop_check`` is asked before a redirect would repeat a write elsewhere."""
         if tool.method == "MCP":
             return self.mcp.send(tool, args, extra_query)
-        return self.http.send(tool, args, extra_query)
+        return self.http.send(tool, args, extra_query, hop_check=hop_check)
 
-    def _tapped(self, tool: Tool, args: dict[str, Any], extra_query: dict[str, Any] | None) -> Reply:
+    def _tapped(self, tool: Tool, args: dict[str, Any], extra_query: dict[str, Any] | None,
+                hop_check: HopCheck | None = None) -> Reply:
         """``_exchange`` through the toolset's taps (``sandbox.taps``: record, replay, tracing)."""
         taps = self.toolset.taps
         if not taps:
-            return self._exchange(tool, args, extra_query)
+            return self._exchange(tool, args, extra_query, hop_check)
         from sandbox.taps import Exchange
 
         def send_through(index: int) -> Reply:
             if index == len(taps):
-                return self._exchange(tool, args, extra_query)
+                return self._exchange(tool, args, extra_query, hop_check)
             reply: Reply = taps[index].exchange(Exchange(
                 tool, args, extra_query, lambda: send_through(index + 1), self._redacted, self._redacted_text))
             return reply

@@ -210,6 +210,7 @@ class Interpreter:
         began = time.monotonic()
         deadline, cut = self._deadline(began)
         self.gateway.next_program(deadline)
+        waited = self.gateway.waited
         outcome = SessionOutcome()
         try:
             outcome = serve(self.runner.sock, code, self.toolset, self.limits, self.gateway, deadline=deadline,
@@ -219,7 +220,8 @@ class Interpreter:
             self.close("interrupted while a snippet ran")
             raise
         finally:
-            self._exec_seconds += time.monotonic() - began
+            # An approver's time (--writes ask) is not the session's execution time.
+            self._exec_seconds += time.monotonic() - began - (self.gateway.waited - waited)
             self._calls += len(self.gateway.calls)
         finished = outcome.done is not None and outcome.failure is None
         if not finished:

@@ -227,6 +227,8 @@ def _serve(
                 col = col if line is not None and col is not None and 0 <= col <= len(program) else None
                 outcome.stream(msg.get("out"), limits.max_output_bytes)
                 result = gateway.call(msg.get("tool"), msg.get("args"), line=line, col=col)
+                if gateway.deadline is not None and gateway.deadline > deadline:
+                    deadline = gateway.deadline  # an approver's time (--writes ask) is not the program's
                 if not result.ok and (result.error or {}).get("failure") == "timeout" and \
                         deadline - time.monotonic() < _CUT_BY_DEADLINE:
                     # The gateway cut this call's timeout at the program's deadline: the program

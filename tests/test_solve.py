@@ -202,7 +202,9 @@ def test_credentials_reach_the_api_never_the_model(
     sol = solve("Order two copies of Solaris; what is the total?", library, client=client, sandbox="local",
                 credentials={"api_key": "env:LIB_KEY"}, limits=LIMITS)
     assert sol.ok and sol.answer.strip() == "22.5"
-    assert [r.headers.get("X-API-Key") for r in api.requests] == [SECRET, SECRET]
+    # The repaired program's identical order is answered from the write ledger, not sent again.
+    assert [r.headers.get("X-API-Key") for r in api.requests] == [SECRET]
+    assert [c.outcome for c in sol.calls] == ["replayed"]
     assert all(SECRET not in json.dumps(body) for body in server.requests)
     assert "order_id" in server.request_text(1)  # the real response keys came back to the model
 
@@ -215,7 +217,8 @@ def test_solution_json_has_the_contract_fields(server: ScriptedOpenAI, client: O
     assert doc["ok"] is True and doc["answer"].strip() == str(len(AUTHORS)) and doc["sandbox"] == "local"
     assert doc["calls"][0]["tool"] == "get_stats" and doc["calls"][0]["path"] == "/stats"
     assert doc["attempts"] == [{**doc["attempts"][0], "program": doc["program"], "ok": True, "error": None}]
-    assert set(doc["usage"]) == {"llm_calls", "prompt_tokens", "completion_tokens"}
+    assert {"llm_calls", "prompt_tokens", "completion_tokens"} <= set(doc["usage"])  # + model_turns (issue 31)
+    assert doc["usage"]["model_turns"] == 1 == doc["usage"]["llm_calls"]
     assert sorted(doc["tools"]) == sorted(t.name for t in library.tools)
     json.dumps(doc)
 

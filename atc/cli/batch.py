@@ -88,9 +88,17 @@ def _human(summary: Any) -> str:
     skipped = f", {summary.skipped} already done" if summary.skipped else ""
     not_run = f", {summary.not_run} not run" if summary.not_run else ""
     replay = f"; {summary.unrecorded} request(s) not in the recording" if summary.unrecorded else ""
-    return (f"batch: {summary.solved} ok, {summary.failed} failed of {summary.tasks} tasks{skipped}{not_run}; "
+    text = (f"batch: {summary.solved} ok, {summary.failed} failed of {summary.tasks} tasks{skipped}{not_run}; "
             f"{usage['llm_calls']} model calls ({usage['prompt_tokens']} prompt + {usage['completion_tokens']} "
             f"completion tokens), {summary.api_calls} API calls, {summary.wall_ms / 1000:.1f} s{replay}\n")
+    if summary.writes:
+        order = ("done", "failed", "unknown", "replayed", "refused")
+        counted = ", ".join(f"{summary.writes[k]} {k}" for k in order if summary.writes.get(k))
+        text += f"atc: writes: {counted}" + (f" (ledger: {summary.ledger})" if summary.ledger else "") + "\n"
+        if summary.writes.get("unknown"):
+            text += (f"atc: {summary.writes['unknown']} write(s) have an UNKNOWN outcome: they were sent and no answer "
+                     "came; see the tasks' \"writes\" in the results, and check the API before running them again\n")
+    return text
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -114,9 +122,12 @@ def _handle(args: argparse.Namespace) -> int:
         resolve(args.strategy, max_reflections=args.max_reflections, max_steps=options["max_steps"])
     tasks = read_tasks(args.input)
     toolset = toolset_from_args(args)
+    from atc.approval import terminal_approver
+
     job = Job(toolset, limits, sandbox=args.sandbox, model=args.model, max_reflections=args.max_reflections,
               top_k=args.top_k, record=args.record, replay=args.replay,
-              solve_options={k: v for k, v in options.items() if v is not None})
+              solve_options={k: v for k, v in options.items() if v is not None}, writes=args.writes,
+              ledger=args.ledger, approve=terminal_approver() if args.writes == "ask" else None)
     log = ResultLog(args.out) if args.out else ResultLog(stream=sys.stdout)
     if log.repaired:
         sys.stderr.write(f"atc: {log.repaired}\n")

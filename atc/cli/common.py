@@ -15,6 +15,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
+from atc.cli.writes import add_write_options
 from atc.config import atc_home
 from atc.errors import UsageError
 
@@ -30,9 +31,12 @@ _CREDENTIAL = re.compile(r"^(?P<scheme>[^=]+)=env:(?P<var>[A-Za-z_][A-Za-z0-9_]*
 _PER_COLLECTION = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)=(?P<value>.+)$")
 
 
-def add_run_options(p: argparse.ArgumentParser, *, tools_flag: bool = True, max_calls: bool = True) -> None:
+def add_run_options(p: argparse.ArgumentParser, *, tools_flag: bool = True, max_calls: bool = True,
+                    writes: bool = True, ledger: bool = True) -> None:
     """RUN OPTIONS of interface.md (and ``--tools`` when the command takes it as a flag).
-    ``max_calls=False`` leaves ``--max-calls`` to the command (``atc probe`` gives it another meaning)."""
+    ``max_calls=False`` leaves ``--max-calls`` to the command (``atc probe`` gives it another meaning);
+    ``writes=False`` leaves out ``--writes`` (probing has its scope instead), ``ledger=False``
+    ``--ledger`` (a command that keeps its ledgers itself)."""
     if tools_flag:
         p.add_argument("--tools", "-t", action="append", required=True, metavar="T",
                        help="a spec file or URL, the name of an imported collection, or an MCP server: "
@@ -60,6 +64,8 @@ def add_run_options(p: argparse.ArgumentParser, *, tools_flag: bool = True, max_
                    help="record every tool answer (after redaction: no secret is stored) and model answer in DIR")
     p.add_argument("--replay", metavar="DIR", default=None,
                    help="answer tool calls and model requests from a recording in DIR: no network, no model")
+    if writes:
+        add_write_options(p, ledger=ledger)
 
 
 def add_budget_options(p: argparse.ArgumentParser) -> None:

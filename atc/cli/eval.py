@@ -45,7 +45,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="a tasks .jsonl, a suite.json, 'examples', or FORMAT:PATH (PATH defaults to $ATC_BENCH_DATA)")
     p.add_argument("--tools", "-t", action="append", default=None, metavar="T",
                    help="the collections (replace the suite's): a spec, an imported collection, an MCP server (repeatable)")
-    add_run_options(p, tools_flag=False)
+    add_run_options(p, tools_flag=False, ledger=False)
     p.add_argument("--strategy", "-s", default=None, metavar="S1,S2,...",
                    help="strategies to compare, comma-separated: chain (default), chain-plain, react, react-text, "
                         "codeact, dfsdt, or an installed plug-in; NAME@k reruns one up to k times until it answers "
@@ -136,6 +136,7 @@ def _settings(args: argparse.Namespace) -> Any:
                        concurrency=args.concurrency, executor=args.executor, max_reflections=args.max_reflections,
                        top_k=args.top_k, retriever=args.retriever, record=args.record, replay=args.replay, api=api,
                        ray_address=ray_address(), preset=args.preset, changes=_changes(args.changes), until=args.until,
+                       writes=args.writes,
                        solve_options={k: v for k, v in budget_from_args(args).items() if v is not None})
 
 

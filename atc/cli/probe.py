@@ -32,7 +32,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         "Uses the model when one is configured (OPENAI_BASE_URL/OPENAI_API_KEY and ATC_MODEL), else "
         "probes without one.")
     p.add_argument("tools", metavar="T", nargs="+", help="a spec file or the name of an imported collection")
-    add_run_options(p, tools_flag=False, max_calls=False)
+    add_run_options(p, tools_flag=False, max_calls=False, writes=False)
     p.add_argument("--out", metavar="DIR", help="write openapi.json, probe.md and report.json here")
     p.add_argument("--no-llm", action="store_true", help="probe without a model even when one is configured")
     p.add_argument("--max-calls", type=int, default=None, metavar="N",

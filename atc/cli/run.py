@@ -20,6 +20,7 @@ from atc.cli.common import (
     recording_from_args,
     toolset_from_args,
 )
+from atc.cli.writes import report_calls, report_ledger, writes_from_args
 from atc.errors import UsageError
 
 __all__ = ["register", "format_error"]
@@ -75,8 +76,13 @@ def _run(args: argparse.Namespace) -> int:
         toolset = recording.wrap_toolset(toolset)
     from atc import tracing
 
+    writes = writes_from_args(args)
     with tracing.span("atc.sandbox.run", {"atc.sandbox": args.sandbox}) as current:
-        result = run(program, tracing.wrap_toolset(toolset), limits, sandbox=pending.backend())
+        try:
+            result = run(program, tracing.wrap_toolset(toolset), limits, sandbox=pending.backend(), writes=writes)
+        except KeyboardInterrupt:
+            report_ledger(writes, [], interrupted=True)
+            raise
         tracing.set_attributes(current, {"atc.status": "ok" if result.ok else "failed",
                                          "atc.attributed_tool": result.error.tool if result.error else None})
     missing = len(recording.missing) if recording is not None else 0
@@ -97,4 +103,5 @@ def _run(args: argparse.Namespace) -> int:
             sys.stderr.write(format_error(result))
         if hint:
             sys.stderr.write(f"  hint: {hint}\n")
+        report_calls(result.calls)
     return 0 if result.ok else 1

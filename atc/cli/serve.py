@@ -38,7 +38,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         description="Serve the collections to MCP clients: search_tools, describe_tools and run_program (one "
         "program that chains many calls, run in the sandbox, with attributed errors). stdio by default; "
         "--transport http serves streamable HTTP at /mcp on 127.0.0.1 behind a bearer token.")
-    add_run_options(p)
+    add_run_options(p, ledger=False)
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio",
                    help="stdio (default: the host starts atc) or http (streamable HTTP at /mcp)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on with --transport http (127.0.0.1)")

@@ -20,6 +20,7 @@ from atc.cli.common import (
     recording_from_args,
     toolset_from_args,
 )
+from atc.cli.writes import report_ledger, writes_from_args
 from atc.errors import UsageError
 
 __all__ = ["register"]
@@ -57,8 +58,6 @@ def _progress(step: Any) -> None:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from atc.solving import solve
-
     if args.max_reflections < 0:
         raise UsageError("--max-reflections must be 0 or more")
     if args.top_k is not None and args.top_k < 1:
@@ -73,7 +72,41 @@ def _handle(args: argparse.Namespace) -> int:
     if recording is not None:
         toolset = recording.wrap_toolset(toolset)
         client = recording.wrap_client(None, args.model)
-    solution = solve(
+    writes = writes_from_args(args)
+    try:
+        solution = _solve(args, toolset, client, limits, budgets, writes)
+    except KeyboardInterrupt:
+        report_ledger(writes, [], interrupted=True)
+        raise
+    missing = len(recording.missing) if recording is not None else 0
+    if args.json:
+        print_json({**solution.to_dict(), **({"unrecorded": missing} if missing else {})})
+        return 0 if solution.ok else 1
+    if missing:
+        sys.stderr.write(f"atc: {missing} request(s) had no recorded answer in {args.replay}\n")
+    if solution.ok:
+        sys.stdout.write(solution.answer if solution.answer.endswith("\n") else solution.answer + "\n")
+        sys.stdout.flush()
+        report_ledger(writes, solution.calls)
+        return 0
+    err = solution.error or {}
+    tries, word = solution.steps, solution.step_unit
+    by = f" by {solution.strategy}" if solution.strategy != "chain" else ""
+    sys.stderr.write(f"atc: not solved after {tries} {word}{'s' if tries != 1 else ''}{by}: "
+                     f"{err.get('type', 'Error')}: {' '.join(str(err.get('message') or '').split())[:300]}\n")
+    if solution.program and solution.attempts:
+        sys.stderr.write("  the last program is in the --json output ('program')\n")
+    elif solution.trace:
+        sys.stderr.write("  every step is in the --json output ('trace')\n")
+    report_ledger(writes, solution.calls)
+    return 1
+
+
+def _solve(args: argparse.Namespace, toolset: Any, client: Any, limits: Any, budgets: dict[str, int | None],
+           writes: Any) -> Any:
+    from atc.solving import solve
+
+    return solve(
         args.query,
         toolset,
         client=client,
@@ -88,23 +121,5 @@ def _handle(args: argparse.Namespace) -> int:
         max_model_calls=budgets["max_model_calls"],
         max_tokens=budgets["max_tokens"],
         max_steps=budgets["max_steps"],
+        writes=writes,
     )
-    missing = len(recording.missing) if recording is not None else 0
-    if args.json:
-        print_json({**solution.to_dict(), **({"unrecorded": missing} if missing else {})})
-        return 0 if solution.ok else 1
-    if missing:
-        sys.stderr.write(f"atc: {missing} request(s) had no recorded answer in {args.replay}\n")
-    if solution.ok:
-        sys.stdout.write(solution.answer if solution.answer.endswith("\n") else solution.answer + "\n")
-        return 0
-    err = solution.error or {}
-    tries, word = solution.steps, solution.step_unit
-    by = f" by {solution.strategy}" if solution.strategy != "chain" else ""
-    sys.stderr.write(f"atc: not solved after {tries} {word}{'s' if tries != 1 else ''}{by}: "
-                     f"{err.get('type', 'Error')}: {' '.join(str(err.get('message') or '').split())[:300]}\n")
-    if solution.program and solution.attempts:
-        sys.stderr.write("  the last program is in the --json output ('program')\n")
-    elif solution.trace:
-        sys.stderr.write("  every step is in the --json output ('trace')\n")
-    return 1

@@ -71,6 +71,9 @@ class RunSettings:
     preset: str | None = None
     changes: dict[str, dict[str, Any]] = field(default_factory=dict)
     until: str = "answer"
+    #: the write policy of every task (``allow``, ``deny``, ``ask``); each task has its own write
+    #: ledger, kept beside its strategy's run file so that a resumed task does not write twice
+    writes: str = "allow"
 
     def check(self) -> None:
         from atc.strategies.registry import PRESET_STRATEGIES, PRESETS
@@ -239,7 +242,8 @@ def run_strategies(suite: Suite, toolset: Toolset, settings: RunSettings, *, out
             reflections = settings.max_reflections if settings.max_reflections is not None else 3
             job = Job(toolset, settings.limits or Limits(), sandbox=settings.sandbox, model=settings.model,
                       max_reflections=reflections, top_k=settings.top_k, record=settings.record,
-                      replay=settings.replay, client=settings.client, solve_options=options)
+                      replay=settings.replay, client=settings.client, solve_options=options,
+                      writes=settings.writes)
             if out is not None:
                 retried = _drop_unmeasured(runs_file(out, strategy))
                 if retried:

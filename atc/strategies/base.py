@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from atc import tracing
+from atc import prompts, tracing
 from atc.errors import ModelBudget, ModelError
 from atc.model import Completion, Message
 from atc.strategies.meter import Meter
@@ -246,6 +246,9 @@ class Episode:
         """Call tool ``name`` with ``args`` through the gateway; the outcome (data or error, the
         error text already redacted) and the logged call."""
         gateway = self.gateway()
+        # One call is one step (a turn, a node): a write identical to one made earlier in the task,
+        # in any turn or on any branch, meets it in the ledger and is not sent again.
+        gateway.gate.next_attempt()
         before = len(gateway.calls)
         outcome = gateway.call(name, args)
         record = gateway.calls[before]
@@ -274,6 +277,28 @@ class Episode:
         self.calls.extend(result.calls)
         self.sandbox_name = result.sandbox or self.sandbox_name
         return result
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    @property
+    def read_only(self) -> bool:
+        """Is this a read-only run (``--writes deny``): every write refused before it is sent?"""
+        writes = self.toolset.writes
+        return writes is not None and writes.policy.mode == "deny"
+
+    def rules_note(self) -> str:
+        """What the model must know about writes before it starts ("" when nothing): a read-only
+        run refuses every write."""
+        return "\n\n" + prompts.render("writes_readonly").strip() if self.read_only else ""
+
+    def writes_note(self) -> str:
+        """The writes made so far in this task and what happens to an identical one ("" when none):
+        for every prompt after a step that may have written."""
+        writes = self.toolset.writes
+        ledger = writes.ledger if writes is not None else None
+        if ledger is None or not ledger.entries:
+            return ""
+        return "\n\n" + prompts.render("writes_made", writes=ledger.summary()).strip()
 
     # -- bookkeeping ------------------------------------------------------------------------------
 

@@ -138,7 +138,7 @@ class Chain:
 
         return [{"role": "system", "content": prompts.render("system")},
                 {"role": "user", "content": prompts.render("generate", tools=render_compact(episode.shown).strip(),
-                                                           task=episode.query.strip())}]
+                                                           task=episode.query.strip()) + episode.rules_note()}]
 
     def attempt(self, episode: Episode, conversation: list[Message], number: int) -> Attempt:
         """Ask for a program and try it (an ``atc.attempt`` span)."""
@@ -179,7 +179,8 @@ class Chain:
         attempt.blamed_tool = blamed.name if blamed else None
         text = feedback(number, attempt.program, attempt.error or {}, blamed=blamed, reason=reason,
                         result=attempt.result)
-        return [_assistant_turn(attempt), {"role": "user", "content": text + self.reopen(episode, attempt)}]
+        return [_assistant_turn(attempt), {"role": "user", "content": text + episode.writes_note() +
+                                           self.reopen(episode, attempt)}]
 
     def blame(self, episode: Episode, attempt: Attempt) -> tuple[Tool | None, str | None]:
         """The tool to show in full with the feedback (see ``atc.reflection`` for the order)."""
@@ -241,7 +242,7 @@ class ChainPlain(Chain):
         raw = str(error.get("traceback") or "").strip()
         if not raw:
             raw = f"{error.get('type') or 'Error'}: {error.get('message') or ''}".strip()
-        text = prompts.render("reflect_plain", attempt=str(number), error=raw[-3000:])
+        text = prompts.render("reflect_plain", attempt=str(number), error=raw[-3000:]) + episode.writes_note()
         return [_assistant_turn(attempt), {"role": "user", "content": text}]
 
 

@@ -78,7 +78,8 @@ class CodeAct:
         from protocols.render import render_compact
 
         messages: list[Message] = [
-            {"role": "system", "content": prompts.render("codeact", tools=render_compact(episode.shown).strip())},
+            {"role": "system", "content": prompts.render("codeact", tools=render_compact(episode.shown).strip())
+             + episode.rules_note()},
             {"role": "user", "content": f"Task: {episode.query.strip()}"}]
         turns: list[dict[str, Any]] = []
         with episode.session() as session:
@@ -135,6 +136,10 @@ class CodeAct:
     def observation(self, result: ExecutionResult, code: str) -> str:
         """What the model reads after its snippet: the output, then the error if it raised."""
         output = _cut(result.answer, self.max_output)
+        replayed = sum(1 for c in result.calls if c.outcome == "replayed")
+        if replayed:
+            output = (f"({replayed} write(s) of this snippet were not sent again: identical ones were made earlier "
+                      f"in this task, and they returned the answers recorded then)\n{output}")
         if result.ok:
             return f"Output:\n{output}" if output.strip() else \
                 "The snippet ran and printed nothing. Print the values you need to see."

@@ -135,7 +135,7 @@ class _Search:
         self.finish = finish_name(episode.toolset.names())
         self.functions = [*function_schemas(episode.shown), finish_function(self.finish, give_up=True)]
         root = Node(0, None, 0, messages=[
-            {"role": "system", "content": prompts.render("dfsdt", finish=self.finish)},
+            {"role": "system", "content": prompts.render("dfsdt", finish=self.finish) + episode.rules_note()},
             {"role": "user", "content": f"Task: {episode.query.strip()}"}])
         self.nodes: list[Node] = [root]
 
@@ -207,6 +207,8 @@ class _Search:
         if first.name == self.finish:
             self.finished(child, first.arguments, first.id)
             return
+        # Backtracking restores the conversation, not the API: a write of an abandoned branch that
+        # this branch repeats meets it in the write ledger, and is not sent again (Episode.call_tool).
         action = act(self.episode, first, max_chars=self.settings.max_observation, mode=self.settings.observation)
         child.args = action.args if action.args is not None else action.arguments
         child.observation, child.call = action.observation, action.call

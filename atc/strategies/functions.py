@@ -160,8 +160,11 @@ def act(episode: Episode, request: ToolCallRequest, *, max_chars: int = MAX_OBSE
         episode.note_request(request.name, "malformed", request.arguments[:300])
         return Action(request.name, request.arguments, None, f"Error: {request.name}: {args}", False, "malformed_call")
     outcome, record = episode.call_tool(request.name, args)
-    return Action(request.name, request.arguments, args, observation(outcome, max_chars=max_chars, mode=mode),
-                  outcome.ok, call=record)
+    seen = observation(outcome, max_chars=max_chars, mode=mode)
+    if record.outcome == "replayed":
+        seen = ("(not sent again: an identical write was already made in this task; this is the answer it got) "
+                + seen)
+    return Action(request.name, request.arguments, args, seen, outcome.ok, call=record)
 
 
 def note_extra(episode: Episode, extra: Sequence[ToolCallRequest], finish: str) -> None:

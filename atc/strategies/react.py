@@ -84,9 +84,9 @@ class React:
             example = ('{"return_type": "give_answer", "final_answer": "..."}' if self.settings.give_up
                        else '{"answer": "..."}')
             system = prompts.render("react_text", finish=finish, finish_input=example, give_up=give_up,
-                                    tools=tool_lines(functions))
+                                    tools=tool_lines(functions)) + episode.rules_note()
         else:
-            system = prompts.render("react", finish=finish, give_up=give_up)
+            system = prompts.render("react", finish=finish, give_up=give_up) + episode.rules_note()
         messages: list[Message] = [{"role": "system", "content": system},
                                    {"role": "user", "content": f"Task: {episode.query.strip()}"}]
         turns: list[dict[str, Any]] = []

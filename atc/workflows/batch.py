@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from atc.errors import UsageError
@@ -22,7 +23,7 @@ from atc.workflows.jobs import Job, Outcome
 from atc.workflows.outfile import ResultLog
 from atc.workflows.tasks import Task
 
-__all__ = ["BatchSummary", "run_batch", "EXECUTORS", "OutcomeHook"]
+__all__ = ["BatchSummary", "run_batch", "EXECUTORS", "OutcomeHook", "ledger_path"]
 
 #: ``on_outcome(index, outcome)``: ``index`` is the task's position in the input.
 OutcomeHook = Callable[[int, Outcome], None]
@@ -52,6 +53,10 @@ class BatchSummary:
     repaired: str | None = None
     #: failures by kind over this run's solves (``Solution.failures`` summed)
     failures: dict[str, int] = field(default_factory=dict)
+    #: this run's writes by outcome (``done``, ``failed``, ``unknown``, ``replayed``, ``refused``)
+    writes: dict[str, int] = field(default_factory=dict)
+    #: the write ledgers' file (None: none was kept)
+    ledger: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -72,6 +77,8 @@ class BatchSummary:
         self.unrecorded += outcome.unrecorded
         for kind, count in (getattr(outcome.result, "failures", None) or {}).items():
             self.failures[kind] = self.failures.get(kind, 0) + int(count)
+        for kind, count in outcome.write_outcomes().items():
+            self.writes[kind] = self.writes.get(kind, 0) + count
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "tasks": self.tasks, "skipped": self.skipped, "ran": self.ran,
@@ -81,7 +88,8 @@ class BatchSummary:
                           "completion_tokens": self.completion_tokens},
                 "api_calls": self.api_calls, "unrecorded": self.unrecorded, "wall_ms": round(self.wall_ms, 3),
                 "executor": self.executor, "concurrency": self.concurrency, "out": self.out,
-                "repaired": self.repaired, "failures": dict(sorted(self.failures.items()))}
+                "repaired": self.repaired, "failures": dict(sorted(self.failures.items())),
+                "writes": dict(sorted(self.writes.items())), "ledger": self.ledger}
 
 
 def run_batch(tasks: list[Task], job: Job, *, log: ResultLog | None = None, concurrency: int = 8,
@@ -108,6 +116,9 @@ def run_batch(tasks: list[Task], job: Job, *, log: ResultLog | None = None, conc
             summary.solved += 1
         else:
             summary.failed += 1
+    if log is not None and log.path is not None and job.ledger is None:
+        job.ledger = ledger_path(log.path)
+    summary.ledger = job.ledger
     if todo:
         job.check([t for _, t in todo])
 
@@ -128,6 +139,11 @@ def run_batch(tasks: list[Task], job: Job, *, log: ResultLog | None = None, conc
     summary.interrupted = stop.is_set() and summary.not_run > 0
     summary.wall_ms = (time.perf_counter() - started) * 1000
     return summary
+
+
+def ledger_path(out: Path) -> str:
+    """The write ledgers of a batch whose results go to ``out``: ``OUT.writes.jsonl`` beside it."""
+    return str(out.with_name(out.name + ".writes.jsonl"))
 
 
 def _run_local(todo: list[tuple[int, Task]], job: Job, *, concurrency: int, on_outcome: OutcomeHook,

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from atc.solving import Solution
     from atc.workflows.replay import Recording
     from sandbox.api import Backend, ExecutionResult, Limits, Toolset
+    from sandbox.writes.ledger import LedgerFile
+    from sandbox.writes.policy import Writes
 
 __all__ = ["Job", "Outcome"]
 
@@ -46,6 +48,18 @@ class Outcome:
             d["unrecorded"] = self.unrecorded
         return d
 
+    def write_outcomes(self) -> dict[str, int]:
+        """The task's write calls by outcome: a solve's over every attempt, turn and node, a
+        program's over its calls."""
+        counted = getattr(self.result, "write_counts", None)
+        if isinstance(counted, dict):
+            return {str(k): int(v) for k, v in counted.items()}
+        counts: dict[str, int] = {}
+        for call in self.result.calls:
+            if call.write:
+                counts[str(call.outcome)] = counts.get(str(call.outcome), 0) + 1
+        return counts
+
     def api_calls(self) -> int:
         """Every tool call the task made: a solve's all attempts or branches, a program's calls."""
         counted = getattr(self.result, "api_calls", None)
@@ -69,16 +83,26 @@ class Job:
     solve_options: dict[str, Any] = field(default_factory=dict)
     client: ModelClient | None = field(default=None, repr=False)
     on_attempt: Any = field(default=None, repr=False)
+    #: the write policy of every task (``allow``, ``deny``, ``ask``)
+    writes: str = "allow"
+    #: the write ledgers' file (``atc batch``: beside OUT): a task resumed after it wrote meets its
+    #: writes there and does not send them again; None: each task's ledger lives in memory
+    ledger: str | None = None
+    #: answers ``--writes ask`` (in-process only, like ``client``)
+    approve: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._ready: tuple[Toolset, Recording | None] | None = None
         self._client: ModelClient | None = None
+        self._ledgers: LedgerFile | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_ready", "_client", "client", "on_attempt")}
+        state = {k: v for k, v in self.__dict__.items()
+                 if k not in ("_lock", "_ready", "_client", "client", "on_attempt", "approve", "_ledgers")}
         state["client"] = None
         state["on_attempt"] = None
+        state["approve"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -142,6 +166,22 @@ class Job:
                 resolve(strategy, max_reflections=self.max_reflections, max_steps=self.solve_options.get("max_steps"))
             self.model_client()
 
+    def task_writes(self, task: Task) -> Writes:
+        """The write policy and ledger of ``task``: from the ledger file when there is one (what an
+        earlier, interrupted run of the task wrote is there), else a new one."""
+        from sandbox.writes.ledger import LedgerFile, WriteLedger
+        from sandbox.writes.policy import WritePolicy, Writes
+
+        ledger: WriteLedger
+        if self.ledger is not None:
+            with self._lock:
+                if self._ledgers is None:
+                    self._ledgers = LedgerFile(self.ledger)
+            ledger = self._ledgers.ledger(task.key)
+        else:
+            ledger = WriteLedger()
+        return Writes(WritePolicy(self.writes, self.approve), ledger)
+
     # -- one task ---------------------------------------------------------------------------------
 
     def run(self, task: Task) -> Outcome:
@@ -168,7 +208,7 @@ class Job:
             toolset, _ = self._prepare()
             return solve(task.query, toolset, client=self.model_client(), max_reflections=self.max_reflections,
                          limits=self.limits, sandbox=self.sandbox, top_k=self.top_k, on_attempt=self.on_attempt,
-                         **self.solve_options)
+                         writes=self.task_writes(task), **self.solve_options)
         except Exception as exc:
             chosen = self.solve_options.get("strategy")
             name = chosen if isinstance(chosen, str | None) else getattr(chosen, "name", None)
@@ -183,10 +223,11 @@ class Job:
         assert task.program is not None
         try:
             toolset, _ = self._prepare()
+            from atc.approval import task_writes
             from sandbox.api import Backend
 
             backend = self.sandbox if isinstance(self.sandbox, Backend) else get_backend(self.sandbox)
-            return backend.run(task.program, toolset, self.limits)
+            return backend.run(task.program, task_writes(toolset, self.task_writes(task)), self.limits)
         except Exception as exc:
             kind = type(exc).__name__
             message = exc.message if isinstance(exc, AtcError) else str(exc)

@@ -46,7 +46,9 @@ def solve_many(
     finishes (progress). ``executor``: ``"local"`` (threads here) or ``"ray"`` (a Ray cluster:
     ``RAY_ADDRESS``, else a local one; the model client is made on each worker from ``model`` and
     its environment). ``record``/``replay``: a directory to record the tools' and the model's
-    answers into, or to answer from (``atc.workflows.replay``). Other keywords are ``solve``'s
+    answers into, or to answer from (``atc.workflows.replay``). ``writes``/``approve`` are the
+    write policy of every task, each task with its own write ledger, kept beside ``out``
+    (``OUT.writes.jsonl``, or ``ledger=FILE``) so that a resumed task does not write twice. Other keywords are ``solve``'s
     (``strategy``, ``max_model_calls``, ``max_tokens``, ``max_steps``...), the same for every task."""
     from atc.workflows.batch import run_batch
     from atc.workflows.jobs import Job, Outcome
@@ -62,11 +64,14 @@ def solve_many(
         raise UsageError("ids must be unique")
     toolset = toolset_for(tools, kw.pop("base_url", None), kw.pop("credentials", None), kw.pop("validation", None))
     sandbox = pick_sandbox(kw.pop("sandbox", None), kw.pop("backend", None))
-    named = {k: kw.pop(k) for k in ("model", "client", "max_reflections", "limits", "top_k", "on_attempt") if k in kw}
+    named = {k: kw.pop(k) for k in ("model", "client", "max_reflections", "limits", "top_k", "on_attempt", "writes",
+                                    "approve", "ledger") if k in kw}
     job = Job(toolset, named.get("limits") or Limits(), sandbox=sandbox,
               model=named.get("model"), max_reflections=named.get("max_reflections", 3), top_k=named.get("top_k"),
               record=str(record) if record else None, replay=str(replay) if replay else None,
-              client=named.get("client"), on_attempt=named.get("on_attempt"), solve_options=kw)
+              client=named.get("client"), on_attempt=named.get("on_attempt"), solve_options=kw,
+              writes=named.get("writes") or "allow", approve=named.get("approve"),
+              ledger=str(named["ledger"]) if named.get("ledger") else None)
     tasks = [Task(name, query=query) for name, query in zip(names, queries, strict=True)]
     if not tasks:
         return []

@@ -25,7 +25,7 @@ import heapq
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.cookiejar import CookieJar
 from typing import Any
@@ -35,11 +35,12 @@ import httpx
 
 from protocols.errors import ConfigError, ToolError
 from protocols.model import Collection, SecurityScheme, Tool
+from protocols.writes import READ_METHODS
 from sandbox.api import Limits, Toolset
 from sandbox.hostbounds import HostBounds
 from sandbox.http import credentials as creds
 from sandbox.http.decoding import BodyTooLarge, accept_encoding, read_body, to_data
-from sandbox.http.redirects import REDIRECT_STATUSES, next_hop, origin_of
+from sandbox.http.redirects import REDIRECT_STATUSES, Hop, next_hop, origin_of
 from sandbox.http.request import Prepared, build, check_text
 
 __all__ = ["HttpTransport", "Reply", "SendFailure", "NoCookies", "shared_client", "uses_cookies",
@@ -308,8 +309,12 @@ class HttpTransport:
         prepared.url = prepared.full_url("&".join(f"{k}={v}" for k, v in query))
         return prepared
 
-    def send(self, tool: Tool, args: dict[str, Any], extra_query: dict[str, Any] | None = None) -> Reply:
-        """Send the call (following same-origin redirects) and read the answer."""
+    def send(self, tool: Tool, args: dict[str, Any], extra_query: dict[str, Any] | None = None, *,
+             hop_check: Callable[[str, str, int], tuple[str | None, float]] | None = None) -> Reply:
+        """Send the call (following same-origin redirects) and read the answer. ``hop_check`` is
+        asked before a redirect would send a write again (its method kept) to another URL: a
+        refusal ends the call there, like a redirect to another origin (the time it took to
+        decide, a person's, is added to the call's time)."""
         prepared = self.prepare(tool, args, extra_query)
         timeout = self._timeout()
         end = time.monotonic() + timeout
@@ -324,7 +329,14 @@ class HttpTransport:
                                                                 timeout, hops)
             if status not in REDIRECT_STATUSES:
                 break
-            hop = next_hop(status, location, httpx.URL(url), origin, method, sum(1 for h in hops if h["followed"]))
+            followed = sum(1 for h in hops if h["followed"])
+            hop = next_hop(status, location, httpx.URL(url), origin, method, followed)
+            if hop.followed and hop_check is not None and hop.method.upper() not in READ_METHODS:
+                refused, waited = hop_check(hop.method, hop.url, followed + 1)
+                end += waited
+                if refused:
+                    hop = Hop(status, hop.location, False, reason=f"the write would be sent again to {hop.url.split('?')[0]}, "
+                                                                  f"which was refused: {refused}")
             hops.append(hop.to_dict())
             if not hop.followed:
                 break
