@@ -169,6 +169,14 @@ def test_a_run_without_a_final_answer_is_unsolved_without_asking(server: Scripte
     assert server.requests == []
 
 
+def test_a_give_up_on_an_unsolvable_task_passes_without_asking(server: ScriptedOpenAI) -> None:
+    gave_up = scored("", ok=False)
+    gave_up.error = "GaveUp: the model gave up in the task's first state"
+    unsolvable = EvalTask("u", "Email bob@invalid", ("x",), solvable=False)
+    assert judge_of(server).pass_label(unsolvable, gave_up).label == "solved"
+    assert judge_of(server).pass_label(TASK, gave_up).label == "unsolved" and server.requests == []
+
+
 # -- votes ----------------------------------------------------------------------------------------
 
 

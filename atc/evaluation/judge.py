@@ -2,7 +2,8 @@
 after ToolEval's published evaluator (ToolLLM's ``tooleval``) and StableToolBench's pass rate.
 
 **Pass rate.** A run that ended without a final answer (the solve failed, the answer is empty, the
-model gave up) is ``unsolved`` without asking. Otherwise each vote is ToolEval's two phases:
+model gave up) is ``unsolved`` without asking -- except a give-up on a task marked unsolvable,
+which ToolEval passes. Otherwise each vote is ToolEval's two phases:
 
 1. the judge sees the task and the final answer only (and a reference answer when the suite has
    one) and labels it ``solved``, ``unsolved`` or ``unsure``; an apology, a refusal or an honest
@@ -260,6 +261,10 @@ class Judge:
     def pass_label(self, task: EvalTask, score: TaskScore, tools: Sequence[str] = ()) -> Verdict:
         """ToolEval's pass-rate verdict of one answer, ``votes`` times (module docstring)."""
         votes = max(1, self.votes)
+        gave_up = str(score.error or "").startswith("GaveUp")
+        if not task.solvable and gave_up:  # ToolEval: giving up on a task no tool can solve passes
+            return Verdict("solved", "gave up on an unsolvable task: solved without asking", ("solved",) * votes,
+                           (("none",),) * votes, 1.0)
         if not score.final or "give_up_and_restart" in score.answer:
             return Verdict("unsolved", "no final answer: unsolved without asking", ("unsolved",) * votes,
                            (("none",),) * votes, 0.0)

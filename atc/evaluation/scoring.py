@@ -132,7 +132,7 @@ def _judge_all(judge: Judge, cache: VerdictCache, suite: Suite, scores: dict[str
             task = tasks[score.id]
             key = f"pass|{judge.model}|{strategy}|{score.id}"
             digest = _digest(_PROTOCOL_VERSION, task.query, task.answer, task.solvable, score.answer, score.final,
-                             score.trajectory, judge.votes)
+                             str(score.error or "").startswith("GaveUp"), score.trajectory, judge.votes)
             cached = cache.get(key, digest)
             if cached is not None and cached.get("votes"):
                 _apply(score, Verdict(cached.get("label"), str(cached.get("reason") or ""),
