@@ -19,7 +19,7 @@ import pytest
 from atc.cli import main
 from atc.evaluation import load_suite
 from tests.apis.library import SECRET, LibraryAPI
-from tests.fakes.gold_model import GoldModel, every_protocol, gold_tools, protocol_of
+from tests.fakes.gold_model import GoldModel, every_protocol, gold_tools, program, protocol_of
 from tests.fakes.openai_server import Reply, ScriptedOpenAI
 
 ATC = Path(sys.executable).parent / "atc"
@@ -239,6 +239,31 @@ def test_bad_settings_are_refused_before_anything_runs(args: list[str], message:
     assert main(["eval", "examples", *args, "--json"]) == 2
     captured = capsys.readouterr()
     assert message in captured.err and "Traceback" not in captured.err and model.requests == []
+
+
+def test_every_requested_call_counts_a_made_up_tool_of_a_stopped_program_included(
+        model: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A first program calls a made-up tool (the static check stops it: nothing is sent), the
+    repair is the gold chain: Path% and Prec% count the made-up tool; the answer's variant not."""
+    gold = oracle_for("examples", limit=3)
+
+    def erring(body: dict[str, Any]) -> str:
+        i = gold.index_of(body)
+        if not any(m["role"] == "assistant" for m in body["messages"]):
+            return program(gold.gold[i], None).replace("last = None", "last = find_everything(query='x')")
+        return gold(body)
+
+    model.router = erring
+    code, doc, err = run(["examples", "--limit", "3", "--out", str(tmp_path / "o")], capsys)
+    assert code == 0, err
+    chain = doc["strategies"]["chain"]
+    sizes = [len(g) for g in gold.gold]
+    assert chain["path"] == 1.0 and chain["precision"] == pytest.approx(sum(n / (n + 1) for n in sizes) / 3, abs=1e-4)
+    assert chain["variants"]["precision_answer"] == 1.0 and chain["variants"]["path_answer"] == 1.0
+    assert chain["requested_calls"] == sum(1 + 2 * n for n in sizes) and chain["api_calls"] == sum(sizes)
+    assert chain["failures"].get("unknown_tool") == 3
+    rows = [json.loads(x) for x in (tmp_path / "o/results.jsonl").read_text().splitlines()]
+    assert rows[0]["calls"][0] == "find_everything" and rows[0]["answer_calls"] == [t.name for t in gold.gold[0]]
 
 
 def test_model_turns_and_http_requests_are_reported_apart(model: ScriptedOpenAI, tmp_path: Path,

@@ -226,8 +226,8 @@ def test_every_requested_call_counts_call_by_call_and_the_answers_calls_stay_a_v
     s = score_line(line([SEARCH, CREDITS], requested=tried), TASK, "chain")
     assert s.calls == ["search_person", "find_director", "movie_popular", "search_person", "person_credits"]
     assert s.answer_calls == ["search_person", "person_credits"]
-    assert s.path == 1.0 and s.precision == pytest.approx(3 / 5)  # 3 of the 5 calls are gold
-    assert s.variants["precision_distinct"] == pytest.approx(2 / 4)  # 2 of the 4 distinct tools
+    assert s.path == 1.0 and s.precision == pytest.approx(2 / 4)  # 2 of the 4 distinct tools are gold
+    assert s.variants["precision_calls"] == pytest.approx(3 / 5)  # 3 of the 5 calls are
     assert (s.variants["path_answer"], s.variants["precision_answer"]) == (1.0, 1.0)
     assert s.extra == ["find_director", "movie_popular"] and s.to_dict()["requested_calls"] == 5
     # a task whose only request was made up has chosen no gold tool

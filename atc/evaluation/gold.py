@@ -11,7 +11,7 @@ same route whatever its parameter is called in one document or another -- RestBe
 has exactly such a typo -- and with stray spaces and a trailing slash ignored.
 
 Path% and Prec% (``atc.evaluation.metrics``) are built on ``match``: which gold steps some call
-matched, and which calls (``Match.relevant_calls``, call by call) and which distinct called tools
+matched, and which distinct called tools and which calls (``Match.call_precision``, call by call)
 match some gold step; RestGPT's correct-path rate on ``in_order``: the gold path as an ordered
 subsequence of the calls.
 """

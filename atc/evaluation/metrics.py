@@ -11,8 +11,10 @@ Per task, from its result line (the ``{"id", ...solve --json}`` line of ``atc ba
   counted from its answer's calls.
 - **Path** (Correct Path Rate, the paper's Path%): the share of the task's distinct gold steps
   that some counted call matched (``atc.evaluation.gold``); repeats and order do not change it.
-- **Precision** (Correct Tool Precision, Prec%): the share of the counted calls, call by call,
-  that match a gold step. No call at all scores 0 (1 only when the gold is empty too).
+- **Precision** (Correct Tool Precision, Prec%): the share of the distinct tools among the
+  counted calls that match a gold step, as atc's interface defines ``precision``; a made-up or
+  refused tool is one more wrong tool. No call at all scores 0 (1 only when the gold is empty
+  too). Call by call (a repeated wrong call counting each time) is the variant ``precision_calls``.
 - **Correct path** (RestGPT's correct-path rate): whether the gold path, as written, is an
   ordered subsequence of the counted calls, yes or no; **extra calls** (RestGPT's Delta Solution
   Len): counted calls minus the gold path's length (ToolFlow's ``[name, calls]`` counts included),
@@ -57,8 +59,8 @@ DEFINITIONS = {
     "path": "mean over tasks of the share of the task's distinct gold steps that some requested call matched (tool "
             "name, or METHOD and path template); every call the model requested counts: all attempts and branches, "
             "refused calls, made-up tools",
-    "precision": "mean over tasks of the share of the requested calls, call by call, that match a gold step "
-                 "(no call at all: 0)",
+    "precision": "mean over tasks of the share of the distinct tools among the requested calls that match a gold "
+                 "step; a made-up or refused tool counts as a wrong one (no call at all: 0)",
     "correct_path": "share of tasks whose gold path, as written, is an ordered subsequence of the requested calls "
                     "(RestGPT's correct-path rate)",
     "extra_calls": "mean over the tasks judged solved of requested calls minus the gold path's length (RestGPT's "
@@ -80,7 +82,7 @@ DEFINITIONS = {
 VARIANTS = {
     "path_answer": "Path% over the answer's calls only (the last program's, the final path's): atc before issue 31",
     "precision_answer": "share of the distinct tools of the answer's calls that match a gold step: atc before issue 31",
-    "precision_distinct": "share of the distinct tools among all requested calls that match a gold step",
+    "precision_calls": "share of the requested calls, call by call (a repeat counts again), that match a gold step",
     "correct_path_answer": "correct path over the answer's calls only",
     "extra_calls_correct_path": "extra calls over the tasks whose path is correct (no judge needed)",
     "success_majority": "(solved + unsure/2) / judged tasks, each task's majority label (atc before issue 31)",
@@ -228,7 +230,7 @@ def score_line(line: Mapping[str, Any], task: EvalTask, strategy: str) -> TaskSc
     requests = _int(usage.get("llm_calls"))
     return TaskScore(
         id=task.id, strategy=str(line.get("strategy") or strategy), ok=ok, answer=answer,
-        calls=[str(c.get("tool")) for c in requested], path=every.path, precision=every.call_precision,
+        calls=[str(c.get("tool")) for c in requested], path=every.path, precision=every.precision,
         gold=list(task.solution), missed=list(every.missed), extra=list(every.extra),
         model_calls=_int(usage.get("model_turns")) if "model_turns" in usage else requests,
         prompt_tokens=_int(usage.get("prompt_tokens")), completion_tokens=_int(usage.get("completion_tokens")),
@@ -237,7 +239,7 @@ def score_line(line: Mapping[str, Any], task: EvalTask, strategy: str) -> TaskSc
         answer_calls=[str(c.get("tool")) for c in answer_calls], correct_path=in_order(gold, requested),
         extra_calls=len(requested) - _gold_length(task), exec_ok=ok and bool(answer.strip()) and not reads_as_error(answer),
         http_requests=requests,
-        variants={"path_answer": mine.path, "precision_answer": mine.precision, "precision_distinct": every.precision,
+        variants={"path_answer": mine.path, "precision_answer": mine.precision, "precision_calls": every.call_precision,
                   "correct_path_answer": float(in_order(gold, answer_calls))},
         trajectory=_trajectory(line, answer_calls))
 
@@ -330,7 +332,7 @@ def summarize(strategy: str, scores: Sequence[TaskScore], *, not_run: int = 0, e
     on_path = [s.extra_calls for s in scores if s.correct_path]
     variants: dict[str, float | None] = {
         name: _mean([s.variants[name] for s in scores if name in s.variants])
-        for name in ("path_answer", "precision_answer", "precision_distinct", "correct_path_answer")}
+        for name in ("path_answer", "precision_answer", "precision_calls", "correct_path_answer")}
     variants["extra_calls_correct_path"] = _mean([float(x) for x in on_path])
     variants["success_majority"] = ((labels["solved"] + labels["unsure"] / 2) / majority_judged
                                     if majority_judged else None)
