@@ -480,3 +480,36 @@ def test_a_failing_judge_leaves_tasks_unjudged_exit_1_and_a_rerun_judges_only_th
     assert doc["strategies"]["chain"]["labels"] == {"solved": 12 - labels["unjudged"], "unsolved": 0,
                                                     "unsure": labels["unjudged"], "unjudged": 0}
     assert doc["strategies"]["chain"]["success"] == pytest.approx((12 - labels["unjudged"] / 2) / 12, abs=1e-4)
+
+
+# -- the first hour (issue 30) ------------------------------------------------------------------
+
+
+def test_no_model_makes_no_out_folder_and_a_rerun_says_what_it_reused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["eval", "examples", "--limit", "2", "--out", str(out), "--sandbox", "local"]) == 2
+    assert "no model is configured" in capsys.readouterr().err
+    assert not out.exists()  # nothing was written for an evaluation that could not run
+    with ScriptedOpenAI(router=oracle_for("examples", limit=2)) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("ATC_MODEL", "scripted")
+        code, first, _ = run(["examples", "--limit", "2", "--out", str(out)], capsys)
+        assert code == 0 and not any("reused" in n for n in first["notes"])
+        asked = len(server.requests)
+        code, again, _ = run(["examples", "--limit", "2", "--out", str(out)], capsys)
+        assert code == 0 and len(server.requests) == asked  # nothing ran again...
+        assert any(n.startswith("chain: reused 2 finished tasks of ") for n in again["notes"]), again["notes"]
+    # ...and a finished evaluation is scored again without a model at all
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    code, scored, err = run(["examples", "--limit", "2", "--out", str(out)], capsys)
+    assert code == 0, err
+    assert scored["strategies"]["chain"]["tasks"] == 2
+
+
+def test_notes_speak_only_of_the_tasks_run(bench_data: Path) -> None:
+    whole = load_suite(f"restbench-spotify:{bench_data}")
+    assert any("q39" in n for n in whole.notes)  # a gold route the spec does not have, in task q39
+    part = whole.head(3)
+    assert not any("q39" in n or "gold step" in n for n in part.notes), part.notes
+    assert whole.head(57).notes == whole.notes

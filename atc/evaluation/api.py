@@ -224,13 +224,19 @@ def evaluate(suite: Suite, settings: RunSettings | None = None, *, toolset: Tool
     settings.check()
     toolset = toolset or suite.toolset()
     folder = Path(out).expanduser() if out is not None else None
-    if folder is not None:
-        _claim(folder, suite)
     the_judge = judge if isinstance(judge, Judge) or judge is None else \
         make_judge(judge, record=settings.record, replay=settings.replay)
     stop = stop or threading.Event()
     if pending(suite, settings.strategies, folder):
-        check_judge(the_judge)  # said before the tasks run, not after
+        # What would fail every task is said before anything is written (no --out folder is made
+        # for an evaluation that cannot run): the model's configuration, then the judge's.
+        if settings.client is None and not settings.replay:
+            from atc.model import configured_settings
+
+            configured_settings(settings.model)
+        check_judge(the_judge)
+    if folder is not None:
+        _claim(folder, suite)
     runs = run_strategies(suite, toolset, settings, out=folder, stop=stop, on_outcome=on_outcome)
     # after Ctrl-C the judge gives the verdicts it has kept and is asked nothing new (``stop``)
     cache = VerdictCache(folder / "judge.jsonl" if folder is not None and the_judge is not None else None,

@@ -37,7 +37,7 @@ from typing import Any
 
 from atc.errors import UsageError
 from atc.evaluation.gold import parse_step, route_key
-from atc.evaluation.suite import EvalTask, Suite
+from atc.evaluation.suite import EvalTask, Suite, TaskNote
 from protocols.model import Collection, python_identifier, snake_case
 
 __all__ = ["SuiteReader", "register_reader", "readers", "read_suite_data", "find_file", "sample_candidates",
@@ -101,27 +101,22 @@ def _root_of(path: Path, marker: str) -> Path | None:
 # -- RestBench --------------------------------------------------------------------------------
 
 
-def _gold_notes(tasks: list[EvalTask], collection: Collection) -> list[str]:
+def _gold_notes(tasks: list[EvalTask], collection: Collection) -> list[TaskNote]:
     """What the user should know about gold routes: those matched only with their parameter
     names ignored or stray spaces trimmed, and those no tool of the spec serves."""
     exact = {f"{t.method} {t.path}" for t in collection.tools}
     keyed = {route_key(t.method, t.path) for t in collection.tools}
-    loose, missing = [], []
+    loose: list[tuple[str, str]] = []
+    missing: list[tuple[str, str]] = []
     for task in tasks:
         for step in task.solution:
             gold = parse_step(step)
             if gold.kind == "route" and gold.key not in keyed:
-                missing.append(f"{task.id}: {step.strip()!r}")
+                missing.append((task.id, repr(step.strip())))
             elif gold.kind == "route" and step not in exact:
-                loose.append(f"{task.id}: {step!r}")
-    notes = []
-    if loose:
-        notes.append(f"{len(loose)} gold step(s) match a route only with stray spaces or parameter names ignored: "
-                     + "; ".join(loose[:6]))
-    if missing:
-        notes.append(f"{len(missing)} gold step(s) name a route the spec does not have (no call can match them): "
-                     + "; ".join(missing[:6]))
-    return notes
+                loose.append((task.id, repr(step)))
+    return [TaskNote("gold step(s) match a route only with stray spaces or parameter names ignored", tuple(loose)),
+            TaskNote("gold step(s) name a route the spec does not have (no call can match them)", tuple(missing))]
 
 
 def _restbench(which: str) -> SuiteReader:
@@ -138,7 +133,8 @@ def _restbench(which: str) -> SuiteReader:
         collection = load_spec(spec)
         tasks = [EvalTask(f"q{i}", str(d["query"]).strip(), tuple(s.strip() for s in d.get("solution") or []),
                           meta={"index": i}) for i, d in enumerate(data)]
-        notes = _gold_notes(tasks, collection)
+        notes: list[str] = []
+        gold_notes = _gold_notes(tasks, collection)
         published = _toolflow_candidates(path, dataset, tasks, collection) if which == "tmdb" else None
         if published is not None and published[0] is not None:
             tasks, how = published[0], published[1]
@@ -152,7 +148,7 @@ def _restbench(which: str) -> SuiteReader:
         return Suite(f"restbench-{which}", tasks, [collection], api="mock",
                      description=f"RestBench {which.upper() if which == 'tmdb' else which.title()}: "
                                  f"{len(tasks)} tasks on {len(collection.tools)} tools",
-                     source=str(dataset), notes=notes, candidates=how)
+                     source=str(dataset), notes=notes, task_notes=gold_notes, candidates=how)
 
     return read
 
@@ -253,21 +249,21 @@ def _toolflow(which: str) -> SuiteReader:
                 api = by_api.get(str(api_name)) or {"api_name": api_name, "tool_name": which}
                 tool = _api_to_tool(api, names, by_route)
                 if tool is None:
-                    unknown.append(f"{row.get('qid', i)}: {api_name}")
+                    unknown.append((str(row.get("qid", i)), str(api_name)))
                     tool = str(api_name)
                 gold.append(tool)
                 counts[tool] = calls
             candidates = [t for a in row["api_list"] if (t := _api_to_tool(a, names, by_route))]
             tasks.append(EvalTask(str(row.get("qid", i)), str(row["query"]).strip(), tuple(gold),
                                   tools=tuple(dict.fromkeys(candidates)), meta={"calls": counts}))
-        notes = [f"{len(unknown)} gold API(s) not among the tools: " + "; ".join(unknown[:6])] if unknown else []
-        notes.append("the spec is the union of the queries' api_list entries; each task is shown its own list")
-        notes.append(f"ToolFlow's published examples ({which}: {len(tasks)} of the 131 the ATC repository releases), "
-                     "not the paper's 224-task ToolFlow, which is not released")
+        notes = ["the spec is the union of the queries' api_list entries; each task is shown its own list",
+                 f"ToolFlow's published examples ({which}: {len(tasks)} of the 131 the ATC repository releases), "
+                 "not the paper's 224-task ToolFlow, which is not released"]
         return Suite(f"toolflow-examples-{which}", tasks, [collection], api="mock",
                      description=f"ToolFlow {which} examples: {len(tasks)} of the 131 published example tasks, on "
                                  f"{len(collection.tools)} tools (the paper's 224-task set is unreleased)",
-                     source=str(data_file), notes=notes, candidates="each query's own api_list (published)")
+                     source=str(data_file), notes=notes, candidates="each query's own api_list (published)",
+                     task_notes=[TaskNote("gold API(s) not among the tools", tuple(unknown))])
 
     return read
 
@@ -275,14 +271,22 @@ def _toolflow(which: str) -> SuiteReader:
 def _toolflow_all(path: Path) -> Suite:
     """The three ToolFlow example sets as one suite (ids prefixed with the set's name)."""
     parts = [_toolflow(which)(path) for which in ("movie", "food", "weather")]
-    tasks = [EvalTask(f"{part.name.rsplit('-', 1)[-1]}-{t.id}", t.query, t.solution, t.answer, t.tools, t.solvable,
-                      t.meta) for part in parts for t in part.tasks]
-    notes = [n for part in parts for n in part.notes if not n.startswith("ToolFlow's published examples")]
+    prefix = {id(part): part.name.rsplit("-", 1)[-1] for part in parts}
+    tasks = [EvalTask(f"{prefix[id(part)]}-{t.id}", t.query, t.solution, t.answer, t.tools, t.solvable, t.meta)
+             for part in parts for t in part.tasks]
+    about: dict[str, list[tuple[str, str]]] = {}
+    for part in parts:
+        for note in part.task_notes:
+            about.setdefault(note.what, []).extend((f"{prefix[id(part)]}-{task}", detail) for task, detail in note.items)
+    per_task = {n.text() for part in parts for n in part.task_notes}
+    notes = list(dict.fromkeys(n for part in parts for n in part.notes
+                               if n not in per_task and not n.startswith("ToolFlow's published examples")))
     notes.append(f"ToolFlow's published examples: all {len(tasks)} the ATC repository releases (movie, food, "
                  "weather), not the paper's 224-task ToolFlow, which is not released")
     return Suite("toolflow-examples", tasks, [c for part in parts for c in part.collections], api="mock",
                  description=f"ToolFlow's {len(tasks)} published example tasks (movie, food, weather)",
-                 source=str(path), notes=notes, candidates="each query's own api_list (published)")
+                 source=str(path), notes=notes, candidates="each query's own api_list (published)",
+                 task_notes=[TaskNote(what, tuple(items)) for what, items in about.items()])
 
 
 # -- ToolBench / StableToolBench ---------------------------------------------------------------
@@ -346,20 +350,20 @@ def _toolbench(path: Path) -> Suite:
                 continue
             tool = _api_to_tool({"tool_name": pair[0], "api_name": pair[1]}, names, routes)
             if tool is None:
-                unknown.append(f"{group}-{row.get('query_id')}: {pair[1]} of {pair[0]}")
+                unknown.append((f"{group}-{row.get('query_id')}", f"{pair[1]} of {pair[0]}"))
                 tool = python_identifier(f"{pair[1]}_for_{pair[0]}")
             gold.append(tool)
         candidates = [t for a in row["api_list"] if isinstance(a, dict) and (t := _api_to_tool(a, names, routes))]
         tasks.append(EvalTask(f"{group}-{row.get('query_id')}", str(row.get("query") or "").strip(), tuple(gold),
                               tools=tuple(dict.fromkeys(candidates)), meta={"group": group}))
     tasks = [t for t in tasks if t.query]
-    notes = [f"{len(unknown)} relevant API(s) not among the tools: " + "; ".join(unknown[:6])] if unknown else []
-    notes.append("one collection per ToolBench tool; each task is shown its own api_list; the real APIs are "
-                 "RapidAPI's (--api real needs a key), atc mock answers from the template responses")
+    notes = ["one collection per ToolBench tool; each task is shown its own api_list; the real APIs are "
+             "RapidAPI's (--api real needs a key), atc mock answers from the template responses"]
     name = "toolbench" if len({g for g, _ in rows}) != 1 else f"toolbench-{rows[0][0]}"
     return Suite(name, tasks, collections, api="mock",
                  description=f"ToolBench test queries: {len(tasks)} tasks on {len(names)} APIs of "
                              f"{len(collections)} tools", source=str(path), notes=notes,
+                 task_notes=[TaskNote("relevant API(s) not among the tools", tuple(unknown))],
                  candidates="each query's own api_list (published)")
 
 

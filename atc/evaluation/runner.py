@@ -251,6 +251,10 @@ def run_strategies(suite: Suite, toolset: Toolset, settings: RunSettings, *, out
             log = ResultLog(runs_file(out, strategy)) if out is not None else None
             if log is not None and log.repaired:
                 runs.notes.append(log.repaired)
+            reused = len(set(log.done) & {t.key for t in tasks}) if log is not None else 0
+            if reused:
+                runs.notes.append(f"{strategy}: reused {reused} finished task{'' if reused == 1 else 's'} of "
+                                  f"{runs_file(out, strategy) if out is not None else ''} (not run again)")
             found: dict[str, dict[str, Any]] = {}
             missed = [0]
 
