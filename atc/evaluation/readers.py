@@ -6,12 +6,19 @@ benchmark's own folder, or a folder holding several benchmarks (``restbench/``, 
 ``toolbench/``...): each reader looks for its files under the layouts of the upstream repositories.
 
 - ``restbench-tmdb``, ``restbench-spotify``: RestBench (RestGPT): ``datasets/{tmdb,spotify}.json``
-  (``{query, solution: ["METHOD /path", ...]}``) and ``specs/{tmdb,spotify}_oas.json``. For TMDB,
-  when ToolFlow's ``dataset/tmdb/tmdb.data.candidate=20.v2.json`` is found under the same root,
-  each task is shown its 20 candidate tools, as in the Chain-of-Tools paper.
-- ``toolflow-movie``, ``toolflow-food``, ``toolflow-weather``: the ToolFlow example sets
-  (``example_ToolFlow_data_v0/*.example.data.json``); the tools are the union of the queries'
-  ``api_list`` entries, each query's list its candidates, the gold its ``[api_name, calls]`` pairs.
+  (``{query, solution: ["METHOD /path", ...]}``) and ``specs/{tmdb,spotify}_oas.json``. Each task
+  is shown 20 candidate tools, as in the Chain-of-Tools paper: for TMDB, ToolFlow's published
+  lists (``dataset/tmdb/tmdb.data.candidate=20.v2.json``, when found under the same root); where
+  no list is published (Spotify; TMDB without that file) they are built the way those lists are:
+  the task's gold tools first, then tools drawn at random from the rest up to 20, with a fixed
+  seed (``sample_candidates``), so that both datasets run the same way and every run draws the
+  same lists.
+- ``toolflow-examples`` (all 131), ``toolflow-examples-movie`` (40), ``-food`` (41), ``-weather``
+  (50): the example tasks the ATC repository publishes of ToolFlow
+  (``example_ToolFlow_data_v0/*.example.data.json``), not the paper's 224-task ToolFlow, which is
+  not released; the tools are the union of the queries' ``api_list`` entries, each query's list
+  its candidates, the gold its ``[api_name, calls]`` pairs. ``toolflow-movie`` and the like are
+  the older names of the three.
 - ``toolbench``: ToolBench / StableToolBench test queries (``G1_instruction.json``...: ``query``,
   ``api_list``, ``relevant APIs``); one collection per ToolBench tool, each query's ``api_list``
   its candidates, its relevant APIs the gold. A folder reads every query file under it.
@@ -22,6 +29,7 @@ Readers register by name as a plug-in would (``register_reader``).
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -32,7 +40,12 @@ from atc.evaluation.gold import parse_step, route_key
 from atc.evaluation.suite import EvalTask, Suite, TaskNote
 from protocols.model import Collection, python_identifier, snake_case
 
-__all__ = ["SuiteReader", "register_reader", "readers", "read_suite_data", "find_file", "packaged"]
+__all__ = ["SuiteReader", "register_reader", "readers", "read_suite_data", "find_file", "sample_candidates",
+           "CANDIDATES", "CANDIDATE_SEED", "packaged"]
+
+#: Candidate tools per task where a benchmark publishes none (the paper's 20), and the seed of the draw.
+CANDIDATES = 20
+CANDIDATE_SEED = 0
 
 #: A reader: the data path -> the suite.
 SuiteReader = Callable[[Path], Suite]
@@ -133,28 +146,60 @@ def _restbench(which: str) -> SuiteReader:
                           meta={"index": i}) for i, d in enumerate(data)]
         notes: list[str] = []
         gold_notes = _gold_notes(tasks, collection)
-        if which == "tmdb":
-            tasks, note = _toolflow_candidates(path, dataset, tasks, collection)
-            notes.append(note)
+        published = _toolflow_candidates(path, dataset, tasks, collection) if which == "tmdb" else None
+        if published is not None and published[0] is not None:
+            tasks, how = published[0], published[1]
+        else:
+            if published is not None:
+                notes.append(published[1])
+            tasks = sample_candidates(tasks, collection, salt=f"restbench-{which}")
+            how = (f"{CANDIDATES} per task: the gold tools, then tools drawn at random from the rest "
+                   f"(seed {CANDIDATE_SEED}; none published for this dataset)")
+        notes.append(f"candidates: {how}")
         return Suite(f"restbench-{which}", tasks, [collection], api="mock",
                      description=f"RestBench {which.upper() if which == 'tmdb' else which.title()}: "
                                  f"{len(tasks)} tasks on {len(collection.tools)} tools",
-                     source=str(dataset), notes=notes, task_notes=gold_notes)
+                     source=str(dataset), notes=notes, task_notes=gold_notes, candidates=how)
 
     return read
 
 
+def sample_candidates(tasks: list[EvalTask], collection: Collection, *, size: int = CANDIDATES,
+                      seed: int = CANDIDATE_SEED, salt: str = "") -> list[EvalTask]:
+    """Each task with ``size`` candidate tools built as ToolFlow's published lists are: its gold
+    tools first (those the spec has), then tools drawn at random from the others. The draw of a
+    task depends only on ``seed``, ``salt`` and the task's id, so it is the same in every run."""
+    by_route: dict[str, str] = {}
+    for tool in collection.tools:
+        by_route.setdefault(route_key(tool.method, tool.path), tool.name)
+    names = [t.name for t in collection.tools]
+    out = []
+    for task in tasks:
+        gold: list[str] = []
+        for step in task.gold:
+            found = by_route.get(step.key) if step.kind == "route" else step.key if step.key in names else None
+            if found is not None and found not in gold:
+                gold.append(found)
+        rest = [n for n in names if n not in gold]
+        draw = random.Random(f"{seed}:{salt}:{task.id}")
+        picked = draw.sample(rest, max(0, min(size - len(gold), len(rest))))
+        out.append(EvalTask(task.id, task.query, task.solution, task.answer, tuple(gold + picked), task.solvable,
+                            {**task.meta, "candidates": "sampled"}))
+    return out
+
+
 def _toolflow_candidates(path: Path, dataset: Path, tasks: list[EvalTask],
-                         collection: Collection) -> tuple[list[EvalTask], str]:
-    """TMDB tasks with ToolFlow's 20 candidates each, when its file is under the data root."""
+                         collection: Collection) -> tuple[list[EvalTask] | None, str]:
+    """TMDB tasks with ToolFlow's 20 candidates each, when its file is under the data root (None
+    and why not otherwise)."""
     root = _root_of(dataset, "restbench")
     rel = "toolflow/dataset/tmdb/tmdb.data.candidate=20.v2.json"
     found = root / rel if root is not None and (root / rel).is_file() else None
     if found is None:
-        return tasks, "no candidate lists (ToolFlow's tmdb.data.candidate=20.v2.json not found): the solve chooses the tools shown"
+        return None, "ToolFlow's tmdb.data.candidate=20.v2.json not found: the candidates are drawn as for Spotify"
     rows = _load_json(found)
     if not isinstance(rows, list) or len(rows) != len(tasks):
-        return tasks, f"{found}: not {len(tasks)} candidate lists; not used"
+        return None, f"{found}: not {len(tasks)} candidate lists; not used"
     names = {snake_case(t.name): t.name for t in collection.tools}
     out, unknown = [], 0
     for task, row in zip(tasks, rows, strict=True):
@@ -166,7 +211,7 @@ def _toolflow_candidates(path: Path, dataset: Path, tasks: list[EvalTask],
         unknown += len(listed) - len(tools)
         out.append(EvalTask(task.id, task.query, task.solution, task.answer, tuple(tools), task.solvable, task.meta))
     more = f" ({unknown} unknown names skipped)" if unknown else ""
-    return out, f"candidates: ToolFlow's 20 per task from {found}{more}"
+    return out, f"ToolFlow's published 20 per task, {found}{more}"
 
 
 # -- ToolFlow ---------------------------------------------------------------------------------
@@ -222,13 +267,37 @@ def _toolflow(which: str) -> SuiteReader:
             candidates = [t for a in row["api_list"] if (t := _api_to_tool(a, names, by_route))]
             tasks.append(EvalTask(str(row.get("qid", i)), str(row["query"]).strip(), tuple(gold),
                                   tools=tuple(dict.fromkeys(candidates)), meta={"calls": counts}))
-        notes = ["the spec is the union of the queries' api_list entries; each task is shown its own list"]
-        return Suite(f"toolflow-{which}", tasks, [collection], api="mock",
-                     description=f"ToolFlow {which} examples: {len(tasks)} tasks on {len(collection.tools)} tools",
-                     source=str(data_file), notes=notes,
+        notes = ["the spec is the union of the queries' api_list entries; each task is shown its own list",
+                 f"ToolFlow's published examples ({which}: {len(tasks)} of the 131 the ATC repository releases), "
+                 "not the paper's 224-task ToolFlow, which is not released"]
+        return Suite(f"toolflow-examples-{which}", tasks, [collection], api="mock",
+                     description=f"ToolFlow {which} examples: {len(tasks)} of the 131 published example tasks, on "
+                                 f"{len(collection.tools)} tools (the paper's 224-task set is unreleased)",
+                     source=str(data_file), notes=notes, candidates="each query's own api_list (published)",
                      task_notes=[TaskNote("gold API(s) not among the tools", tuple(unknown))])
 
     return read
+
+
+def _toolflow_all(path: Path) -> Suite:
+    """The three ToolFlow example sets as one suite (ids prefixed with the set's name)."""
+    parts = [_toolflow(which)(path) for which in ("movie", "food", "weather")]
+    prefix = {id(part): part.name.rsplit("-", 1)[-1] for part in parts}
+    tasks = [EvalTask(f"{prefix[id(part)]}-{t.id}", t.query, t.solution, t.answer, t.tools, t.solvable, t.meta)
+             for part in parts for t in part.tasks]
+    about: dict[str, list[tuple[str, str]]] = {}
+    for part in parts:
+        for note in part.task_notes:
+            about.setdefault(note.what, []).extend((f"{prefix[id(part)]}-{task}", detail) for task, detail in note.items)
+    per_task = {n.text() for part in parts for n in part.task_notes}
+    notes = list(dict.fromkeys(n for part in parts for n in part.notes
+                               if n not in per_task and not n.startswith("ToolFlow's published examples")))
+    notes.append(f"ToolFlow's published examples: all {len(tasks)} the ATC repository releases (movie, food, "
+                 "weather), not the paper's 224-task ToolFlow, which is not released")
+    return Suite("toolflow-examples", tasks, [c for part in parts for c in part.collections], api="mock",
+                 description=f"ToolFlow's {len(tasks)} published example tasks (movie, food, weather)",
+                 source=str(path), notes=notes, candidates="each query's own api_list (published)",
+                 task_notes=[TaskNote(what, tuple(items)) for what, items in about.items()])
 
 
 # -- ToolBench / StableToolBench ---------------------------------------------------------------
@@ -305,15 +374,19 @@ def _toolbench(path: Path) -> Suite:
     return Suite(name, tasks, collections, api="mock",
                  description=f"ToolBench test queries: {len(tasks)} tasks on {len(names)} APIs of "
                              f"{len(collections)} tools", source=str(path), notes=notes,
-                 task_notes=[TaskNote("relevant API(s) not among the tools", tuple(unknown))])
+                 task_notes=[TaskNote("relevant API(s) not among the tools", tuple(unknown))],
+                 candidates="each query's own api_list (published)")
 
 
 for _which in ("tmdb", "spotify"):
     register_reader(f"restbench-{_which}", _restbench(_which),
                     f"RestBench {_which}: datasets/{_which}.json with specs/{_which}_oas.json (RestGPT)")
+register_reader("toolflow-examples", _toolflow_all,
+                "ToolFlow's 131 published example tasks, the three sets together (not the paper's 224)")
 for _which in ("movie", "food", "weather"):
-    register_reader(f"toolflow-{_which}", _toolflow(_which),
-                    f"ToolFlow's {_which} example set (example_ToolFlow_data_v0/{_which}.example.data.json)")
+    register_reader(f"toolflow-examples-{_which}", _toolflow(_which),
+                    f"ToolFlow's published {_which} examples (example_ToolFlow_data_v0/{_which}.example.data.json)")
+    register_reader(f"toolflow-{_which}", _toolflow(_which), f"the older name of toolflow-examples-{_which}")
 register_reader("toolbench", _toolbench, "ToolBench / StableToolBench test queries (G1_instruction.json...)")
 
 

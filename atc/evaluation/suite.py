@@ -101,6 +101,8 @@ class Suite:
     source: str = ""
     notes: list[str] = field(default_factory=list)
     task_notes: list[TaskNote] = field(default_factory=list)
+    #: how each task's candidate tools were chosen (None: the suite gives none), for the summary
+    candidates: str | None = None
     _wide: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -129,7 +131,7 @@ class Suite:
         if limit is None:
             return self
         return Suite(self.name, self.tasks[:limit], self.collections, self.api, self.description, self.source,
-                     list(self._wide), list(self.task_notes))
+                     list(self._wide), list(self.task_notes), self.candidates)
 
 
 def _strings(value: Any) -> list[str] | None:

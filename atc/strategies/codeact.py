@@ -12,7 +12,7 @@ error with the traceback; a reply without code that says ``Final answer: ...`` e
 with that answer; when a typed answer was asked for (``answer=``), the snippet that hands a value
 matching the schema to ``final_answer(value)`` ends it instead (a value that does not match is
 answered with the problem). A reply with neither is answered with a reminder (``no_program``). It ends at
-``max_steps`` turns (``step_limit``), when the model budget is spent, or when a snippet ended the
+``max_steps`` turns (10, as CodeAct's own evaluation loop: ``CodeActSettings``; ``step_limit``), when the model budget is spent, or when a snippet ended the
 session (it ran out of time or memory, or spent the session's call budget: ``SessionEnded``; the
 session is not reopened, so that no budget is reset behind the model's back).
 
@@ -33,6 +33,7 @@ from atc.model import Message
 from atc.reflection import describe_error
 from atc.strategies.base import Episode, Outcome, Step, error_dict, model_stop, run_failure
 from atc.strategies.registry import register
+from atc.strategies.settings import CodeActSettings
 from sandbox.api import ErrorInfo, ExecutionResult
 
 if TYPE_CHECKING:
@@ -40,11 +41,12 @@ if TYPE_CHECKING:
 
 __all__ = ["CodeAct", "DEFAULT_TURNS", "snippet_failure"]
 
-DEFAULT_TURNS = 12
+DEFAULT_TURNS = CodeActSettings().max_turns
 #: Characters of a snippet's output shown to the model (its head and tail when longer).
 MAX_OUTPUT = 2000
 _FENCED = re.compile(r"^[ \t]*(`{3,}|~{3,})", re.MULTILINE)
 _FINAL = re.compile(r"final answer\s*[:：]\s*(?P<answer>.+)", re.IGNORECASE | re.DOTALL)
+_UNDEFINED = re.compile(r"name '(?P<name>[A-Za-z_]\w*)' is not defined")
 
 
 def snippet_failure(result: ExecutionResult) -> str | None:
@@ -63,11 +65,17 @@ class CodeAct:
     #: the session brings its own sandbox: nothing to get ready beforehand
     uses_sandbox = False
 
-    def __init__(self, *, max_steps: int | None = None, max_output: int = MAX_OUTPUT, **_: Any) -> None:
-        self.max_turns = max_steps if max_steps is not None else DEFAULT_TURNS
-        if self.max_turns < 1:
-            raise UsageError("--max-steps must be at least 1")
-        self.max_output = max_output
+    def __init__(self, *, max_steps: int | None = None, max_output: int = MAX_OUTPUT,
+                 settings: CodeActSettings | None = None, **_: Any) -> None:
+        if settings is None:
+            turns = max_steps if max_steps is not None else DEFAULT_TURNS
+            if turns < 1:
+                raise UsageError("--max-steps must be at least 1")
+            settings = CodeActSettings(max_turns=turns, max_output=max_output)
+        settings.check()
+        self.settings = settings
+        self.max_turns = settings.max_turns
+        self.max_output = settings.max_output
 
     def run(self, episode: Episode) -> Outcome:
         from protocols.render import render_compact
@@ -117,6 +125,9 @@ class CodeAct:
         kind = snippet_failure(result)
         if kind is not None:
             episode.fail(kind)
+        missing = _UNDEFINED.search(result.error.message) if result.error and result.error.type == "NameError" else None
+        if missing and re.search(rf"\b{re.escape(missing.group('name'))}\s*\(", code):
+            episode.note_request(missing.group("name"), "unknown_tool")  # a made-up tool, called
         if episode.answer is not None and result.ok and result.answered:  # final_answer(value): the end
             from atc.answers import error_of
 
