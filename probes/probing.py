@@ -30,6 +30,7 @@ from probes.cache import ResponseCache
 from probes.calls import Budget, Caller
 from probes.chain import ChainProber
 from probes.findings import remember
+from probes.guard import ScopeGuard, guarded_toolset
 from probes.outputs import learnt_collection, write_outputs
 from probes.plan import plan_writes
 from probes.report import ProbeInterrupted, ProbeReport, ProbeSettings
@@ -157,7 +158,11 @@ class _Run:
         self.name = "+".join(c.name for c in toolset.collections)
         self.cache = ResponseCache(atc_home(), self.name, toolset.base_url or "", credentials=toolset.credentials,
                                    refresh=settings.refresh, enabled=settings.cache)
-        self.session = Session(tools, Caller(toolset, self.limits, self.budget, self.cache), settings,
+        # Every call that may write passes the scope guard at the gateway: the planned request and
+        # each redirect that would send it again (``probes.guard``).
+        self.guard = ScopeGuard(Scope(settings.scope), {t.name: t for t in tools}, toolset.base_url_for)
+        self.wire = guarded_toolset(toolset, self.guard)
+        self.session = Session(tools, Caller(self.wire, self.limits, self.budget, self.cache), settings,
                                on_event=self._event)
         for name, reason in unsafe.items():
             self.session.settle(self.session.states[name], "skipped", reason)
@@ -167,7 +172,8 @@ class _Run:
             for name, why in self.plan.never.items():  # said first, before anything is sent
                 self.session.settle(self.session.states[name], "skipped", f"never sent: {why}")
         if self.plan is not None and not settings.dry_run:
-            self.writes = WriteRunner(self.session, self.plan, say=self._say if on_event is None else None)
+            self.writes = WriteRunner(self.session, self.plan, say=self._say if on_event is None else None,
+                                      guard=self.guard)
 
     def _say(self, text: str) -> None:
         """Before an unsafe call, with no progress hook: the library says it on stderr itself."""
@@ -186,7 +192,8 @@ class _Run:
             model=getattr(self.llm, "model", None), usage=dict(self.usage), sandbox=self.sandbox,
             writes=[step.to_dict() for step in self.plan.steps] if self.plan is not None else [],
             scope=dict(self.settings.scope), dry_run=self.settings.dry_run, stopped=stopped,
-            left_behind=self.writes.left_behind() if self.writes is not None else [])
+            left_behind=self.writes.left_behind() if self.writes is not None else [],
+            outside_scope=self.guard.to_list())
 
     def finish(self, *, interrupted: bool = False, update: bool = False) -> ProbeReport:
         """The final report, with the ``--out`` files and the store written from it."""
@@ -231,7 +238,7 @@ class _Run:
             from sandbox.execute import get_backend
 
             backend = sandbox if isinstance(sandbox, Backend) else get_backend(sandbox)
-            model_prober = ModelProber(self.session, self.llm, self.toolset, sandbox=backend, limits=self.limits)
+            model_prober = ModelProber(self.session, self.llm, self.wire, sandbox=backend, limits=self.limits)
             try:
                 self.rounds = model_prober.run()
             finally:

@@ -176,6 +176,9 @@ class ProbeReport:
     dry_run: bool = False
     stopped: str | None = None
     left_behind: list[str] = field(default_factory=list)
+    #: What the scope guard refused to send (``probes.guard``): a request or a redirect hop that
+    #: would have written outside the scope, ``{"tool", "method", "url", "hop", "reason"}``.
+    outside_scope: list[dict[str, Any]] = field(default_factory=list)
 
     def count(self, status: str) -> int:
         return sum(1 for t in self.tools if t.status == status)
@@ -215,6 +218,7 @@ class ProbeReport:
             "dry_run": self.dry_run,
             "stopped": self.stopped,
             "left_behind": self.left_behind,
+            "outside_scope": self.outside_scope,
         }
 
 

@@ -182,4 +182,5 @@ def _merge(toolset: Toolset, reports: list[ProbeReport], started: float, interru
         sandbox=next((r.sandbox for r in reports if r.sandbox), None),
         writes=[w for r in reports for w in r.writes], scope=next((r.scope for r in reports if r.scope), {}),
         dry_run=any(r.dry_run for r in reports), stopped=next((r.stopped for r in reports if r.stopped), None),
-        left_behind=[x for r in reports for x in r.left_behind])
+        left_behind=[x for r in reports for x in r.left_behind],
+        outside_scope=[x for r in reports for x in r.outside_scope])

@@ -26,11 +26,13 @@ from typing import Any
 from urllib.parse import quote
 
 from probes.calls import Observation, Source
+from probes.guard import ScopeGuard
 from probes.harvest import Candidate, field_path
 from probes.naming import singular
 from probes.plan import Bound, Step, WritePlan, shown
-from probes.scope import Scope, fresh_name
+from probes.scope import fresh_name
 from probes.state import BUDGET_SPENT, Session, ToolState
+from probes.text import is_path_like
 from probes.values import coerce, type_ok
 from protocols.model import Tool
 
@@ -142,11 +144,12 @@ def _short(value: Any, limit: int = 160) -> str:
 class WriteRunner:
     """Sends a ``WritePlan`` over a ``Session`` (see the module docstring)."""
 
-    def __init__(self, session: Session, plan: WritePlan, *, say: Callable[[str], None] | None = None) -> None:
+    def __init__(self, session: Session, plan: WritePlan, *, say: Callable[[str], None] | None = None,
+                 guard: ScopeGuard | None = None) -> None:
         self.s = session
         self.plan = plan
         self.say = say
-        self.scope = Scope(session.settings.scope)
+        self.guard = guard
         self.values: dict[int, Any] = {}
         self.origin: dict[int, Source] = {}
         self.own_param: dict[int, str] = {}
@@ -206,6 +209,8 @@ class WriteRunner:
             if isinstance(got, str):
                 return _Missing(got)
             provenance.setdefault(pname, got[1])
+            if self.guard is not None:
+                self.guard.know(got[0])  # pinned, created or named by this probe: a path may name it
             moves = self._moves.setdefault(step.index, ([], []))
             if value.kind == "created":
                 moves[0].append(value.step)
@@ -277,11 +282,6 @@ class WriteRunner:
         if isinstance(filled, str):
             return self._skip(step, state, filled)
         args, provenance = filled
-        stray = outside_roots(self.scope, args)
-        if stray is not None:
-            # The plan only fills arguments from the scope and from what this probe made; this
-            # is the last look before anything is sent, should a path have slipped through.
-            return self._skip(step, state, f"{stray!r} is outside the scope's roots: never written")
         problem = s.caller.valid(tool, args)
         if problem is not None:
             return self._skip(step, state, f"its arguments do not fit the tool's schema: {problem}")
@@ -291,7 +291,13 @@ class WriteRunner:
         step.sent_args = args
         state.notice = step.says
         self._announce(state)
-        obs = s.caller.call(tool, args, provenance=provenance, round_=round_, cache=False)
+        if self.guard is not None:
+            # The gateway asks the guard about this request and every redirect that would repeat
+            # it: this step, with these arguments, is the one write it lets through now.
+            with self.guard.sending(tool, args, delete=step.verb in ("delete", "bulk")):
+                obs = s.caller.call(tool, args, provenance=provenance, round_=round_, cache=False)
+        else:
+            obs = s.caller.call(tool, args, provenance=provenance, round_=round_, cache=False)
         s.observe(state, obs)
         s.auth.wrote(f"step {step.index} ({tool.method.upper()} {tool.path}, {tool.name})")
         if obs.kind == "budget" or obs.kind == "invalid":
@@ -358,6 +364,12 @@ class WriteRunner:
             self.origin[step.index] = {"kind": "new"}
         self.made.add(step.index)
         step.created = self.values.get(step.index)
+        if self.guard is not None:
+            self.guard.know(step.created)
+            for key in (*_ID_KEYS, "number"):  # how later steps may name it: its id, its name, its number
+                found = _field(obs.data, key, planned.entity)
+                if found is not None:
+                    self.guard.know(found[0])
 
     # -- the end ---------------------------------------------------------------------------------
 
@@ -421,7 +433,7 @@ def created_candidates(session: Session, writes: WriteRunner) -> Callable[[Tool,
         pin = scope.pin_for(tool, Target(pname, "ref", key, role.entity, role.attribute))
         schema = tool.properties.get(pname)
         schema = schema if isinstance(schema, dict) else {}
-        if pin is not None and not is_root(pin[1]):
+        if pin is not None and not is_path_like(pin[1]):
             value = coerce(pin[1], schema)
             if value is not None:
                 out.append(Candidate(value, 0.96, {"kind": "scope"}))
@@ -446,25 +458,3 @@ def created_candidates(session: Session, writes: WriteRunner) -> Callable[[Tool,
         return out
 
     return provide
-
-
-def is_root(value: Any) -> bool:
-    from probes.text import is_path_like
-
-    return is_path_like(value)
-
-
-def outside_roots(scope: Scope, args: Any) -> str | None:
-    """A path-like value among ``args`` (at any depth) that is not inside one of the scope's
-    pinned roots; None when every one is, or when the scope pins no root."""
-    if not scope.roots:
-        return None
-    values = args.values() if isinstance(args, dict) else args if isinstance(args, list) else [args]
-    for value in values:
-        if isinstance(value, (dict, list)):
-            found = outside_roots(scope, value)
-            if found is not None:
-                return found
-        elif is_root(value) and not scope.under_root(value):
-            return str(value)
-    return None

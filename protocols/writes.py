@@ -73,7 +73,8 @@ def _notes(tool: Tool) -> Mapping[str, Any]:
 
 
 def _is_mcp(tool: Tool, collection: Collection | None) -> bool:
-    return tool.method.upper() == "MCP" or (collection is not None and collection.kind == "mcp")
+    return tool.method.upper() == "MCP" or (collection is not None and (
+        collection.kind == "mcp" or collection.source_format == "mcp"))
 
 
 def _literal_words(tool: Tool) -> set[str]:
