@@ -108,12 +108,14 @@ class Step:
     result: str | None = None
     sent_args: dict[str, Any] | None = None
     created: Any = None
+    #: For a create of a pinned name: the read asked first whether it exists (``GET /buckets/{}``).
+    check: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"step": self.index, "tool": self.tool, "action": self.verb, "method": self.method, "path": self.path,
                 "args": self.sent_args if self.sent_args is not None else shown(self.args),
                 "status": self.status, "says": self.says, "result": self.result, "created": self.created,
-                "uses": self.uses, "deletes": self.deletes}
+                "uses": self.uses, "deletes": self.deletes, **({"check": self.check} if self.check else {})}
 
 
 @dataclass

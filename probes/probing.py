@@ -26,6 +26,7 @@ from atc.config import atc_home
 from atc.errors import ConfigError, UsageError
 from atc.model import ModelClient, make_client
 from probes.actions import Action, action_of
+from probes.announce import describe
 from probes.cache import ResponseCache
 from probes.calls import Budget, Caller
 from probes.chain import ChainProber
@@ -37,7 +38,7 @@ from probes.report import ProbeInterrupted, ProbeReport, ProbeSettings
 from probes.safety import call_safety
 from probes.scope import Scope
 from probes.state import Event, Session, ToolState
-from probes.writes import WriteRunner, created_candidates, describe
+from probes.writes import WriteRunner, created_candidates
 from protocols.model import Collection, Tool
 from sandbox.api import Backend, Limits, Toolset
 from sandbox.execute import BaseUrl, as_toolset, check_toolset

@@ -132,10 +132,20 @@ def _summary(report: Any) -> str:
     if report.writes:
         done = sum(1 for w in report.writes if w["status"] == "done")
         line += f"  unsafe calls: {done} of {len(report.writes)} planned were sent and worked\n"
-    if report.left_behind:
-        line += f"  left behind (created, not deleted): {'; '.join(report.left_behind)}\n"
+    for hop in report.outside_scope[:5]:
+        where = f"redirect {hop['hop']} to " if hop["hop"] else ""
+        line += f"  not sent (outside the scope): {hop['tool']} {hop['method']} {where}{hop['url']}: {hop['reason']}\n"
+    if len(report.outside_scope) > 5:
+        line += f"  ... and {len(report.outside_scope) - 5} more not sent (outside the scope): see the JSON report\n"
     for kind, path in report.outputs.items():
         line += f"  {kind}: {path}\n"
+    # The last line says plainly whether the probe left anything behind on the API.
+    if report.left_behind:
+        line += (f"LEFT BEHIND on the API: {len(report.left_behind)} thing{'s' if len(report.left_behind) != 1 else ''}"
+                 " this probe made and did not delete:\n")
+        line += "".join(f"  - {x}\n" for x in report.left_behind)
+    elif any(w["status"] in ("done", "failed") for w in report.writes):
+        line += "nothing left behind: everything this probe created was deleted again\n"
     return line
 
 
