@@ -217,7 +217,9 @@ class Tool:
 
     ``responses`` is every documented answer, for whoever must produce one (``atc mock``): status
     (``"200"``, ``"4XX"``, ``"default"``) -> ``{"content": {media type: schema | None},
-    "headers": {name: {"schema": {...}, "required": bool}}}``, schemas resolved like
+    "headers": {name: {"schema": {...}, "required": bool}}}`` (and, for a Swagger 2 response
+    without a schema, ``"produces": [media types]``: no body, but these types declared for it),
+    schemas resolved like
     ``response_schema`` (which stays the one JSON schema a program gets back). ``request_body``
     says what the body is as a whole: ``{"media_types": [...], "required": bool, "schema": {...}}``,
     ``schema`` holding the body schema's own keywords (``additionalProperties``,

@@ -279,11 +279,16 @@ class _Build:
                 self._skipped(exc)
                 continue
             content: dict[str, Any] = {}
+            bare: list[str] = []
             if self.swagger:
                 if "schema" in resp:
                     schema = self._optional_schema(resp["schema"], f"{rp}/schema")
                     for media in produces:
                         content[media] = schema
+                else:
+                    # No body, but Swagger declares the operation's media types for every answer
+                    # (``produces``): the answer still says which one (its Content-Type).
+                    bare = list(produces)
             elif isinstance(resp.get("content"), dict):
                 for media, entry in resp["content"].items():
                     entry = entry if isinstance(entry, dict) else {}
@@ -293,6 +298,8 @@ class _Build:
                 # One shared object for the chosen schema (an equal copy would be stored twice).
                 content = {m: primary if s == primary else s for m, s in content.items()}
             entry_out: dict[str, Any] = {"content": content}
+            if bare:
+                entry_out["produces"] = bare
             headers = self._response_headers(resp.get("headers"), f"{rp}/headers")
             if headers:
                 entry_out["headers"] = headers
@@ -358,11 +365,16 @@ class _Build:
             media = [m for m in consumes if isinstance(m, str)] if isinstance(consumes, list) else []
             if body_media not in media:
                 media = [body_media, *media]
+            form = False
             for param in self.parameters(op.get("parameters"), f"{pointer[:pointer.rindex('/')]}/parameters").values():
                 if param[0].get("in") == "body":
                     raw_schema, required = param[0].get("schema"), _flag(param[0].get("required"))
-                elif param[0].get("in") == "formData" and _flag(param[0].get("required")):
-                    required = True
+                elif param[0].get("in") == "formData":
+                    form = True
+                    required = required or _flag(param[0].get("required"))
+            if form and raw_schema is None:
+                # The formData parameters are the whole form: a field they do not name is not part of it.
+                raw_schema = {"type": "object", "additionalProperties": False}
         else:
             body = op.get("requestBody")
             body, _ = self.refs.follow(body, pointer)

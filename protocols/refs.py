@@ -7,6 +7,11 @@ Two kinds of ``$ref`` need different answers:
 - a recursive *schema* (a tree node whose ``children`` are tree nodes) is fine: :meth:`Resolver.schema`
   expands it once and cuts the second visit to ``{"type": "object", "description": "(recursive: Name)"}``.
 
+An expanded reference to a named schema (``#/components/schemas/WorkPoolFilter``, Swagger's
+``#/definitions/...``, ``#/$defs/...``) keeps the name under ``NAME_KEY`` (``x-atc-ref``), so that a
+protocol can say ``work_pools: WorkPoolFilter`` instead of ``dict``. ``allOf`` is folded
+conjunctively (:mod:`protocols.allof`).
+
 External references (other files, URLs) are never fetched: they raise a ``ProtocolError`` naming
 the pointer where they occur. Deep documents are cut at ``MAX_DEPTH`` so no input can reach
 Python's recursion limit.
@@ -17,16 +22,20 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
+from protocols.allof import NAME_KEY, merge_all_of
 from protocols.errors import ProtocolError
 from protocols.model import SpecWarning
 from protocols.repair import finish_root, repair_node
 
-__all__ = ["Resolver", "escape", "merge_all_of", "unshare", "MAX_DEPTH"]
+__all__ = ["Resolver", "escape", "merge_all_of", "unshare", "component_name", "MAX_DEPTH", "NAME_KEY"]
 
 #: Nesting beyond this depth is replaced by a marker; keeps hostile input away from RecursionError.
 MAX_DEPTH = 48
 #: Nodes one expanded schema may have before the rest is cut.
 MAX_NODES = 50_000
+
+#: Where named schemas live: a ``$ref`` into one of these keeps the component's name (``NAME_KEY``).
+_COMPONENT_HOMES = ("/components/schemas/", "/definitions/", "/$defs/")
 
 #: Keywords whose values are maps of name -> schema.
 _SCHEMA_MAPS = ("properties", "patternProperties", "definitions", "$defs", "dependentSchemas")
@@ -133,13 +142,18 @@ class Resolver:
                 name = ref.rsplit("/", 1)[-1]
                 return {"type": "object", "description": f"(recursive: {name})"}
             if isinstance(ref, str) and ref in self._cache:
-                return self._cache[ref]
-            target, pointer = self.follow(node, at)
-            # Every ref of the chain is now on the stack, so a schema that refers back is cut.
-            chain = stack + (ref,) if isinstance(ref, str) else stack
-            resolved = self._schema(target, pointer, chain, depth + 1, is_schema)
-            if isinstance(ref, str) and not _has_cut(resolved):
-                self._cache[ref] = resolved
+                resolved = self._cache[ref]  # (the siblings below still apply to this use)
+            else:
+                target, pointer = self.follow(node, at)
+                # Every ref of the chain is now on the stack, so a schema that refers back is cut.
+                chain = stack + (ref,) if isinstance(ref, str) else stack
+                resolved = self._schema(target, pointer, chain, depth + 1, is_schema)
+                named = component_name(ref) if is_schema else None
+                if named and isinstance(resolved, dict) and resolved.get(NAME_KEY) != named:
+                    # A copy: ``resolved`` may be the cached expansion of another name in the chain.
+                    resolved = {**resolved, NAME_KEY: named}
+                if isinstance(ref, str) and not _has_cut(resolved):
+                    self._cache[ref] = resolved
             extra = {k: v for k, v in node.items() if k != "$ref"}
             if extra and isinstance(resolved, dict):
                 # OpenAPI 3.1 allows siblings next to $ref (description, nullable...): they win.
@@ -172,6 +186,21 @@ class Resolver:
         if isinstance(out.get("allOf"), list):
             out = merge_all_of(out)
         return out
+
+
+def component_name(ref: Any) -> str | None:
+    """The name of the component a local ``$ref`` names (``#/components/schemas/WorkPoolFilter`` ->
+    ``WorkPoolFilter``), None for a reference to anything else. Expanding a reference would lose
+    the name, which is how a reader knows two parameters take the same type; the resolver keeps
+    it under ``NAME_KEY``."""
+    if not isinstance(ref, str) or not ref.startswith("#/"):
+        return None
+    pointer = ref[1:]
+    for home in _COMPONENT_HOMES:
+        if pointer.startswith(home) and "/" not in pointer[len(home):]:
+            name = _unescape(unquote(pointer[len(home):]))
+            return name or None
+    return None
 
 
 def _discriminator_values(node: dict[str, Any]) -> dict[int, tuple[str, str]]:
@@ -224,35 +253,6 @@ def _has_cut(schema: Any, depth: int = 0) -> bool:
     if isinstance(schema, list):
         return any(_has_cut(v, depth + 1) for v in schema)
     return False
-
-
-def merge_all_of(schema: dict[str, Any]) -> dict[str, Any]:
-    """Merge the (already resolved) ``allOf`` members into one schema.
-
-    Properties are united (later members win per property), ``required`` lists are united, other
-    keywords keep the first value seen; the schema's own keywords win over its members'."""
-    members = [m for m in schema.get("allOf") or [] if isinstance(m, dict)]
-    own = {k: v for k, v in schema.items() if k != "allOf"}
-    merged: dict[str, Any] = {}
-    props: dict[str, Any] = {}
-    required: list[str] = []
-    for index, part in enumerate(members + [own]):
-        if isinstance(part.get("allOf"), list):
-            part = merge_all_of(part)
-        is_own = index == len(members)
-        for key, value in part.items():
-            if key == "properties" and isinstance(value, dict):
-                props.update(value)
-            elif key == "required" and isinstance(value, list):
-                required.extend(r for r in value if isinstance(r, str) and r not in required)
-            elif is_own or key not in merged:
-                merged[key] = value
-    if props:
-        merged["properties"] = props
-        merged.setdefault("type", "object")
-    if required:
-        merged["required"] = required
-    return merged
 
 
 def unshare(node: Any) -> Any:

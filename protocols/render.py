@@ -1,12 +1,15 @@
 """Tool protocols as text for a model.
 
 - :func:`render_compact` — many tools, one signature-like entry each: the call with typed
-  parameters, a condensed response shape, and the one-line purpose. This is what a generation
-  prompt shows; it is a fraction of the raw OpenAPI of the same operations.
-- :func:`render_full` — one tool, everything about it (for reflection): full description, every
-  parameter with its location and description, the response fields, examples, status codes.
-- :func:`response_shape` — a JSON Schema condensed to ``{results: [{id: int, name: str, ...}], count: int}``;
-  ``...`` marks everything that was cut for depth or width.
+  parameters, a condensed response shape, the one-line purpose, and the shape of every structured
+  argument (``WorkPoolFilter = {name: {any_: [str]}, ...}``, each named type once per rendering).
+  This is what a generation prompt shows; it is a fraction of the raw OpenAPI of the same operations.
+- :func:`render_full` — one tool, everything about it (for reflection, ``atc tools show``,
+  ``describe_tools``): full description, every parameter with its location and description, every
+  field of a structured argument with its path (``work_pools.name.any_``), the response fields,
+  examples, status codes.
+
+The schema-to-text pieces (types, shapes, field lines) live in :mod:`protocols.shapes`.
 """
 
 from __future__ import annotations
@@ -17,104 +20,69 @@ from collections.abc import Sequence
 from typing import Any
 
 from protocols.model import Tool
+from protocols.shapes import (
+    field_lines,
+    input_field_lines,
+    input_shape,
+    object_branches,
+    one_line,
+    response_shape,
+    schema_name,
+    type_label,
+    without_null,
+)
 
-__all__ = ["render_compact", "render_full", "response_shape", "type_label", "field_lines", "purpose"]
+__all__ = ["render_compact", "render_full", "response_shape", "type_label", "field_lines", "purpose",
+           "param_label"]
 
-_SCALARS = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None",
-            "object": "dict", "array": "list"}
-
-
-def _one_line(text: str, limit: int) -> str:
-    s = " ".join(str(text).split())
-    return s if len(s) <= limit else s[: limit - 3].rstrip() + "..."
-
-
-def _variants(schema: dict[str, Any]) -> list[Any] | None:
-    for key in ("oneOf", "anyOf"):
-        v = schema.get(key)
-        if isinstance(v, list) and v:
-            return v
-    return None
-
-
-def type_label(schema: Any) -> str:
-    """A short Python-like type for a parameter schema: ``str``, ``int``, ``list[str]``, ``"a"|"b"``."""
-    if not isinstance(schema, dict) or not schema:
-        return "any"
-    enum = schema.get("enum")
-    if isinstance(enum, list) and enum:
-        shown = "|".join(json.dumps(e, ensure_ascii=False) for e in enum[:6])
-        return shown + ("|..." if len(enum) > 6 else "")
-    variants = _variants(schema)
-    if variants:
-        return "|".join(dict.fromkeys(type_label(v) for v in variants[:3]))
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        return "|".join(_SCALARS.get(str(k), str(k)) for k in kind[:3])
-    if kind == "array":
-        items = schema.get("items")
-        return f"list[{type_label(items)}]" if isinstance(items, dict) and items else "list"
-    if kind is None and isinstance(schema.get("properties"), dict):
-        return "dict"
-    return _SCALARS.get(str(kind), str(kind) if kind else "any")
+_one_line = one_line
+#: Depth and width of a named type's shape in the compact protocol, and of an unnamed one inlined
+#: in a signature (kept smaller: it sits in the call's line).
+_DEF_DEPTH, _DEF_PROPS = 3, 12
+_INLINE_DEPTH, _INLINE_PROPS = 2, 6
 
 
-def response_shape(schema: Any, *, max_depth: int = 3, max_props: int = 8) -> str:
-    """A JSON Schema condensed to a one-line shape; ``...`` marks what depth or width limits cut."""
-    return _shape(schema, max_depth, max_props, 0)
-
-
-def _shape(schema: Any, max_depth: int, max_props: int, depth: int) -> str:
-    if not isinstance(schema, dict) or not schema:
-        return "any"
-    desc = schema.get("description")
-    if isinstance(desc, str) and desc.startswith("(recursive: "):
-        return desc[len("(recursive: "):-1] if desc.endswith(")") else "{...}"
-    variants = _variants(schema)
-    if variants and "properties" not in schema:
-        return " | ".join(dict.fromkeys(_shape(v, max_depth, max_props, depth) for v in variants[:2])) + \
-            (" | ..." if len(variants) > 2 else "")
-    kind = schema.get("type")
-    props = schema.get("properties")
-    if kind == "array" or (kind is None and "items" in schema):
-        items = schema.get("items")
-        if depth >= max_depth:
-            return "[...]"
-        return f"[{_shape(items, max_depth, max_props, depth + 1)}]" if isinstance(items, dict) and items else "[]"
-    if isinstance(props, dict) and props:
-        if depth >= max_depth:
-            return "{...}"
-        names = list(props)
-        parts = [f"{_key(n)}: {_shape(props[n], max_depth, max_props, depth + 1)}" for n in names[:max_props]]
-        if len(names) > max_props:
-            parts.append("...")
-        return "{" + ", ".join(parts) + "}"
-    extra = schema.get("additionalProperties")
-    if isinstance(extra, dict) and extra:
-        if depth >= max_depth:
-            return "{...}"
-        return "{str: " + _shape(extra, max_depth, max_props, depth + 1) + "}"
-    if kind == "object" or kind is None and props is not None:
-        return "{}" if kind == "object" else "any"
-    return type_label(schema)
-
-
-def _key(name: str) -> str:
-    return name if name.isidentifier() else json.dumps(name, ensure_ascii=False)
+def param_label(schema: Any) -> str:
+    """The type a signature shows for a parameter: ``type_label`` for plain values and for objects
+    of named types (``WorkPoolFilter``, ``list[Track]``; a null branch is left out, None is what
+    the default says), the shape itself for an unnamed object (``[{uri: str}]``)."""
+    branches = object_branches(schema)
+    if not branches:
+        return type_label(schema)
+    if all(schema_name(b) for b in branches):
+        return type_label(without_null(schema) if isinstance(schema, dict) else schema)
+    return input_shape(schema, max_depth=_INLINE_DEPTH, max_props=_INLINE_PROPS)
 
 
 def _signature(tool: Tool) -> str:
     props = tool.properties
     required = [n for n in tool.required if n in props]
     optional = [n for n in props if n not in required]
-    parts = [f"{n}: {type_label(props[n])}" for n in required]
+    parts = [f"{n}: {param_label(props[n])}" for n in required]
     for n in optional:
         default = props[n].get("default") if isinstance(props[n], dict) else None
         shown = repr(default)  # the signature is Python: True/False/None, not JSON literals
         if len(shown) > 30:
             shown = "..."
-        parts.append(f"{n}: {type_label(props[n])} = {shown}")
+        parts.append(f"{n}: {param_label(props[n])} = {shown}")
     return f"{tool.name}({', '.join(parts)})"
+
+
+def _definitions(tool: Tool, defined: dict[str, str]) -> list[str]:
+    """``Name = {shape}`` for each named type the tool's parameters take that ``defined`` (name ->
+    shape, shared by one rendering) does not hold yet."""
+    lines = []
+    for schema in tool.properties.values():
+        for branch in object_branches(schema):
+            name = schema_name(branch)
+            if not name:
+                continue
+            shape = input_shape(branch, max_depth=_DEF_DEPTH, max_props=_DEF_PROPS)
+            if defined.get(name) == shape:
+                continue
+            defined[name] = shape
+            lines.append(f"    {name} = {shape}")
+    return lines
 
 
 _MARKUP = re.compile(r"<[^>]+>|\[([^\]]*)\]\([^)]*\)|[`*_]{1,2}(?=\w)|(?<=\w)[`*_]{1,2}")
@@ -139,20 +107,29 @@ def purpose(tool: Tool, limit: int = 160) -> str:
 
 
 def render_compact(tools: Sequence[Tool], *, max_depth: int = 3, max_props: int = 8,
-                   param_notes: bool = True) -> str:
+                   param_notes: bool = True, shapes: bool = True) -> str:
     """Signature-like protocols for a prompt, one block per tool::
 
         get_search_person(query: str, page: int = 1) -> {page: int, results: [{id: int, name: str, ...}], ...}
             Search for people.
             query: Pass a text query to search.
+        read_work_pools(work_pools: WorkPoolFilter = None, limit: int = None) -> [{id: str, name: str, ...}]
+            Read work pools.
+            WorkPoolFilter = {operator: "and_"|"or_", name: {any_: [str]}, type: {any_: [str]}}
 
-    ``param_notes`` adds the first sentence of each documented parameter's description."""
+    ``param_notes`` adds the first sentence of each documented parameter's description;
+    ``shapes`` the shape of each named type a parameter takes (once per rendering: the tools that
+    take it again show its name). In a shape, ``?`` marks the optional fields of an object that
+    has required ones."""
     blocks = []
+    defined: dict[str, str] = {}
     for tool in tools:
         head = _signature(tool)
         if tool.response_schema:
             head += " -> " + response_shape(tool.response_schema, max_depth=max_depth, max_props=max_props)
         lines = [head, f"    {purpose(tool)}"]
+        if shapes:
+            lines.extend(_definitions(tool, defined))
         if param_notes:
             for name, schema in tool.properties.items():
                 desc = schema.get("description") if isinstance(schema, dict) else None
@@ -162,40 +139,11 @@ def render_compact(tools: Sequence[Tool], *, max_depth: int = 3, max_props: int 
     return "\n".join(blocks)
 
 
-def field_lines(schema: Any, prefix: str = "", *, depth: int = 0, max_depth: int = 8) -> list[str]:
-    """One line per field of a response schema: ``results[].id: int - the id``."""
-    if not isinstance(schema, dict) or depth > max_depth:
-        return []
-    kind = schema.get("type")
-    if kind == "array" or (kind is None and "items" in schema):
-        return field_lines(schema.get("items"), prefix + "[]", depth=depth + 1, max_depth=max_depth)
-    variants = _variants(schema)
-    if variants and "properties" not in schema:
-        out: list[str] = []
-        for v in variants[:3]:
-            out.extend(field_lines(v, prefix, depth=depth + 1, max_depth=max_depth))
-        return list(dict.fromkeys(out))
-    props = schema.get("properties")
-    if not isinstance(props, dict):
-        return []
-    out = []
-    for name, sub in props.items():
-        path = f"{prefix}.{name}" if prefix else str(name)
-        label = response_shape(sub, max_depth=0) if isinstance(sub, dict) else "any"
-        if label in ("{...}", "[...]"):
-            label = "object" if label == "{...}" else "list"
-        desc = sub.get("description") if isinstance(sub, dict) else None
-        line = f"{path}: {label}"
-        if isinstance(desc, str) and desc.strip() and not desc.startswith("("):
-            line += f" - {_one_line(desc, 120)}"
-        out.append(line)
-        out.extend(field_lines(sub, path, depth=depth + 1, max_depth=max_depth))
-    return out
-
-
-def render_full(tool: Tool, *, max_fields: int = 120, max_example_chars: int = 800) -> str:
-    """Everything about one tool, for reflection. Parameters are never dropped; the response field
-    list is condensed (to a shape) only past ``max_fields`` lines."""
+def render_full(tool: Tool, *, max_fields: int = 120, max_example_chars: int = 800,
+                max_input_fields: int = 120) -> str:
+    """Everything about one tool, for reflection. Parameters are never dropped; the fields of
+    structured arguments are listed up to ``max_input_fields`` lines (then counted), the response
+    field list is condensed (to a shape) only past ``max_fields`` lines."""
     lines = [f"{_signature(tool)}", f"  {tool.method} {tool.path}"
              + (f"  [collection {tool.collection}" + (f", {tool.category}" if tool.category else "") + "]")]
     if tool.deprecated:
@@ -207,6 +155,7 @@ def render_full(tool: Tool, *, max_fields: int = 120, max_example_chars: int = 8
     props = tool.properties
     if props:
         lines.append("Parameters:")
+        budget_used = 0
         for name, schema in props.items():
             schema = schema if isinstance(schema, dict) else {}
             binding = tool.bindings.get(name)
@@ -230,6 +179,10 @@ def render_full(tool: Tool, *, max_fields: int = 120, max_example_chars: int = 8
             if isinstance(desc, str) and desc.strip():
                 line += f": {_one_line(desc, 300)}"
             lines.append(line)
+            if object_branches(schema):
+                fields = input_field_lines(schema, name, limit=max(1, max_input_fields - budget_used))
+                budget_used += len(fields)
+                lines.extend("    " + f for f in fields)
         if tool.body_media_type:
             lines.append(f"  (request body: {tool.body_media_type})")
     else:

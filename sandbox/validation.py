@@ -17,6 +17,11 @@ before it fails, and ``jsonschema`` costs 10-30 microseconds per keyword per val
 on a string the program chose; ``re`` cannot be interrupted) and ``uniqueItems`` only on arrays
 of up to ``MAX_UNIQUE_CHECK`` items (quadratic on arrays of objects); the API checks both itself.
 Validators are compiled once per schema and cached (``validator_for``).
+
+A problem names where the value is (``argument 'work_pools.name.any_'``, ``argument 'items[2]'``)
+and, for a value that has structure, what was expected (``expected WorkPoolFilterName = {any_:
+[str]} or None, got [...]``; ``explain``): a model cannot learn an API's filter language from
+"is not valid under any of the given schemas".
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from protocols.model import Tool
 from sandbox.hostbounds import HostBounds
 from sandbox.http.decoding import is_binary_object
 
-__all__ = ["validator_for", "problems", "ValidationCut", "count_values", "MAX_UNIQUE_CHECK", "MAX_WARNINGS"]
+__all__ = ["validator_for", "problems", "ValidationCut", "count_values", "explain", "where_in", "MAX_UNIQUE_CHECK",
+           "MAX_WARNINGS"]
 
 #: Longest array whose ``uniqueItems`` the gateway checks (jsonschema compares objects pairwise).
 MAX_UNIQUE_CHECK = 500
@@ -200,11 +206,63 @@ def problems(tool: Tool, args: dict[str, Any], *, first_only: bool, bounds: Host
     best = jsonschema.exceptions.best_match(found) if found else None
     for error in ([best] if best is not None else []) + [e for e in found if e is not best]:
         param = str(error.absolute_path[0]) if error.absolute_path else None
-        where = f"argument {param!r}: " if param else ""
-        out.append((f"{tool.name}: {where}{_short(error.message)}", param))
+        where = f"argument {where_in(error.absolute_path)!r}: " if param else ""
+        out.append((f"{tool.name}: {where}{explain(error)}", param))
     if len(out) > MAX_WARNINGS:
         out = out[:MAX_WARNINGS] + [(f"{tool.name}: more problems, not listed (the first {MAX_WARNINGS} are)", None)]
     return out, None
+
+
+def where_in(path: Iterable[Any]) -> str:
+    """A value's place in the arguments as a program writes it: ``work_pools.name.any_``, ``items[2]``."""
+    out = ""
+    for step in path:
+        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else str(step))
+    return _short(out)
+
+
+def explain(error: Any) -> str:
+    """What is wrong with a value and, where the value has structure, what was expected.
+
+    jsonschema says ``[...] is not valid under any of the given schemas`` for an ``anyOf`` (every
+    ``Optional[Model]`` of a FastAPI spec is one): that names neither the fields nor their types,
+    so the expected shape of the branches (``WorkPoolFilterName = {any_: [str]} or None``) is
+    said instead. An object of the wrong type, a missing or an unexpected field add the shape or
+    the expected field names to jsonschema's own message."""
+    from protocols.shapes import input_shape, schema_name
+
+    schema = error.schema if isinstance(error.schema, dict) else {}
+
+    def shape(sub: Any) -> str:
+        name = schema_name(sub)
+        text = input_shape(sub, max_depth=2, max_props=10)
+        return _short(f"{name} = {text}" if name and text.startswith("{") else text)
+
+    if error.validator in ("anyOf", "oneOf") and isinstance(error.validator_value, list) \
+            and "valid under each of" not in error.message:
+        branches = [b for b in error.validator_value if isinstance(b, dict)]
+        useful = [b for b in branches if not _is_null(b)]
+        expected = " or ".join(dict.fromkeys(shape(b) for b in useful[:3])) or "None"
+        if len(useful) < len(branches):
+            expected += " or None"
+        return f"expected {expected}, got {_short(_shown(error.instance))}"
+    message = _short(error.message)
+    if error.validator == "type" and isinstance(schema.get("properties"), dict) and schema["properties"]:
+        return f"expected {shape(schema)}, got {_short(_shown(error.instance))}"
+    if error.validator in ("additionalProperties", "unevaluatedProperties", "required") \
+            and isinstance(schema.get("properties"), dict):
+        fields = ", ".join(list(schema["properties"])[:30])
+        return f"{message} (expected fields: {_short(fields)})" if fields else message
+    return message
+
+
+def _is_null(schema: dict[str, Any]) -> bool:
+    return schema.get("type") == "null" or schema.get("enum") == [None]
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _short(message: str) -> str:

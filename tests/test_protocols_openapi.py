@@ -262,7 +262,8 @@ def test_openapi_31_and_server_variables() -> None:
     assert c.servers == ["https://eu.example.com/v2"]
     t = c.tools[0]
     assert t.name == "get_pet" and t.category == "pets" and t.bindings["pet_id"] == Binding("path", "petId")
-    assert t.response_schema == {"type": "object", "properties": {"id": {"type": "integer"}}, "description": "a pet"}
+    assert t.response_schema == {"type": "object", "properties": {"id": {"type": "integer"}}, "description": "a pet",
+                                 "x-atc-ref": "Pet"}  # the component's name is kept
     assert t.examples == [{"args": {}, "response": {"id": 1}, "status": None}]
 
 
@@ -286,7 +287,7 @@ def test_swagger_20() -> None:
     assert c.source_format == "swagger-2.0" and c.servers == ["https://api.example.com/v1"]
     create, listing, upload = c.tools
     assert create.name == "create_user" and create.bindings == {"name": Binding("body", "name")}
-    assert create.response_schema == {"type": "object", "properties": {"name": {"type": "string"}}}
+    assert create.response_schema == {"type": "object", "properties": {"name": {"type": "string"}}, "x-atc-ref": "User"}
     assert create.security == [["key"]] and listing.security == []
     assert listing.name == "get_users" and listing.properties["q"]["enum"] == ["a", "b"]
     assert upload.body_media_type == "multipart/form-data" and upload.required == ["file"]

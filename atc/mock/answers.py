@@ -13,12 +13,18 @@
   ``{"error", "message"}``.
 - **Media type.** The documented media types of that response, negotiated with ``Accept`` (406
   when nothing acceptable is documented), and encoded as they say: JSON, text, XML, CSV, a form,
-  or bytes of the right kind (a real PNG, JPEG, GIF or PDF; seeded bytes for anything else).
-- **Headers.** The response's documented headers, generated from their schemas.
+  or bytes of the right kind (a real PNG, JPEG, GIF, WebP, BMP, TIFF, ICO or PDF; a PNG for an
+  image type the mock cannot make; seeded bytes for anything else). A documented range is
+  answered in a concrete type within it (``image/*`` as ``image/png``, ``*/*`` as JSON). Every
+  answer that documents a media type says it in ``Content-Type``, even without a body (a ``204``
+  documented with content, a Swagger 2 response without a schema: ``produces`` still applies).
+- **Headers.** The response's documented headers, generated from their schemas; and
+  ``X-Atc-Mock-Unsatisfiable`` when the answer cannot meet its schema (:mod:`atc.mock.satisfy`).
 """
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import json
@@ -32,10 +38,11 @@ from xml.sax.saxutils import escape as xml_escape
 from atc.mock.checks import is_valid
 from atc.mock.data import as_dict, rng, schema_type
 from atc.mock.gen import RequestContext, SchemaFaker
+from atc.mock.satisfy import HEADER, verdict
 from protocols.model import Tool
 
-__all__ = ["MockResponse", "NATURAL", "success_status", "error_status", "documents_not_found", "negotiate", "encode", "NOT_ACCEPTABLE",
-           "ErrorMaker", "is_json"]
+__all__ = ["MockResponse", "NATURAL", "success_status", "error_status", "documents_not_found", "negotiate", "encode",
+           "NOT_ACCEPTABLE", "ErrorMaker", "is_json", "concrete_media", "declared_media", "HEADER"]
 
 #: The status each kind of failure has when the operation documents nothing better.
 NATURAL = {"invalid": 400, "unsupported_media": 415, "not_found": 404, "unauthorized": 401,
@@ -89,7 +96,32 @@ def is_json(media: str | None) -> bool:
     if not media:
         return False
     main = media.split(";")[0].strip().lower()
-    return main in ("application/json", "text/json", "*/*") or main.endswith("+json")
+    return main in ("application/json", "text/json", "*/*", "*", "application/*") or main.endswith("+json")
+
+
+#: A concrete media type for each documented range the mock answers in.
+_CONCRETE = {"*/*": "application/json", "*": "application/json", "application/*": "application/json",
+             "image/*": "image/png", "text/*": "text/plain"}
+
+
+def concrete_media(media: str) -> str:
+    """The type an answer in documented ``media`` is sent as: a range (``image/*``) becomes a
+    type within it (``image/png``), parameters kept; anything else is itself."""
+    main, sep, params = media.partition(";")
+    found = _CONCRETE.get(main.strip().lower())
+    return found + sep + params if found else media
+
+
+def declared_media(entry: dict[str, Any], accept: str | None) -> str | None:
+    """The media type of a documented answer that has no body: its own documented content
+    type, or, for a Swagger 2 response without a schema, one of the operation's ``produces``."""
+    content = as_dict(entry.get("content"))
+    produces = entry.get("produces")
+    offered = content or ({str(m): None for m in produces} if isinstance(produces, list) and produces else {})
+    media = negotiate(offered, accept)
+    if media == NOT_ACCEPTABLE:
+        media = next(iter(offered))
+    return concrete_media(media) if media else None
 
 
 def _documented(tool: Tool) -> list[str]:
@@ -259,17 +291,51 @@ def _csv(value: Any) -> str:
     return out.getvalue()
 
 
+#: A 1x1 lossless WebP.
+_WEBP = base64.b64decode("UklGRhoAAABXRUJQVlA4TA0AAAAvAAAAEAcQERGIiP4HAA==")
+
+
+def _bmp() -> bytes:
+    row = b"\xff\xff\xff\x00"  # one white BGR pixel, padded to 4 bytes
+    info = struct.pack("<IiiHHIIiiII", 40, 1, 1, 1, 24, 0, len(row), 2835, 2835, 0, 0)
+    return b"BM" + struct.pack("<IHHI", 14 + len(info) + len(row), 0, 0, 14 + len(info)) + info + row
+
+
+def _tiff() -> bytes:
+    """A baseline little-endian TIFF: one 8-bit grey pixel, uncompressed."""
+    tags = [(256, 3, 1), (257, 3, 1), (258, 3, 8), (259, 3, 1), (262, 3, 1), (273, 4, 0), (277, 3, 1),
+            (278, 3, 1), (279, 4, 1)]
+    ifd_size = 2 + 12 * len(tags) + 4
+    pixel_at = 8 + ifd_size
+    entries = b"".join(struct.pack("<HHII", tag, kind, 1, pixel_at if tag == 273 else value)
+                       for tag, kind, value in tags)
+    return b"II*\x00" + struct.pack("<I", 8) + struct.pack("<H", len(tags)) + entries + b"\x00" * 4 + b"\xff"
+
+
+def _ico() -> bytes:
+    png = _png()
+    return struct.pack("<HHH", 0, 1, 1) + struct.pack("<BBBBHHII", 1, 1, 0, 0, 1, 32, len(png), 22) + png
+
+
 def encode(value: Any, media: str, schema: dict[str, Any], seed: str) -> bytes:
     """``value`` (generated from ``schema``) as bytes of ``media``."""
     main = media.split(";")[0].strip().lower()
     if is_json(main):
         return json.dumps(value, ensure_ascii=False).encode()
-    if main in ("image/png", "image/*", "image/apng"):
-        return _png()
     if main in ("image/jpeg", "image/jpg", "image/pjpeg"):
         return _JPEG
     if main == "image/gif":
         return _GIF
+    if main == "image/webp":
+        return _WEBP
+    if main in ("image/bmp", "image/x-bmp", "image/x-ms-bmp"):
+        return _bmp()
+    if main in ("image/tiff", "image/tif"):
+        return _tiff()
+    if main in ("image/x-icon", "image/vnd.microsoft.icon", "image/ico"):
+        return _ico()
+    if main.startswith("image/") and not main.endswith("+xml"):
+        return _png()  # png, apng, image/*, and image types the mock cannot make: a real image still
     if main == "application/pdf":
         return _pdf(str(value)[:200] if value is not None else "atc mock")
     if main.endswith("/xml") or main.endswith("+xml"):
@@ -322,7 +388,7 @@ class ErrorMaker:
         headers.update(self.headers(tool, key, f"{tool.name}:{kind}"))
         media = negotiate(content, accept)
         if media is None:
-            return MockResponse(status, None, headers, media_type=None)
+            return MockResponse(status, None, headers, media_type=declared_media(entry, accept), data=b"")
         if media == NOT_ACCEPTABLE:
             media = next(iter(content))
         schema = content.get(media)
@@ -332,10 +398,14 @@ class ErrorMaker:
             ctx = RequestContext(tool=tool.name, root_key=f"{tool.name}!{kind}")
             value = self.faker.response(schema, ctx)
             value = _with_message(value, schema, message, status, extra.get("parameter"), kind)
+            problem = verdict(schema, value)
+            if problem:
+                headers[HEADER] = problem
+        sent = concrete_media(media)
         if is_json(media):
-            return MockResponse(status, value, headers, media_type=media)
-        data = encode(value, media, schema or {}, f"{tool.name}!{kind}")
-        return MockResponse(status, value, headers, media_type=media, data=data)
+            return MockResponse(status, value, headers, media_type=sent)
+        data = encode(value, sent, schema or {}, f"{tool.name}!{kind}")
+        return MockResponse(status, value, headers, media_type=sent, data=data)
 
     def headers(self, tool: Tool, key: str, seed: str) -> dict[str, str]:
         """The documented headers of response ``key``, generated from their schemas."""

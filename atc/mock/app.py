@@ -24,9 +24,12 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from atc.mock.answers import (
+    HEADER,
     NOT_ACCEPTABLE,
     ErrorMaker,
     MockResponse,
+    concrete_media,
+    declared_media,
     documents_not_found,
     encode,
     is_json,
@@ -48,6 +51,7 @@ from atc.mock.data import (
 from atc.mock.gen import DEFAULT_ITEMS, MAX_ITEMS, RequestContext, SchemaFaker, merge_all_of
 from atc.mock.parsing import BadRequest, Upload, arguments, read_body, read_cookies
 from atc.mock.routes import Endpoint, compile_endpoint, known_entities
+from atc.mock.satisfy import verdict
 from atc.mock.state import MockState
 from protocols.model import Collection
 
@@ -183,10 +187,10 @@ class MockApp:
             # accepted anywhere, so that a chain through such a list does not break.
             if not creating and not self.state.exists(entity, raw, (ANY_ENTITY,)) and documents_not_found(tool):
                 return self.errors.make(tool, "not_found", f"no {entity} with id {raw!r}", accept, parameter=wire)
-        return self._respond(ep, args, key, media, content)
+        return self._respond(ep, args, key, media, content, accept)
 
     def _respond(self, ep: Endpoint, args: dict[tuple[str, str], Any], key: str | None, media: str | None,
-                 content: dict[str, Any]) -> MockResponse:
+                 content: dict[str, Any], accept: str | None = None) -> MockResponse:
         tool = ep.tool
         status = int(key) if key is not None and key.isdigit() else 200
         echo = {wire: v for (loc, wire), v in args.items()
@@ -218,15 +222,26 @@ class MockApp:
         self._write(ep, root_id, sent, path_ids, parents)
         headers = self.errors.headers(tool, key, f"{tool.name}?{seed_key}") if key is not None else {}
         if status in (204, 205, 304) or (tool.responses and media is None):
-            return MockResponse(status, None, headers, media_type=None)
+            # No body; its media type is still said when the spec documents one for this answer.
+            entry = tool.responses.get(key) if key is not None else None
+            declared = declared_media(entry, accept) if isinstance(entry, dict) else None
+            if declared is not None and as_dict(entry).get("content") and status in (204, 205, 304):
+                headers[HEADER] = f"a {status} answer has no body, but the spec documents one ({declared})"
+            return MockResponse(status, None, headers, media_type=declared, data=b"" if declared else None)
         schema = content.get(media) if media is not None and tool.responses else tool.response_schema
         if not isinstance(schema, dict) or not schema:
             schema = tool.response_schema if isinstance(tool.response_schema, dict) and is_json(media) \
                 else self._fallback_schema(ep) if is_json(media) or not tool.responses else {"type": "string"}
-        value = self.faker.response(self._selected(ep, schema, args), ctx)
-        if media is None or is_json(media):
-            return MockResponse(status, value, headers, media_type=media or "application/json")
-        return MockResponse(status, value, headers, media_type=media, data=encode(value, media, schema, seed_key))
+        chosen = self._selected(ep, schema, args)
+        value = self.faker.response(chosen, ctx)
+        problem = verdict(chosen, value)
+        if problem:
+            headers[HEADER] = problem
+        answered = concrete_media(media) if media is not None else "application/json"
+        if is_json(answered):
+            return MockResponse(status, value, headers, media_type=answered)
+        return MockResponse(status, value, headers, media_type=answered,
+                            data=encode(value, answered, schema, seed_key))
 
     def _selected(self, ep: Endpoint, schema: dict[str, Any], args: dict[tuple[str, str], Any]) -> dict[str, Any]:
         """The answer's schema with only the parts a query parameter selects (Spotify's

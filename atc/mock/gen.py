@@ -27,7 +27,9 @@ from atc.mock.data import (
     schema_type,
     singular,
 )
+from atc.mock.keywords import finite_values, is_cut, more_keys
 from atc.mock.values import integer_value, number_value, string_value
+from protocols.allof import merge_all_of
 
 __all__ = ["RequestContext", "SchemaFaker", "DEFAULT_ITEMS", "MAX_ITEMS", "MAX_DEPTH", "is_cut", "merge_all_of"]
 
@@ -89,8 +91,17 @@ def _compatible(value: Any, schema: dict[str, Any]) -> bool:
     return is_valid(schema, value)
 
 
-#: Keys of generated free-form objects (``additionalProperties``, ``minProperties``).
-_EXTRA_KEYS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
+#: Keywords that can refuse an id of the right type (checked only when a field has one).
+_ID_LIMITS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "pattern", "minLength",
+              "maxLength", "enum", "const", "format", "not", "allOf")
+
+
+def _fits_id(value: Any, schema: dict[str, Any]) -> bool:
+    """Whether an id from an id space may stand in this field (cheap when the field has no limits)."""
+    if not any(k in schema for k in _ID_LIMITS):
+        t = schema_type(schema)
+        return t is None or (t == "string") == isinstance(value, str)
+    return _compatible(value, schema)
 
 
 def own_id_key(props: dict[str, Any], entity: str | None) -> str | None:
@@ -102,15 +113,6 @@ def own_id_key(props: dict[str, Any], entity: str | None) -> str | None:
         return None
     camel = "".join(w.title() if i else w for i, w in enumerate(entity.split("_")))
     return next((k for k in (f"{entity}_id", f"{camel}Id", f"{camel}ID") if k in props), None)
-
-
-def is_cut(schema: Any) -> bool:
-    """Whether the import cut this schema (a recursion, or a schema too deep or too large): it
-    stands for a value the mock cannot describe, so it is better left out than made up."""
-    if not isinstance(schema, dict) or "properties" in schema:
-        return False
-    d = schema.get("description")
-    return isinstance(d, str) and d.startswith(("(recursive: ", "(nesting too deep", "(schema too large"))
 
 
 _TOTALS = ("total", "total_results", "total_count", "count", "num_results", "total_items")
@@ -132,23 +134,6 @@ def _matches(have: Any, wanted: Any) -> bool:
     if isinstance(wanted, list):
         return any(have == w for w in wanted) or (isinstance(have, list) and any(h in wanted for h in have))
     return False
-
-
-def merge_all_of(schema: dict[str, Any]) -> dict[str, Any]:
-    """``allOf`` folded into one schema (properties and required united, later keys win)."""
-    merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
-    for part in schema.get("allOf") or []:
-        if not isinstance(part, dict):
-            continue
-        part = merge_all_of(part) if "allOf" in part else part
-        for k, v in part.items():
-            if k == "properties" and isinstance(v, dict):
-                merged["properties"] = {**(merged.get("properties") or {}), **v}
-            elif k == "required" and isinstance(v, list):
-                merged["required"] = list(dict.fromkeys([*(merged.get("required") or []), *v]))
-            else:
-                merged.setdefault(k, v)
-    return merged
 
 
 class SchemaFaker:
@@ -222,9 +207,12 @@ class SchemaFaker:
                     and path.count("/") == 1:
                 # A direct foreign key of an entity instance: invertible, see IdSpaces.referrers.
                 target = self.spaces.foreign(scope.entity, scope.kind, scope.id, ref, kind)
-                if target is not None:
+                if target is not None and _fits_id(target, schema):
                     return target
-            return self.spaces.pick(ref, kind, scope.key, path)
+            picked = self.spaces.pick(ref, kind, scope.key, path)
+            if _fits_id(picked, schema):
+                return picked
+            # An id space wider than this field allows (its own maximum, a pattern): the field wins.
         if t == "integer":
             return integer_value(name, schema, r)
         if t == "number":
@@ -339,25 +327,25 @@ class SchemaFaker:
                 if k not in (schema.get("properties") or {}):
                     out[k] = self._value(extra, k, scope, f"{path}/{k}", depth + 1, ctx) if isinstance(extra, dict) \
                         else string_value(k, {}, entity, rng(scope.key, path, k))
-        low = schema.get("minProperties")
-        low = low if isinstance(low, int) and not isinstance(low, bool) else 0
-        if isinstance(extra, dict) and depth < MAX_DEPTH and (not props or len(out) < low):
-            r = rng(scope.key, path, "keys")
-            keys = sorted({r.choice(_EXTRA_KEYS) for _ in range(2)})
-            keys += [k for k in _EXTRA_KEYS if k not in keys][:max(0, low - len(out) - len(keys))]
-            for key in keys:
-                if key not in out and not is_cut(extra):
-                    out[key] = self._value(extra, key, scope, f"{path}/{key}", depth + 1, ctx)
-        elif len(out) < low and extra is not False:
-            for i in range(low - len(out)):
-                out.setdefault(_EXTRA_KEYS[i % len(_EXTRA_KEYS)] + (str(i) if i >= len(_EXTRA_KEYS) else ""),
-                               string_value("note", {"type": "string"}, None, rng(scope.key, path, "extra", i)))
+        self._more_keys(schema, out, bool(props), required, scope, path, depth, ctx)
         if cache_key is not None:
             if len(self._instances) > _MAX_HEADS:
                 self._instances.clear()
             self._instances[cache_key] = (schema, out)
             return dict(out)
         return out
+
+    def _more_keys(self, schema: dict[str, Any], out: dict[str, Any], declared: bool, required: set[str],
+                   scope: _Scope, path: str, depth: int, ctx: RequestContext) -> None:
+        """Entries beyond the declared properties (:func:`atc.mock.keywords.more_keys`)."""
+
+        def make(sub: Any, key: str, index: int) -> Any:
+            if isinstance(sub, dict) and not is_cut(sub):
+                return self._value(sub, key, scope, f"{path}/{key}", depth + 1, ctx)
+            return string_value("note", {"type": "string"}, None, rng(scope.key, path, "extra", index))
+
+        more_keys(schema, out, make, seed=(scope.key, path), free=not declared and depth < MAX_DEPTH,
+                  required=required)
 
     def _own_id(self, id_schema: Any, entity: str, scope: _Scope, path: str, ctx: RequestContext,
                 forced_id: Any, root: bool) -> Any:
@@ -429,11 +417,20 @@ class SchemaFaker:
             if primary and (ctx.first or ctx.state is not None):
                 forced = [v for v in [*ctx.first, *forced] if not gone(entity, v)][:n]
             forced += [None] * (n - len(forced))
+        unique = schema.get("uniqueItems") is True
+        choices = finite_values(items) if unique else None
+        if choices is not None:
+            # Distinct values from a finite set: drawn without replacement, never by retrying.
+            return rng(scope.key, path, "unique").sample(choices, min(n, len(choices)))
         out: list[Any] = []
-        for i in range(n):
+        i = 0
+        # A repeated value is replaced by the next index's (a few extra tries), so that
+        # ``uniqueItems`` does not leave a list shorter than ``minItems``.
+        while len(out) < n and i < n + 2 * max(n, 4):
             value = self._value(items, singular(name), scope, f"{path}/{i}", depth + 1, ctx,
-                                entity=entity, forced_id=forced[i])
-            if schema.get("uniqueItems") and value in out:
+                                entity=entity, forced_id=forced[i] if i < len(forced) else None)
+            i += 1
+            if unique and value in out:
                 continue
             out.append(value)
         return out

@@ -102,7 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
         mock.record(MockRequest(self.command, target.path, parse_qs(target.query), resp.status, resp.tool))
         data = resp.content()
         self.send_response(resp.status)
-        if resp.media_type is not None and (data or self.command == "HEAD"):
+        if resp.media_type is not None:  # even without a body: the answer's documented type is said
             self.send_header("Content-Type", resp.media_type)
         if resp.status not in (204, 304) and not 100 <= resp.status < 200:
             self.send_header("Content-Length", str(len(data)))

@@ -32,6 +32,7 @@ __all__ = [
     "person_name",
     "title_text",
     "org_name",
+    "SHORTEST",
 ]
 
 PERSON_ENTITIES = frozenset(
@@ -233,12 +234,49 @@ def _fit_string(value: str, schema: dict[str, Any], r: random.Random) -> str:
             if candidate is not None:
                 return candidate
     if hi is not None and len(value) > hi:
-        value = value[:hi].rstrip() or value[:hi]
+        fmt = schema.get("format")
+        short = _shortened(value, hi, fmt) if isinstance(fmt, str) else None
+        value = short if short is not None else value[:hi].rstrip() or value[:hi]
     if lo is not None and len(value) < lo:
         value = _lengthened(value, lo, schema.get("format"), r)
         if hi is not None:
             value = value[:hi]
     return value
+
+
+#: The shortest value of each format that has one (``maxLength`` below it cannot be met).
+SHORTEST = {"email": "a@b.io", "idn-email": "a@b.io", "uri": "a:b", "url": "a:b", "iri": "a:b", "uri-reference": "",
+            "iri-reference": "", "hostname": "a", "idn-hostname": "a", "ipv4": "1.1.1.1", "ipv6": "::1",
+            "date": "2001-02-03", "date-time": "2001-02-03T04:05:06Z", "time": "04:05:06Z",
+            "uuid": "00000000-0000-4000-8000-000000000000", "byte": ""}
+
+
+def _shortened(value: str, length: int, fmt: str) -> str | None:
+    """``value`` cut to ``length`` characters so that it still is a ``fmt``: an address keeps its
+    ``@`` and a domain, a URI its scheme; None for a format that cannot be shorter than it is
+    (a date, a uuid), or when even the shortest value of the format is too long."""
+    if fmt in ("email", "idn-email") and "@" in value:
+        local, domain = value.split("@", 1)
+        for host in (domain, "example.com", "x.io"):
+            room = length - len(host) - 1
+            if room >= 1:
+                return f"{local[:room].rstrip('.') or local[:1]}@{host}"
+        return None
+    if fmt in ("uri", "url", "iri"):
+        for candidate in ("https://example.com", "https://x.io", "http://x.io", "a:b"):
+            if len(candidate) <= length:
+                return candidate
+        return None
+    if fmt in ("hostname", "idn-hostname"):
+        labels = value.split(".")
+        while len(labels) > 1 and len(".".join(labels)) > length:
+            labels = labels[1:]
+        host = ".".join(labels)[:length].strip(".-")
+        return host or None
+    shortest = SHORTEST.get(fmt)
+    if shortest is not None and len(shortest) <= length:
+        return shortest if fmt not in ("uri-reference", "iri-reference") else value[:length].replace(" ", "")
+    return None
 
 
 def _lengthened(value: str, length: int, fmt: Any, r: random.Random) -> str:
