@@ -40,7 +40,8 @@ def describe(step: Step, tool: Tool, args: dict[str, Any] | None, total: int) ->
         verb += " (it counts as this probe's only if the answer says it made it)"
     elif step.verb == "create" and step.creates is not None and step.creates.conditional:
         verb += (f" (first GET {step.check}: only if that answers 404 is it created, and then deleted at the end)"
-                 if step.check else " (nothing can show it did not exist before: it will not be deleted)")
+                 if step.check else " (no read can tell first whether it exists: it counts as this probe's only if "
+                 "the API answers 201 with a new id, and only that id is deleted)")
     return f"step {step.index}/{total}: {verb}: {call}"
 
 

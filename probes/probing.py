@@ -33,12 +33,13 @@ from probes.chain import ChainProber
 from probes.findings import remember
 from probes.guard import ScopeGuard, guarded_toolset
 from probes.outputs import learnt_collection, write_outputs
-from probes.plan import plan_writes
+from probes.plan import path_prefixes, plan_writes
+from probes.postreads import marked_post_read, read_evidence
 from probes.report import ProbeInterrupted, ProbeReport, ProbeSettings
 from probes.safety import call_safety
 from probes.scope import Scope
 from probes.state import Event, Session, ToolState
-from probes.writes import WriteRunner, created_candidates
+from probes.writes import WriteRunner, created_candidates, pinned_later
 from protocols.model import Collection, Tool
 from sandbox.api import Backend, Limits, Toolset
 from sandbox.execute import BaseUrl, as_toolset, check_toolset
@@ -139,12 +140,26 @@ class _Run:
         tools = [t for c in toolset.collections for t in c.tools]
         unsafe: dict[str, str] = {}
         writers: list[tuple[Tool, Action]] = []
+        #: POSTs probed as reads, with the evidence (``probes.postreads``); ``guessed``: recognised by
+        #: their names only (not marked), so their paths stay in the scope
+        self.post_reads: dict[str, str] = {}
+        guessed: set[str] = set()
         for collection in toolset.collections:
             for tool in collection.tools:
                 verdict = call_safety(tool, collection)
+                marked = marked_post_read(tool, collection)
+                if marked is not None:
+                    self.post_reads[tool.name] = marked
                 if verdict.safe:
                     continue
-                if settings.allow_unsafe or settings.dry_run:
+                evidence = read_evidence(tool, collection)
+                if evidence is not None and (settings.allow_unsafe or settings.dry_run):
+                    self.post_reads[tool.name] = evidence  # probed as a read, its path kept in the scope
+                    guessed.add(tool.name)
+                elif evidence is not None:
+                    unsafe[tool.name] = (f"{verdict.reason}; it looks like a read ({evidence}): --allow-unsafe "
+                                         f"probes it as a read, --read-only {tool.name} vouches that it is one")
+                elif settings.allow_unsafe or settings.dry_run:
                     writers.append((tool, action_of(tool, collection)))
                 else:
                     unsafe[tool.name] = verdict.reason
@@ -161,10 +176,13 @@ class _Run:
                                    refresh=settings.refresh, enabled=settings.cache)
         # Every call that may write passes the scope guard at the gateway: the planned request and
         # each redirect that would send it again (``probes.guard``).
-        self.guard = ScopeGuard(Scope(settings.scope), {t.name: t for t in tools}, toolset.base_url_for)
+        self.guard = ScopeGuard(Scope(settings.scope), {t.name: t for t in tools}, toolset.base_url_for,
+                                reads=dict(self.post_reads))
         self.wire = guarded_toolset(toolset, self.guard)
         self.session = Session(tools, Caller(self.wire, self.limits, self.budget, self.cache), settings,
                                on_event=self._event)
+        self.session.reads_by_post = dict(self.post_reads)
+        self.session.planner.scoped = guessed
         for name, reason in unsafe.items():
             self.session.settle(self.session.states[name], "skipped", reason)
         for tool, _ in writers:
@@ -173,6 +191,9 @@ class _Run:
             for name, why in self.plan.never.items():  # said first, before anything is sent
                 self.session.settle(self.session.states[name], "skipped", f"never sent: {why}")
         if self.plan is not None and not settings.dry_run:
+            made = {x.creates.template.rstrip("/") + "/{}" for x in self.plan.steps
+                    if x.creates is not None and x.creates.template is not None}
+            self.session.waiting = {st.name for st in self.session.pending() if set(path_prefixes(st.tool)) & made}
             self.writes = WriteRunner(self.session, self.plan, say=self._say if on_event is None else None,
                                       guard=self.guard)
 
@@ -216,7 +237,12 @@ class _Run:
         """``--dry-run``: nothing is sent; every tool says what the probe would do with it."""
         s = self.session
         for state in s.states.values():
-            if state.status == "pending":
+            evidence = self.post_reads.get(state.name)
+            if state.status == "pending" and evidence is not None:
+                how = "" if self.settings.allow_unsafe or evidence.endswith("marked read-only") else \
+                    " (with --allow-unsafe, or once --read-only marks it)"
+                s.settle(state, "skipped", f"dry run: a read by POST{how}: {evidence}")
+            elif state.status == "pending":
                 s.settle(state, "skipped", "dry run: a read; it would be probed with arguments found while probing")
         if self.plan is None:
             return
@@ -233,6 +259,10 @@ class _Run:
         if self.settings.dry_run:
             self.dry()
             return
+        if self.writes is not None:
+            # Reads name what the user pinned, but a pinned object the plan creates only once it exists.
+            self.session.planner.pins = created_candidates(self.session, self.writes,
+                                                           later=pinned_later(self.writes.plan))
         first_round = 0
         if self.llm is not None:
             from probes.llm import ModelProber
@@ -259,6 +289,7 @@ class _Run:
                     self.session.planner.pins = created_candidates(self.session, writes)
                     if chain.more(self.rounds + 1):
                         self.rounds += 1
+                chain.tail(self.rounds)  # guesses come after what the creates made
                 writes.run(("update", "other", "delete", "bulk"), self.rounds)
             finally:
                 writes.finish()

@@ -38,7 +38,7 @@ from probes.text import is_path_like
 from probes.values import MARK, coerce, type_ok, within
 from protocols.model import Tool
 
-__all__ = ["WriteRunner", "describe", "new_id", "created_candidates"]
+__all__ = ["WriteRunner", "describe", "new_id", "created_candidates", "pinned_later"]
 
 
 
@@ -505,12 +505,15 @@ def _path_params(tool: Tool) -> list[str]:
     return sorted(names, key=lambda p: tool.path.find("{" + (tool.bindings[p].name or p) + "}"))
 
 
-def created_candidates(session: Session, writes: WriteRunner) -> Callable[[Tool, str], list[Candidate]]:
-    """Values for the reads of the pass after the creates: what the probe created where a read's
-    path parameter names it (``GET /buckets/{bucket_id}/collections/{id}`` <- the collection step
-    2 created), and the pinned values."""
-    from probes.actions import Target
-    from probes.plan import _prefixes
+def created_candidates(session: Session, writes: WriteRunner, *,
+                       later: frozenset[str] = frozenset()) -> Callable[[Tool, str], list[Candidate]]:
+    """Values for reads from outside their answers: the pinned values (a read names what the user
+    pinned, ``GET /work_pools/{name}`` <- ``atc-scratch``), except those in ``later`` (a pinned
+    object the plan creates: not asked about before it exists), and what the probe created where a
+    read's path parameter names it (``GET /buckets/{bucket_id}/collections/{id}`` <- the collection
+    step 2 created)."""
+    from probes.actions import reference
+    from probes.plan import path_prefixes
     from probes.scope import Scope
 
     scope = Scope(session.settings.scope)
@@ -521,8 +524,9 @@ def created_candidates(session: Session, writes: WriteRunner) -> Callable[[Tool,
         out: list[Candidate] = []
         role = session.planner.role(tool, pname)
         binding = tool.bindings.get(pname)
-        key = f"{role.entity}_{role.attribute}" if role.entity and role.attribute else pname
-        pin = scope.pin_for(tool, Target(pname, "ref", key, role.entity, role.attribute))
+        pin = scope.pin_for(tool, reference(tool, pname, role.entity, role.attribute))
+        if pin is not None and str(pin[1]) in later:
+            pin = None
         schema = tool.properties.get(pname)
         schema = schema if isinstance(schema, dict) else {}
         if pin is not None and not is_path_like(pin[1]):
@@ -533,7 +537,7 @@ def created_candidates(session: Session, writes: WriteRunner) -> Callable[[Tool,
             names = [p for p, b in tool.bindings.items() if b.location == "path"]
             order = sorted(names, key=lambda p: tool.path.find("{" + (tool.bindings[p].name or p) + "}"))
             position = order.index(pname)
-            prefixes = _prefixes(tool)
+            prefixes = path_prefixes(tool)
             for step, planned in reversed(objects):
                 if planned.template is not None and position < len(prefixes) and \
                         prefixes[position] == planned.template.rstrip("/") + "/{}":
@@ -550,3 +554,9 @@ def created_candidates(session: Session, writes: WriteRunner) -> Callable[[Tool,
         return out
 
     return provide
+
+
+def pinned_later(plan: WritePlan) -> frozenset[str]:
+    """The pinned values the plan's creates make (a pinned work pool the probe creates)."""
+    return frozenset(str(b.value) for step in plan.steps if step.creates is not None and step.creates.conditional
+                     for b in step.args.values() if isinstance(b, Bound) and b.kind == "scope" and b.own)

@@ -99,10 +99,14 @@ def _unsafe_only(event: str, state: Any) -> None:
 
 def _plan(report: Any) -> str:
     """``--dry-run`` without ``--json``: the plan, for a person."""
-    reads = [t.name for t in report.tools if (t.reason or "").startswith("dry run: a read")]
+    reads = [t.name for t in report.tools if (t.reason or "").startswith("dry run: a read;")]
+    by_post = [t for t in report.tools if (t.reason or "").startswith("dry run: a read by POST")]
     lines = ["dry run: nothing was sent to the API."]
     lines.append(f"reads, probed first (GET/HEAD, MCP tools annotated readOnlyHint): {len(reads)}"
                  + (f" ({', '.join(reads[:12])}{', ...' if len(reads) > 12 else ''})" if reads else ""))
+    if by_post:
+        lines.append(f"reads by POST, probed as reads, each with the evidence that it reads: {len(by_post)}")
+        lines += [f"  {t.name}: {(t.reason or '')[len('dry run: a read by POST'):].lstrip(': ')}" for t in by_post]
     steps = report.writes
     scope = ", ".join(f"{k}={v}" for k, v in report.scope.items()) or "none"
     if steps:
