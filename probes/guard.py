@@ -12,9 +12,10 @@ ends the call there, the API's redirect answer is the call's answer. The rules:
   write -- another tool, other arguments, a model-written program's call -- is refused. Its
   path-like arguments (``path``, ``destination``) lie inside the pinned roots (``--scope
   path=DIR``), after ``.`` and ``..`` are resolved.
-- **A read by POST** (a POST the probe reads with: ``probes.safety.read_evidence``) is sent only
-  when every value its path names is *known*: pinned by ``--scope``, or created or named by this
-  probe. Should the recognition be wrong and the POST write after all, it writes in the scope.
+- **A read by POST** that the probe recognised by its name (``probes.postreads.read_evidence``) is
+  sent only when every value its path names is *known*: pinned by ``--scope``, or created or named
+  by this probe. Should the recognition be wrong and the POST write after all, it writes in the
+  scope. One marked read-only (the spec, ``--read-only``) is a read like a GET.
 - **A redirect hop** of a write goes only where the write could have gone itself: to the same
   path (a trailing slash aside), or under a *root* of the scope -- the path of a pinned object or
   of one this probe created (``/buckets/throwaway``, ``/posts/atc-probe-1f2e``). A delete follows
@@ -97,6 +98,8 @@ class ScopeGuard:
     tools: Mapping[str, Tool]
     base_of: Callable[[str], str | None]
     reads: dict[str, str] = field(default_factory=dict)
+    #: Of ``reads``, those recognised by name only (not marked read-only): their paths stay in the scope.
+    guessed: set[str] = field(default_factory=set)
     #: Values a path may name: the pins, and what this probe created or named (as text).
     known: set[str] = field(default_factory=set)
     #: Paths (decoded segments, relative to the base URL) under which a redirected write may go.
@@ -194,7 +197,7 @@ class ScopeGuard:
         if filled is None:
             return "a path parameter has no value"
         path, params = filled
-        unknown = [path[i] for i in params if path[i] not in self.known]
+        unknown = [path[i] for i in params if path[i] not in self.known] if request.tool in self.guessed else []
         if unknown:
             return (f"a read by POST ({self.reads[request.tool]}) whose path names {unknown[0]!r}, which is neither "
                     "pinned by --scope nor created by this probe: should the POST write after all, it would write "

@@ -26,11 +26,16 @@ probe's: should the guess be wrong, the write lands in the scope.
 
 from __future__ import annotations
 
-from probes.actions import ACTION_WORDS, CREATE_WORDS, DELETE_WORDS, UPDATE_WORDS
-from protocols.model import Collection, Tool
-from protocols.writes import READ_METHODS, judge, looks_like_read, name_words
+from collections.abc import Sequence
+from dataclasses import replace
 
-__all__ = ["TAKING_WORDS", "CALL_VERBS", "read_evidence", "marked_post_read"]
+from probes.actions import ACTION_WORDS, CREATE_WORDS, DELETE_WORDS, UPDATE_WORDS
+from protocols.errors import UsageError
+from protocols.model import Collection, Tool
+from protocols.writes import READ_METHODS, judge, looks_like_read, mark, name_words, unmatched
+from sandbox.api import Toolset
+
+__all__ = ["TAKING_WORDS", "CALL_VERBS", "read_evidence", "marked_post_read", "marked_toolset"]
 
 #: Words that say a request takes or marks something: a read that is not only a read.
 TAKING_WORDS = frozenset("mark claim ack acknowledge consume pop dequeue poll lease lock unlock acquire release "
@@ -74,3 +79,21 @@ def marked_post_read(tool: Tool, collection: Collection | None = None) -> str | 
     if tool.read_only is True and tool.method.upper() not in ("MCP", *READ_METHODS) and not judge(tool, collection).write:
         return f"{tool.method.upper()} {tool.path}: marked read-only"
     return None
+
+
+def marked_toolset(toolset: Toolset, read_only: Sequence[str] = (), writes: Sequence[str] = ()) -> Toolset:
+    """``atc probe --read-only PATTERN`` / ``--writes-op PATTERN``: ``toolset`` with copies of its
+    tools, the matching ones marked (``protocols.writes.mark``: a name glob or ``METHOD /path``). A
+    pattern that matches no tool is a usage error, before anything is sent (a typo would leave a
+    read unprobed, or a write believed a read)."""
+    if not read_only and not writes:
+        return toolset
+    collections = [replace(c, tools=[replace(t) for t in c.tools]) for c in toolset.collections]
+    for pattern in [*read_only, *writes]:
+        if all(unmatched(c, [pattern]) for c in collections):
+            raise UsageError(f"--read-only/--writes-op {pattern!r} matches no tool",
+                             hint="give a tool name or a glob ('*_filter_post'), or 'METHOD /path' "
+                                  "('POST /work_pools/filter')")
+    for c in collections:
+        mark(c, list(read_only), list(writes))
+    return replace(toolset, collections=collections)

@@ -34,7 +34,7 @@ from probes.findings import remember
 from probes.guard import ScopeGuard, guarded_toolset
 from probes.outputs import learnt_collection, write_outputs
 from probes.plan import path_prefixes, plan_writes
-from probes.postreads import marked_post_read, read_evidence
+from probes.postreads import marked_post_read, marked_toolset, read_evidence
 from probes.report import ProbeInterrupted, ProbeReport, ProbeSettings
 from probes.safety import call_safety
 from probes.scope import Scope
@@ -177,7 +177,7 @@ class _Run:
         # Every call that may write passes the scope guard at the gateway: the planned request and
         # each redirect that would send it again (``probes.guard``).
         self.guard = ScopeGuard(Scope(settings.scope), {t.name: t for t in tools}, toolset.base_url_for,
-                                reads=dict(self.post_reads))
+                                reads=dict(self.post_reads), guessed=set(guessed))
         self.wire = guarded_toolset(toolset, self.guard)
         self.session = Session(tools, Caller(self.wire, self.limits, self.budget, self.cache), settings,
                                on_event=self._event)
@@ -240,8 +240,8 @@ class _Run:
             evidence = self.post_reads.get(state.name)
             if state.status == "pending" and evidence is not None:
                 how = "" if self.settings.allow_unsafe or evidence.endswith("marked read-only") else \
-                    " (with --allow-unsafe, or once --read-only marks it)"
-                s.settle(state, "skipped", f"dry run: a read by POST{how}: {evidence}")
+                    " (sent only with --allow-unsafe, or once --read-only marks it)"
+                s.settle(state, "skipped", f"dry run: a read by POST: {evidence}{how}")
             elif state.status == "pending":
                 s.settle(state, "skipped", "dry run: a read; it would be probed with arguments found while probing")
         if self.plan is None:
@@ -347,6 +347,7 @@ def probe(
     # What would make every request fail is said before the first one: a credential that names
     # neither a scheme nor a placement or reads an unset variable, a collection with no server.
     check_toolset(toolset)
+    toolset = marked_toolset(toolset, settings.read_only, settings.writes_op)
     llm, note = _pick_client(settings, client, model)
     run = _Run(toolset, settings, llm, note, out, on_event)
     try:

@@ -49,6 +49,10 @@ class ProbeSettings:
     scope: tuple[tuple[str, str], ...] = ()
     allow_bulk: tuple[str, ...] = ()
     dry_run: bool = False
+    #: Tool patterns (a name glob or ``METHOD /path``) marked read-only for this probe (a POST that
+    #: only searches: probed as a read) and marked as writes (never probed as a read).
+    read_only: tuple[str, ...] = ()
+    writes_op: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         from probes.scope import parse_scope
@@ -59,8 +63,9 @@ class ProbeSettings:
         elif scope and all(isinstance(x, tuple | list) and len(x) == 2 for x in scope):
             scope = [f"{k}={v}" for k, v in scope]
         object.__setattr__(self, "scope", parse_scope(list(scope or ())))
-        object.__setattr__(self, "allow_bulk", tuple(str(x) for x in ([self.allow_bulk] if isinstance(
-            self.allow_bulk, str) else self.allow_bulk or ())))
+        for name in ("allow_bulk", "read_only", "writes_op"):
+            value: Any = getattr(self, name)
+            object.__setattr__(self, name, tuple(str(x) for x in ([value] if isinstance(value, str) else value or ())))
         if (self.scope or self.allow_bulk) and not self.allow_unsafe and not self.dry_run:
             raise UsageError("--scope and --allow-bulk only matter with --allow-unsafe (or --dry-run)",
                              hint="add --allow-unsafe to send unsafe calls under the scope, or --dry-run to see the plan")

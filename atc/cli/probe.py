@@ -1,5 +1,6 @@
 """``atc probe T [RUN OPTIONS] [--out DIR] [--no-llm] [--max-calls N] [--allow-unsafe [--scope NAME=VALUE]...
-[--allow-bulk TOOL]...] [--dry-run] [--executor local|ray] [--json]``.
+[--allow-bulk TOOL]...] [--read-only PATTERN]... [--writes-op PATTERN]... [--dry-run] [--executor local|ray]
+[--json]``.
 
 Black-box probing: call the API's read-only tools, learn their response schemas, record working
 examples and which tool feeds which. Progress goes to stderr, one line per tool as it is decided
@@ -49,6 +50,12 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                    "--scope bucket_id=throwaway, --scope path=/tmp/scratch)")
     p.add_argument("--allow-bulk", action="append", default=[], metavar="TOOL",
                    help="also send this bulk delete (one that names no single object, e.g. DELETE /accounts); repeatable")
+    p.add_argument("--read-only", action="append", default=[], metavar="PATTERN",
+                   help="treat the matching tools (a name glob, or 'METHOD /path') as reads for this probe: a POST "
+                   "that only searches or filters is then probed like a GET, without --allow-unsafe (repeatable)")
+    p.add_argument("--writes-op", action="append", default=[], metavar="PATTERN",
+                   help="treat the matching tools as writes: never probed as reads, even when their names look like "
+                   "a read (repeatable)")
     p.add_argument("--dry-run", action="store_true",
                    help="send nothing: print the plan (the reads, then every unsafe call in order, and why the others "
                    "are never sent)")
@@ -106,7 +113,7 @@ def _plan(report: Any) -> str:
                  + (f" ({', '.join(reads[:12])}{', ...' if len(reads) > 12 else ''})" if reads else ""))
     if by_post:
         lines.append(f"reads by POST, probed as reads, each with the evidence that it reads: {len(by_post)}")
-        lines += [f"  {t.name}: {(t.reason or '')[len('dry run: a read by POST'):].lstrip(': ')}" for t in by_post]
+        lines += [f"  {t.name}: {(t.reason or '')[len('dry run: a read by POST: '):]}" for t in by_post]
     steps = report.writes
     scope = ", ".join(f"{k}={v}" for k, v in report.scope.items()) or "none"
     if steps:
@@ -189,7 +196,8 @@ def _handle(args: argparse.Namespace) -> int:
         max_calls=args.max_calls, per_tool=args.per_tool, samples=args.samples, rounds=args.rounds,
         allow_unsafe=args.allow_unsafe, use_llm=not args.no_llm, request_timeout=args.request_timeout,
         timeout=args.timeout, memory_mb=args.memory, cache=not args.no_cache, refresh=args.refresh,
-        scope=tuple(args.scope), allow_bulk=tuple(args.allow_bulk), dry_run=args.dry_run)
+        scope=tuple(args.scope), allow_bulk=tuple(args.allow_bulk), dry_run=args.dry_run,
+        read_only=tuple(args.read_only), writes_op=tuple(args.writes_op))
     if args.dry_run and args.executor is not None:
         raise UsageError("--dry-run sends nothing: it needs no --executor")
     progress: Any = _unsafe_only if args.json else _Progress(0)
