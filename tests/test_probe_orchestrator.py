@@ -197,3 +197,46 @@ def test_a_read_by_post_never_follows_a_redirect_to_another_path() -> None:
         assert "/buckets/prod/items" not in posts and data["prod"] == INITIAL["prod"], (kw, posts)
         refused = [h for h in report.outside_scope if h["tool"] == "search_items"]
         assert refused and all(h["hop"] == 1 for h in refused)
+
+
+# -- what a probe writes (item 4) ------------------------------------------------------------------
+
+
+def test_the_written_document_keeps_refs_and_components_and_reads_back(tmp_path: Path) -> None:
+    from probes.outputs import learnt_collection
+    from protocols import load_spec
+
+    with FleetAPI() as api:
+        spec = api.spec()
+        original = load_data(spec, source="orchestrator")
+        report = probe(original, no_llm=True, cache=False, on_event=lambda e, s: None, out=tmp_path,
+                       allow_unsafe=True, scope=SCOPE)
+    written = (tmp_path / "openapi.json").read_text()
+    doc = json.loads(written)
+    served = len(json.dumps(spec, indent=1))
+    assert len(written) < 2 * served, (len(written), served)  # with examples and what was learnt
+    components = doc["components"]["schemas"]
+    assert {"FlowRunFilter", "WorkPoolFilter", "FlowRunFilterState", "WorkPool", "FlowRun"} <= set(components)
+    body = doc["paths"]["/flow_runs/filter"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body["properties"]["flow_runs"]["anyOf"][0] == {"$ref": "#/components/schemas/FlowRunFilter"}
+    assert max(len(json.dumps(op)) for item in doc["paths"].values() for op in item.values()) < 8_000
+    # atc tools import reads back the tools the probe documented, schemas and all
+    again = load_spec(tmp_path / "openapi.json")
+    learnt = learnt_collection(original, report)
+    for before, after in zip(learnt.tools, again.tools, strict=True):
+        assert (after.name, after.parameters, after.response_schema) == \
+            (before.name, before.parameters, before.response_schema)
+
+
+def test_the_page_lists_the_tools_not_documented_once_and_briefly(tmp_path: Path) -> None:
+    with FleetAPI() as api:
+        report = _probe(api, out=tmp_path, read_only=("*_count_post",))  # most tools are not probed
+    page = (tmp_path / "probe.md").read_text()
+    documented = [t.name for t in report.tools if t.status == "documented"]
+    undone = [t.name for t in report.tools if t.status != "documented"]
+    assert documented and len(undone) > len(documented)
+    sections = [line[3:] for line in page.splitlines() if line.startswith("## ")]
+    assert sections == ["Dependencies", *documented, "Not documented"]
+    listing = page[page.index("## Not documented"):]
+    assert all(listing.count(f"`{name}`") == 1 for name in undone)
+    assert len(listing.splitlines()) < len(undone) and len(listing) < 150 * len(undone)
