@@ -49,7 +49,7 @@ def _in_path(bound: Bound) -> str:
     if bound.kind == "scope":
         return quote(str(bound.value), safe="")
     if bound.kind == "created":
-        return f"<id from step {bound.step}>"
+        return f"<{bound.want or 'id'} from step {bound.step}>"
     return "<new atc-probe-... name>"
 
 

@@ -23,17 +23,19 @@ reason the probe could not show it was its own -- never deleted.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from probes.actions import template
 from probes.calls import Observation
 from probes.naming import param_role
+from probes.plan import WritePlan
 from protocols.model import Tool
 from protocols.writes import judge
 
-__all__ = ["WRAPPERS", "ID_KEYS", "new_id", "field_of", "holds", "seen_in_kind", "Proof", "absence_check"]
+__all__ = ["WRAPPERS", "ID_KEYS", "new_id", "field_of", "holds", "seen_in_kind", "Proof", "absence_check",
+           "absence_checks"]
 
 #: Wrappers an API puts around the object it created (``{"data": {"id": ...}}``).
 WRAPPERS = ("data", "result", "item", "object", "record", "resource", "created")
@@ -153,3 +155,25 @@ def absence_check(create: Tool, objects: Iterable[str], attribute: str, reads: I
         if param_role(read, last).attribute in (attribute, "") or read.path == create.path:
             return read
     return None
+
+
+def absence_checks(plan: WritePlan, tools: Mapping[str, Tool], reads: Iterable[Tool]) -> dict[int, Tool]:
+    """For each create of a pinned name (HTTP), the read that asks first whether it exists (step ->
+    read); each such step's ``check`` says which (the dry run shows it)."""
+    reads = list(reads)
+    found: dict[int, Tool] = {}
+    for step in plan.steps:
+        planned = step.creates
+        if planned is None or not planned.conditional or step.method == "MCP":
+            continue
+        tool = tools[step.tool]
+        if planned.template is None or step.method == "PUT":
+            objects = [template(tool.path)]
+        else:
+            base = planned.template.rstrip("/")
+            objects = [base + "/{}", base + f"/{planned.attribute}/{{}}"]
+        read = absence_check(tool, objects, planned.attribute, reads)
+        if read is not None:
+            found[step.index] = read
+            step.check = read.path
+    return found

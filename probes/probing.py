@@ -30,6 +30,7 @@ from probes.announce import describe
 from probes.cache import ResponseCache
 from probes.calls import Budget, Caller
 from probes.chain import ChainProber
+from probes.created import absence_checks
 from probes.findings import remember
 from probes.guard import ScopeGuard, guarded_toolset
 from probes.outputs import learnt_collection, write_outputs
@@ -246,6 +247,8 @@ class _Run:
                 s.settle(state, "skipped", "dry run: a read; it would be probed with arguments found while probing")
         if self.plan is None:
             return
+        absence_checks(self.plan, {n: st.tool for n, st in s.states.items()},
+                       [st.tool for st in s.states.values() if s.reads(st.tool)])
         for step in self.plan.steps:
             step.says = describe(step, s.states[step.tool].tool, None, len(self.plan.steps))
             s.settle(s.states[step.tool], "skipped", f"dry run: {step.says}")

@@ -2,17 +2,21 @@
 
 For each step, in the plan's order:
 
-1. Its placeholders are filled: a pinned value as pinned, what an earlier step created (the id its
-   answer gave, or the name the step gave it), a new ``atc-probe-...`` name. A step whose object
-   was not created -- its create failed, its answer named no id, a pinned object that existed
-   before (``conditional``) -- is **not sent**, and says why.
+1. Its placeholders are filled (``probes.filling``). A step whose object was not created -- its
+   create failed, its answer named no id, the probe stopped -- is **not sent**, and says why. A
+   create of a pinned name first asks a read whether it exists (``probes.created``): if it does,
+   the create is not sent (the object is the user's: written to as pinned, never deleted).
 2. It is **said** before it is sent: one line on stderr (``on_event("unsafe", state)``; the
    library prints it itself when no hook is given) and the same text in the report's ``writes``.
-3. It is sent, never from nor into the response cache (a recorded answer to a write must never
-   stand in for doing it). A 401/403 goes to ``probes.auth``, which stops the probe when the
-   credential that worked is gone; a stopped probe sends no further step.
-4. What it created is remembered: for a pinned name only when the API says it created it (HTTP
-   201, or an MCP answer that holds the name), for anything else on any 2xx.
+3. It is sent through the gateway, whose scope guard (``probes.guard``) lets this step through and
+   no other write, and follows a redirect only inside the scope. Never from nor into the response
+   cache (a recorded answer to a write must never stand in for doing it). A 401/403 goes to
+   ``probes.auth``, which stops the probe when the credential that worked is gone; a stopped probe
+   sends no further step.
+4. What it created is remembered, with the proof that it is this probe's (``probes.created``:
+   a name it made up, an id never seen before, a read that answered 404 just before). A delete is
+   sent only with a proof; what has none is never deleted and is listed in ``left_behind`` with
+   the reason, as is what was created and not deleted.
 
 The tool is documented from its answer like a read (a 204 counts: the status is the answer).
 """
@@ -24,170 +28,37 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from probes.actions import template
 from probes.announce import describe
-from probes.calls import Observation, Source
-from probes.created import ID_KEYS, Proof, absence_check, field_of, holds, new_id, seen_in_kind
+from probes.calls import Observation
+from probes.created import ID_KEYS, Proof, absence_checks, field_of, holds, new_id, seen_in_kind
+from probes.filling import StepFiller
 from probes.guard import ScopeGuard
 from probes.harvest import Candidate, field_path
 from probes.naming import singular
 from probes.plan import Bound, Step, WritePlan
-from probes.scope import fresh_name
 from probes.state import BUDGET_SPENT, Session, ToolState
 from probes.text import is_path_like
-from probes.values import MARK, coerce, type_ok, within
+from probes.values import coerce
 from protocols.model import Tool
 
 __all__ = ["WriteRunner", "describe", "new_id", "created_candidates", "pinned_later"]
 
 
 
-class WriteRunner:
+class WriteRunner(StepFiller):
     """Sends a ``WritePlan`` over a ``Session`` (see the module docstring)."""
 
     def __init__(self, session: Session, plan: WritePlan, *, say: Callable[[str], None] | None = None,
                  guard: ScopeGuard | None = None) -> None:
-        self.s = session
-        self.plan = plan
+        super().__init__(session, plan, guard)
         self.say = say
-        self.guard = guard
-        self.values: dict[int, Any] = {}
-        self.origin: dict[int, Source] = {}
-        self.own_param: dict[int, str] = {}
-        #: Steps whose answer said what they made (later steps may name it; not yet a proof).
-        self.made: set[int] = set()
         #: Why the probe may delete what a step made (``probes.created``).
         self.proofs: dict[int, Proof] = {}
-        #: Why it may not: it existed before, or nothing shows it did not.
-        self.unproven: dict[int, str] = {}
-        #: The reads that tell whether a pinned object exists, by create step.
-        self.checks: dict[int, Tool] = {}
+        #: The reads that tell whether a pinned object exists, by create step (``probes.created``).
+        self.checks: dict[int, Tool] = absence_checks(plan, {n: st.tool for n, st in session.states.items()},
+                                                      [st.tool for st in session.states.values()
+                                                       if session.reads(st.tool)])
         self.absent: dict[int, str] = {}
-        #: New names a step sent that may name something it made (an upsert-like POST).
-        self.named: dict[int, list[str]] = {}
-        self._moves: dict[int, tuple[list[int], list[Any]]] = {}
-        self.answers: dict[int, tuple[Any, int]] = {}
-        #: The text this run writes where it must make one up (``atc-probe-<random hex>``).
-        self.token = str(fresh_name({}))
-        reads = [st.tool for st in session.states.values() if st.status not in ("queued",) and
-                 st.tool.method.upper() == "GET"]
-        for step in plan.steps:
-            planned = step.creates
-            if planned is None or not planned.conditional or step.method == "MCP":
-                continue
-            tool = session.states[step.tool].tool
-            objects = [template(tool.path)] if planned.template is None or step.method == "PUT" else \
-                [planned.template.rstrip("/") + "/{}", planned.template.rstrip("/") + f"/{planned.attribute}/{{}}"]
-            found = absence_check(tool, objects, planned.attribute, reads)
-            if found is not None:
-                self.checks[step.index] = found
-                step.check = found.path
-
-    # -- filling a step -------------------------------------------------------------------------
-
-    def _value(self, bound: Bound, step: Step, schema: Any) -> tuple[Any, Source] | str:
-        if bound.kind == "scope":
-            return bound.value, {"kind": "scope"}
-        if bound.kind == "created":
-            if bound.step not in self.made:
-                done = self.plan.step(bound.step)
-                why = self.unproven.get(bound.step) or done.result or done.status
-                return f"step {bound.step} ({done.tool}) created nothing this probe can name ({why})"
-            return self.identity(bound.step, bound.want)
-        root = bound.root
-        made = fresh_name(schema, root=root, entity=step.entity)
-        if made is None:
-            return "no new name fits the parameter"
-        return made, {"kind": "new"}
-
-    def identity(self, index: int, want: str) -> tuple[Any, Source] | str:
-        """How later steps name what step ``index`` made, for a parameter that takes its ``want``
-        (``id``, ``name``, ``number``): the name the step gave it when that is what is wanted, else
-        the field of that name in the create's answer (``{issue_number}`` takes the new issue's
-        ``number``; ``DELETE /artifacts/{id}`` the new artifact's ``id``, not the pinned ``key`` it
-        was made with), else the id its answer gave."""
-        step = self.plan.step(index)
-        own = self.own_param.get(index)
-        tool = self.s.states[step.tool].tool
-        named_so = own is not None and (not want or self.s.planner.role(tool, own).attribute == want)
-        answer = self.answers.get(index)
-        if not named_so and answer is not None and want:
-            found = field_of(answer[0], want, step.entity)
-            if found is not None:
-                return found[0], {"kind": "harvest", "obs": answer[1], "path": list(found[1]), "tool": step.tool,
-                                  "field": field_path(tuple(found[1]))}
-        if self.values.get(index) is None:
-            return f"the answer of step {index} did not say what it created"
-        return self.values[index], dict(self.origin.get(index) or {"kind": "created"})
-
-    def _fill(self, step: Step, tool: Tool) -> tuple[dict[str, Any], dict[str, Source]] | str:
-        args: dict[str, Any] = {}
-        provenance: dict[str, Source] = {}
-        for pname, value in step.args.items():
-            schema = tool.properties.get(pname)
-            schema = schema if isinstance(schema, dict) else {}
-            filled = self._resolve(value, step, schema, provenance, pname, True)
-            if isinstance(filled, _Missing):
-                return filled.why
-            if isinstance(value, Bound) and pname not in tool.required:
-                fitted = coerce(filled, schema)
-                if fitted is None or not type_ok(fitted, schema):
-                    provenance.pop(pname, None)
-                    continue  # an optional link whose value does not fit (a string id for a number): left out
-                filled = fitted
-            args[pname] = filled
-            provenance.setdefault(pname, {"kind": "made"})
-        return args, provenance
-
-    def _resolve(self, value: Any, step: Step, schema: dict[str, Any], provenance: dict[str, Source],
-                 pname: str, top: bool = False) -> Any:
-        if isinstance(value, Bound):
-            got = self._value(value, step, schema)
-            if isinstance(got, str):
-                return _Missing(got)
-            provenance.setdefault(pname, got[1])
-            if self.guard is not None:
-                self.guard.know(got[0])  # pinned, created or named by this probe: a path may name it
-            moves = self._moves.setdefault(step.index, ([], []))
-            if value.kind == "created":
-                moves[0].append(value.step)
-            elif value.kind == "new" and not value.own:
-                moves[1].append(got[0])
-                self.named.setdefault(step.index, []).append(got[0])
-            if value.own and step.index not in self.values:
-                self.values[step.index] = got[0]  # the name this step gives what it creates
-                if top:
-                    self.own_param[step.index] = pname
-            return got[0]
-        if value == MARK and "enum" not in schema and "const" not in schema:
-            # Text the plan had to make up: this run's own name, so that a second run never
-            # collides with what the first one made (409, or an upsert that answers the old one),
-            # while the parts a step deletes carry the same text they were added with.
-            made = self.token if type_ok(self.token, schema) and within(self.token, schema) else fresh_name(schema)
-            if made is not None:
-                self.named.setdefault(step.index, []).append(made)
-                return made
-            return value
-        if isinstance(value, list):
-            items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
-            out = []
-            for item in value:
-                filled = self._resolve(item, step, items or {}, provenance, pname)
-                if isinstance(filled, _Missing):
-                    return filled
-                out.append(filled)
-            return out
-        if isinstance(value, dict):
-            props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-            result = {}
-            for key, item in value.items():
-                sub = props.get(key) if isinstance(props, dict) else None
-                filled = self._resolve(item, step, sub if isinstance(sub, dict) else {}, provenance, pname)
-                if isinstance(filled, _Missing):
-                    return filled
-                result[key] = filled
-            return result
-        return value
 
     # -- sending ---------------------------------------------------------------------------------
 
@@ -426,20 +297,6 @@ class WriteRunner:
             return f"its answer names {value!r}, which an earlier answer showed: it may have existed before"
         return Proof("new", f"a new id {value!r}", value)
 
-    def _ref_value(self, bound: Bound) -> Any:
-        if bound.kind == "created":
-            return self.values.get(bound.step)
-        return bound.value
-
-    def named_here(self, index: int) -> set[str]:
-        """The names step ``index`` made up itself (own or not)."""
-        step = self.plan.step(index)
-        own = [v for v in step.args.values() if isinstance(v, Bound) and v.kind == "new" and v.own]
-        out = {str(x) for x in self.named.get(index, [])}
-        if own and self.values.get(index) is not None:
-            out.add(str(self.values[index]))
-        return out
-
     def _tools(self) -> dict[str, Tool]:
         return {name: st.tool for name, st in self.s.states.items()}
 
@@ -492,11 +349,6 @@ class WriteRunner:
                 out.append(f"what {step.tool} may have made under the new name {names} (step {step.index}): "
                            "no step of the plan deletes it")
         return out
-
-
-class _Missing:
-    def __init__(self, why: str) -> None:
-        self.why = why
 
 
 def _path_params(tool: Tool) -> list[str]:
