@@ -39,10 +39,28 @@ def describe(step: Step, tool: Tool, args: dict[str, Any] | None, total: int) ->
             tool.method.upper() == "MCP":
         verb += " (it counts as this probe's only if the answer says it made it)"
     elif step.verb == "create" and step.creates is not None and step.creates.conditional:
-        verb += (f" (first GET {step.check}: only if that answers 404 is it created, and then deleted at the end)"
+        verb += (f" (first GET {_filled_check(step, tool, given)}: only if that answers 404 is it created, and then "
+                 "deleted at the end)"
                  if step.check else " (no read can tell first whether it exists: it counts as this probe's only if "
                  "the API answers 201 with a new id, and only that id is deleted)")
     return f"step {step.index}/{total}: {verb}: {call}"
+
+
+def _filled_check(step: Step, tool: Tool, given: dict[str, Any]) -> str:
+    """The read asked first, with the values it will be sent: the step's path values in order, then
+    the pinned name (``GET /work_pools/atc-scratch``)."""
+    order = sorted((p for p, b in tool.bindings.items() if b.location == "path" and p in given),
+                   key=lambda p: tool.path.find("{" + (tool.bindings[p].name or p) + "}"))
+    values = [given[p] for p in order]
+    own = [v for p, v in given.items() if p not in order and isinstance(v, Bound) and v.kind == "scope" and v.own]
+    values += own
+    out = []
+    for seg in str(step.check).split("/"):
+        if seg.startswith("{") and seg.endswith("}") and values:
+            value = values.pop(0)
+            seg = _in_path(value) if isinstance(value, Bound) else quote(str(value), safe="")
+        out.append(seg)
+    return "/".join(out)
 
 
 def _in_path(bound: Bound) -> str:
