@@ -30,7 +30,8 @@ from atc.model import ModelClient, configured_settings, make_client
 from atc.strategies.base import Episode, Step, StepHook, Strategy
 from atc.strategies.chain import Attempt
 from atc.strategies.meter import Budget, Meter, Usage
-from atc.strategies.registry import DEFAULT, resolve
+from atc.strategies.registry import DEFAULT, Choice, resolve
+from atc.strategies.requests import requested_calls
 from atc.toolsets import ToolsArg, toolset_for
 from protocols.model import Tool
 from sandbox.api import Backend, Limits, ToolCall, Toolset
@@ -82,6 +83,11 @@ class Solution:
     api_calls: int = 0
     trace: Any = None
     failures: dict[str, int] = field(default_factory=dict)
+    #: every tool call the model asked for, all attempts and branches, sent or not, in order
+    #: (``atc.strategies.requests``: what evaluation's Path% and Prec% count)
+    requested: list[dict[str, Any]] = field(default_factory=list)
+    #: the strategy's own settings (``atc.strategies.settings``; None for a plug-in without any)
+    settings: dict[str, Any] | None = None
     #: every write of the task (all attempts, turns and nodes), from its write ledger, in order:
     #: ``{"tool", "args", "method", "path", "outcome", "status", "attempt", "sends", "created", ...}``
     writes: list[dict[str, Any]] = field(default_factory=list)
@@ -112,6 +118,8 @@ class Solution:
             "api_calls": self.api_calls,
             "trace": self.trace,
             "failures": dict(self.failures),
+            "requested": self.requested,
+            "settings": self.settings,
             "writes": self.writes,
             "write_policy": self.write_policy,
             "write_counts": dict(self.write_counts),
@@ -135,6 +143,8 @@ class Solution:
                    step_unit=str(d.get("step_unit") or "step"),
                    api_calls=int(d.get("api_calls") or 0), trace=d.get("trace"),
                    failures={str(k): int(v) for k, v in (failures or {}).items()},
+                   requested=[r for r in d.get("requested") or [] if isinstance(r, dict)],
+                   settings=d.get("settings") if isinstance(d.get("settings"), dict) else None,
                    writes=[w for w in d.get("writes") or [] if isinstance(w, dict)],
                    write_policy=str(d.get("write_policy") or "allow"),
                    write_counts={str(k): int(v) for k, v in (d.get("write_counts") or {}).items()})
@@ -243,7 +253,7 @@ def solve(
     backend: str | Backend | None = None,
     validation: Validation = None,
     retriever: str | Retriever | None = None,
-    strategy: str | Strategy | None = None,
+    strategy: str | Strategy | Choice | None = None,
     max_model_calls: int | None = None,
     max_tokens: int | None = None,
     max_steps: int | None = None,
@@ -252,8 +262,9 @@ def solve(
     approve: Approver | None = None,
 ) -> Solution:
     """Solve ``query`` with ``tools`` (a Collection, a list of them, a Toolset, a spec path or
-    an imported collection name) by ``strategy`` (a registered name, default ``chain``, or a
-    ``Strategy``) in ``sandbox`` (``"docker"``, ``"local"``, auto when None, or a ``Backend``;
+    an imported collection name) by ``strategy`` (a registered name, default ``chain``;
+    ``NAME@k`` reruns it up to k times until it answers; a ``Choice`` of
+    ``atc.strategies.choose`` with its settings; or a ``Strategy``) in ``sandbox`` (``"docker"``, ``"local"``, auto when None, or a ``Backend``;
     ``backend`` is its deprecated name). ``base_url`` and ``credentials`` are the tools'
     (``--base-url``, ``--credential``; ``base_url`` may map collection names to URLs) and
     ``validation`` their argument checks (``strict``, ``warn``, ``off``, or per collection); the
@@ -307,8 +318,19 @@ def solve(
         retriever=searched.retriever if searched is not None else None, strategy=plan.name, steps=outcome.steps,
         step_unit=str(getattr(plan, "step_unit", "step")),
         api_calls=len(episode.calls), trace=outcome.trace, failures=episode.failures_by_kind(),
+        requested=requested_calls(episode, outcome.calls), settings=_settings_of(plan),
         writes=_writes_of(toolset), write_policy=toolset.writes.policy.mode if toolset.writes else "allow",
         write_counts=_outcomes(episode.calls))
+
+
+def _settings_of(plan: Strategy) -> dict[str, Any] | None:
+    """The settings a strategy ran with, as JSON (``NAME@k``: the inner one's, and k)."""
+    inner = getattr(plan, "inner", None)
+    own: Any = getattr(inner if inner is not None else plan, "settings", None)
+    doc = own.to_dict() if own is not None and callable(getattr(own, "to_dict", None)) else None
+    if inner is not None:
+        return {"runs": getattr(plan, "runs", 1), **(doc or {})}
+    return doc
 
 
 def _outcomes(calls: list[ToolCall]) -> dict[str, int]:
@@ -340,7 +362,7 @@ async def asolve(
     backend: str | Backend | None = None,
     validation: Validation = None,
     retriever: str | Retriever | None = None,
-    strategy: str | Strategy | None = None,
+    strategy: str | Strategy | Choice | None = None,
     max_model_calls: int | None = None,
     max_tokens: int | None = None,
     max_steps: int | None = None,

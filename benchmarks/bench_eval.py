@@ -15,11 +15,13 @@ Rows, measured in the same run:
    ratio to row 1; and the chart drawn on its own (matplotlib's import included);
 3. the same directory scored again, chart included (nothing runs: resume finds every task done);
 4. judging: the 100 answers labelled by a scripted judge (``--judge-latency``) over the finished
-   directory, and ``--rejudge`` of them;
-5. one row per strategy (``chain``, ``chain-plain``, ``react``, ``codeact``, ``dfsdt``; the oracle
-   speaks each one's protocol: a program, function calls, snippets), all in one ``evaluate``:
-   model calls, tokens, API calls, steps and wall time per task, Path%, Prec%, tokens against
-   ``chain``'s, and each strategy's batch wall clock.
+   directory, 3 votes each (ToolEval's phase 1 only: the judge is sure), and then again with every
+   verdict kept;
+5. one row per strategy (``chain``, ``chain-plain``, ``react``, ``react-text``, ``codeact``,
+   ``dfsdt``, ``dfsdt@3``; the oracle speaks each one's protocol: a program, function calls, the
+   text protocol, snippets), all in one ``evaluate``: model turns, tokens, API calls, steps and
+   wall time per task, Path%, Prec%, tokens against ``chain``'s, and each strategy's batch wall
+   clock.
 
 This measures mechanics -- what the harness and each strategy spend around a model that never
 errs -- not quality, which needs a real model (docs/evaluation.md).
@@ -55,7 +57,7 @@ from tests.fakes.openai_server import ScriptedOpenAI  # noqa: E402
 
 DATA = next((p / "shared" / "bench-data" for p in ROOT.parents if (p / "shared" / "bench-data").is_dir()), None)
 CONCURRENCY = 8
-STRATEGIES = ["chain", "chain-plain", "react", "codeact", "dfsdt"]
+STRATEGIES = ["chain", "chain-plain", "react", "react-text", "codeact", "dfsdt", "dfsdt@3"]
 
 
 def timed(fn: Any) -> tuple[float, Any]:
@@ -123,36 +125,39 @@ def main() -> None:
         again, _ = timed(lambda: evaluate(suite, settings, toolset=toolset, out=out))
         rows["atc eval: scored again (nothing runs)"] = {"wall_s": again, "per_task_ms": 1000 * again / n,
                                                          "x_baseline": again / base}
-        judge = JudgeOptions(client=make_client("judge", base_url=judging.base_url))
+        judge = JudgeOptions(client=make_client("judge", base_url=judging.base_url), votes=3)
         judged, with_judge = timed(lambda: evaluate(suite, settings, toolset=toolset, out=out, judge=judge))
-        rows["atc eval: judged (100 verdicts)"] = {"wall_s": judged, "per_task_ms": 1000 * judged / n,
-                                                   "x_baseline": judged / base}
+        rows[f"atc eval: judged ({n} tasks, 3 votes each)"] = {"wall_s": judged, "per_task_ms": 1000 * judged / n,
+                                                                "x_baseline": judged / base}
         cached, _ = timed(lambda: evaluate(suite, settings, toolset=toolset, out=out, judge=judge))
         rows["atc eval: judged again (verdicts kept)"] = {"wall_s": cached, "per_task_ms": 1000 * cached / n,
                                                           "x_baseline": cached / base}
-        assert with_judge.summaries["chain"].success == 1.0 and len(judging.requests) == n, len(judging.requests)
+        assert with_judge.summaries["chain"].success == 1.0 and len(judging.requests) == 3 * n, len(judging.requests)
         requests = len(model.requests)
         # every strategy, side by side, the oracle speaking each one's protocol
         model.router = every_protocol(oracle)
-        names = [name for name in STRATEGIES if name in registered()]
+        names = [name for name in STRATEGIES if name.split("@")[0] in registered()]
         first = len(model.requests)
         side = evaluate(suite, RunSettings(strategies=names, client=client, sandbox="local", concurrency=CONCURRENCY,
                                            limits=limits), toolset=toolset, out=Path(tmp) / "side", chart=False)
         # the scripted server counts message text only; a real server also counts the function
         # schemas sent with every function-calling turn (react, dfsdt): estimated the same way
-        schemas: dict[str, int] = {}
+        # (a mean per request of each protocol, times a strategy's model turns: dfsdt and dfsdt@3
+        # speak the same protocol, so their requests cannot be told apart)
+        schemas: dict[str, list[int]] = {}
         for body in model.requests[first:]:
-            kind = protocol_of(body)
-            schemas[kind] = schemas.get(kind, 0) + len(json.dumps(body.get("tools") or [])) // 4 if body.get("tools") \
-                else schemas.get(kind, 0)
+            schemas.setdefault(protocol_of(body), []).append(len(json.dumps(body.get("tools") or [])) // 4
+                                                             if body.get("tools") else 0)
     strategies = {}
     for name in names:
         summary = side.summaries[name]
         per = summary.per_task()
         assert summary.failed == 0 and summary.path == 1.0, (name, summary.to_dict())
-        with_schemas = per["prompt_tokens"] + schemas.get(name, 0) / n
+        sent = schemas.get(name.split("@")[0], [0])
+        with_schemas = per["prompt_tokens"] + per["model_calls"] * sum(sent) / max(1, len(sent))
         strategies[name] = {"tasks": summary.tasks, "path": summary.path, "precision": summary.precision,
-                            "model_calls": per["model_calls"], "prompt_tokens": per["prompt_tokens"],
+                            "model_calls": per["model_calls"], "http_requests": per["http_requests"],
+                            "requested_calls": per["requested_calls"], "prompt_tokens": per["prompt_tokens"],
                             "prompt_tokens_with_schemas": with_schemas,
                             "completion_tokens": per["completion_tokens"], "api_calls": per["api_calls"],
                             "steps": per["steps"], "wall_s": per["wall_s"],
@@ -168,13 +173,14 @@ def main() -> None:
     print("| row | wall s | ms per task | x baseline |\n|---|---:|---:|---:|")
     for name, r in rows.items():
         print(f"| {name} | {r['wall_s']:.2f} | {r['per_task_ms']:.1f} | {r['x_baseline']:.2f} |")
-    print("\n| strategy | Path% | Prec% | model calls | prompt tokens | + function schemas | completion tokens "
-          "| API calls | steps | wall s | tokens x chain | batch wall s |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| strategy | Path% | Prec% | model turns | HTTP requests | prompt tokens | + function schemas "
+          "| completion tokens | API calls | requested calls | steps | wall s | tokens x chain | batch wall s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, s in strategies.items():
         print(f"| {name} | {100 * s['path']:.1f} | {100 * s['precision']:.1f} | {s['model_calls']:.2f} "
+              f"| {s['http_requests']:.2f} "
               f"| {s['prompt_tokens']:.0f} | {s['prompt_tokens_with_schemas']:.0f} | {s['completion_tokens']:.0f} "
-              f"| {s['api_calls']:.2f} | {s['steps']:.2f} "
+              f"| {s['api_calls']:.2f} | {s['requested_calls']:.2f} | {s['steps']:.2f} "
               f"| {s['wall_s']:.3f} | {s['tokens_x_chain']:.2f} | {s['batch_wall_s']:.2f} |")
 
 

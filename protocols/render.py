@@ -49,8 +49,10 @@ def param_label(schema: Any) -> str:
     branches = object_branches(schema)
     if not branches:
         return type_label(schema)
-    if all(schema_name(b) for b in branches):
-        return type_label(without_null(schema) if isinstance(schema, dict) else schema)
+    label = type_label(without_null(schema) if isinstance(schema, dict) else schema)
+    names = [schema_name(b) for b in branches]
+    if all(name and name in label for name in names):  # (a map of named values is labelled "dict")
+        return label
     return input_shape(schema, max_depth=_INLINE_DEPTH, max_props=_INLINE_PROPS)
 
 
@@ -88,11 +90,32 @@ def _definitions(tool: Tool, defined: dict[str, str]) -> list[str]:
 _MARKUP = re.compile(r"<[^>]+>|\[([^\]]*)\]\([^)]*\)|[`*_]{1,2}(?=\w)|(?<=\w)[`*_]{1,2}")
 
 
+#: Words whose dot ends no sentence (``Filter by genre, e.g. mystery.`` is one sentence).
+_ABBREVIATIONS = frozenset({"e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "incl.", "al.", "viz.", "resp.", "no.",
+                            "nos.", "mr.", "mrs.", "ms.", "dr.", "st.", "jr.", "sr.", "fig."})
+
+
+def _sentences(plain: str) -> list[str]:
+    """``plain`` cut into sentences at ``.``, ``!`` or ``?`` before a space, but not after an
+    abbreviation or an initial (``e.g.``, ``J. R. R.``)."""
+    out: list[str] = []
+    for piece in re.findall(r".+?(?:[.!?](?=\s|$)|$)", plain):
+        piece = piece.strip()
+        if not piece:
+            continue
+        last = out[-1].rsplit(None, 1)[-1].lstrip("([\"'") if out else ""
+        if last.lower() in _ABBREVIATIONS or re.fullmatch(r"(?:[A-Z]\.)+", last):
+            out[-1] += " " + piece
+        else:
+            out.append(piece)
+    return out
+
+
 def _first_sentence(text: str, limit: int, *, bare: int = 2) -> str:
     """The first sentence of a description without Markdown/HTML markup, at most ``limit`` characters;
     two sentences when the first has at most ``bare`` words (a title like ``Get Details.``, ``Optional.``)."""
     plain = " ".join(_MARKUP.sub(lambda m: m.group(1) or " ", text).split())
-    sentences = [x.strip() for x in re.findall(r".+?(?:[.!?](?=\s|$)|$)", plain) if x.strip()]
+    sentences = _sentences(plain)
     if not sentences:
         return ""
     first = sentences[0]

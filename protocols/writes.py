@@ -73,8 +73,11 @@ def _notes(tool: Tool) -> Mapping[str, Any]:
 
 
 def _is_mcp(tool: Tool, collection: Collection | None) -> bool:
-    return tool.method.upper() == "MCP" or (collection is not None and (
-        collection.kind == "mcp" or collection.source_format == "mcp"))
+    """An MCP tool: called on an MCP server, listed by one (a ``tools/list`` read from a file), or
+    carrying MCP annotations (only the MCP importer records them)."""
+    if tool.method.upper() == "MCP" or bool(_notes(tool)):
+        return True
+    return collection is not None and (collection.kind == "mcp" or collection.source_format == "mcp")
 
 
 def _literal_words(tool: Tool) -> set[str]:

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from protocols.model import Tool
+from protocols.shapes import input_shape, schema_name
 from sandbox.hostbounds import HostBounds
 from sandbox.http.decoding import is_binary_object
 
@@ -229,8 +230,6 @@ def explain(error: Any) -> str:
     so the expected shape of the branches (``WorkPoolFilterName = {any_: [str]} or None``) is
     said instead. An object of the wrong type, a missing or an unexpected field add the shape or
     the expected field names to jsonschema's own message."""
-    from protocols.shapes import input_shape, schema_name
-
     schema = error.schema if isinstance(error.schema, dict) else {}
 
     def shape(sub: Any) -> str:

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,dev,mcp,ray,otel,embed,eval,onnx]'
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,dev,all]'
 bash scripts/install-test-servers.sh   # real third-party servers for tests/test_thirdparty_*.py
 if [ "$(id -u)" = 0 ] && [ "${ATC_SKIP_DOCKER_SETUP:-0}" != 1 ]; then
   bash scripts/setup-docker.sh

@@ -181,14 +181,27 @@ class HttpServe:
         self.stop()
 
 
+#: The protocol without sessions (each request stands alone): what every MCP SDK 2.x client speaks.
+STATELESS = "2026-07-28"
+
+
 @asynccontextmanager
-async def http_client(url: str, token: str = TOKEN, mode: str = "legacy") -> AsyncIterator[Any]:
-    """The SDK's ``Client`` over streamable HTTP with ``Authorization: Bearer token``."""
+async def http_client(url: str, token: str = TOKEN, mode: str = "legacy", headers: dict[str, str] | None = None,
+                      issued: list[str] | None = None) -> AsyncIterator[Any]:
+    """The SDK's ``Client`` over streamable HTTP with ``Authorization: Bearer token`` and any other
+    ``headers`` (a session id it was never given, a Host of another site...). ``issued`` collects
+    the session ids the server's answers carry."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120) as http:
+    async def note(response: Any) -> None:
+        sid = response.headers.get("mcp-session-id")
+        if issued is not None and sid and sid not in issued:
+            issued.append(sid)
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}", **(headers or {})}, timeout=120,
+                                  event_hooks={"response": [note]}) as http:
         async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
             yield client
 

@@ -133,7 +133,8 @@ def anchors(path: Path) -> set[str]:
 
 def test_readme_stays_short() -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert len(text.splitlines()) <= 90, "README.md is the pitch and the first steps; the rest goes in docs/"
+    # 100: the first steps include the extras a command needs and what atc.solve says without a model
+    assert len(text.splitlines()) <= 100, "README.md is the pitch and the first steps; the rest goes in docs/"
     assert "docs/cli.md" in text and "docs/README.md" in text
 
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from atc.errors import UsageError
 from atc.evaluation.gold import match, parse_step, route_key
-from atc.evaluation.judge import parse_label, parse_preference
-from atc.evaluation.metrics import score_line, summarize
+from atc.evaluation.labels import parse_label, parse_preference
+from atc.evaluation.metrics import reads_as_error, score_line, summarize
 from atc.evaluation.suite import EvalTask, parse_suite_lines
 
 
@@ -174,11 +174,11 @@ def test_summary_means_and_the_pass_rate() -> None:
     scores = [score_line(line(c, ok=ok), TASK, "chain") for c, ok in
               [([SEARCH, CREDITS], True), ([SEARCH], True), ([], False), ([SEARCH, POPULAR], True)]]
     for s, label in zip(scores, ["solved", "unsure", "unsolved", "solved"], strict=True):
-        s.success = label
+        s.success, s.votes, s.pass_score = label, [label], {"solved": 1.0, "unsure": 0.5, "unsolved": 0.0}[label]
     summary = summarize("chain", scores)
     assert summary.path == pytest.approx((1 + 0.5 + 0 + 0.5) / 4)
     assert summary.precision == pytest.approx((1 + 1 + 0 + 0.5) / 4)
-    assert summary.success == pytest.approx((2 + 0.5) / 4)
+    assert summary.success == pytest.approx((2 + 0.5) / 4) == summary.variants["success_majority"]
     assert summary.labels == {"solved": 2, "unsolved": 1, "unsure": 1, "unjudged": 0}
     assert (summary.model_calls, summary.failed, summary.tasks) == (8, 1, 4)
     assert summary.to_dict()["per_task"]["model_calls"] == 2.0
@@ -195,13 +195,75 @@ def test_without_a_judge_success_is_null_never_guessed() -> None:
 
 def test_judge_labels_are_read_or_refused() -> None:
     assert parse_label('{"label": "solved", "reason": "it names the director"}') == ("solved", "it names the director")
-    assert parse_label('Sure.\n```json\n{"label": "Unsure", "reason": "vague"}\n```') == ("unsure", "vague")
-    assert parse_label("I think this is unsolved.")[0] == "unsolved"  # type: ignore[index]
-    assert parse_label("solved or unsolved, hard to say") is None  # two labels: no guess
+    assert parse_label('```json\n{"label": "Unsure", "reason": "vague"}\n```') == ("unsure", "vague")
+    assert parse_label('Sure.\n```json\n{"label": "Unsure", "reason": "vague"}\n```') is None  # prose around it
+    assert parse_label("I think this is unsolved.") is None
     assert parse_label("no idea") is None
     assert parse_label('{"label": "great"}') is None
     assert parse_preference('{"preference": "B", "reason": "richer"}') == ("b", "richer")
     assert parse_preference('{"preference": "both"}') is None
+
+
+# -- every requested call, and the other measures ----------------------------------------------
+
+
+def requested(*calls: dict[str, Any], answer: int = 0) -> list[dict[str, Any]]:
+    """Requested-call records; the last ``answer`` of them are the answer's."""
+    out = [{**c, "fate": "sent" if c.get("status") else c.get("fate", "refused"), "answer": False} for c in calls]
+    for r in out[len(out) - answer:] if answer else []:
+        r["answer"] = True
+    return out
+
+
+MADE_UP = {"tool": "find_director", "method": None, "path": None, "status": None, "ok": False, "fate": "unknown_tool"}
+
+
+def test_every_requested_call_counts_call_by_call_and_the_answers_calls_stay_a_variant() -> None:
+    """A first attempt that called a made-up tool and a wrong one (refused), then the gold chain:
+    Path% and Prec% count them all; the variants keep the last program's numbers."""
+    refused = call("movie_popular", "GET", "/movie/popular", status=None)
+    tried = requested(SEARCH, MADE_UP, refused, SEARCH, CREDITS, answer=2)
+    s = score_line(line([SEARCH, CREDITS], requested=tried), TASK, "chain")
+    assert s.calls == ["search_person", "find_director", "movie_popular", "search_person", "person_credits"]
+    assert s.answer_calls == ["search_person", "person_credits"]
+    assert s.path == 1.0 and s.precision == pytest.approx(2 / 4)  # 2 of the 4 distinct tools are gold
+    assert s.variants["precision_calls"] == pytest.approx(3 / 5)  # 3 of the 5 calls are
+    assert (s.variants["path_answer"], s.variants["precision_answer"]) == (1.0, 1.0)
+    assert s.extra == ["find_director", "movie_popular"] and s.to_dict()["requested_calls"] == 5
+    # a task whose only request was made up has chosen no gold tool
+    only = score_line(line([], ok=False, answer="", requested=requested(MADE_UP)), TASK, "react")
+    assert (only.path, only.precision, only.calls) == (0.0, 0.0, ["find_director"])
+
+
+def test_restgpt_correct_path_and_extra_calls() -> None:
+    gold = EvalTask("g", "q", ("GET /search/person", "GET /person/{person_id}/movie_credits"))
+    in_order = score_line(line([SEARCH, POPULAR, CREDITS], requested=requested(SEARCH, POPULAR, CREDITS)), gold, "c")
+    reversed_ = score_line(line([CREDITS, SEARCH], requested=requested(CREDITS, SEARCH)), gold, "c")
+    assert (in_order.correct_path, in_order.extra_calls) == (True, 1)
+    assert (reversed_.correct_path, reversed_.path) == (False, 1.0)  # order matters here, not for Path%
+    in_order.success, reversed_.success = "solved", "unsolved"
+    summary = summarize("c", [in_order, reversed_])
+    assert summary.correct_path == 0.5 and summary.extra_calls == 1.0  # over the solved task only
+    assert summary.variants["extra_calls_correct_path"] == 1.0
+    # ToolFlow's gold counts calls: [GET_alerts, 3] is three calls of the path's length
+    counted = EvalTask("f", "q", ("search_person",), meta={"calls": {"search_person": 3}})
+    assert score_line(line([SEARCH] * 4, requested=requested(*[SEARCH] * 4)), counted, "c").extra_calls == 1
+
+
+def test_exec_success_is_an_answer_that_does_not_read_as_an_error() -> None:
+    assert score_line(line([SEARCH], answer="Sofia Coppola directed it"), TASK, "c").exec_ok
+    assert not score_line(line([SEARCH], answer="Error: 404 not found"), TASK, "c").exec_ok
+    assert not score_line(line([SEARCH], ok=False, answer="Sofia"), TASK, "c").exec_ok
+    assert reads_as_error("The request was invalid") and reads_as_error("No results found.")
+    assert not reads_as_error("The Terminal (2004), 128 minutes")
+
+
+def test_model_turns_and_http_requests_are_counted_apart() -> None:
+    s = score_line(line([SEARCH], usage={"llm_calls": 5, "model_turns": 2, "prompt_tokens": 9,
+                                         "completion_tokens": 1}), TASK, "c")
+    assert (s.model_calls, s.http_requests) == (2, 5)
+    old = score_line(line([SEARCH]), TASK, "c")  # a line of before counted requests only
+    assert (old.model_calls, old.http_requests) == (2, 2)
 
 
 # -- suites -------------------------------------------------------------------------------------

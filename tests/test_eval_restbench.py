@@ -85,7 +85,7 @@ class Erring:
 
 def judge(body: dict[str, Any]) -> str:
     text = body["messages"][-1]["content"]
-    answer = text.split("## Its final answer", 1)[1]
+    answer = text.split("## The assistant's final answer", 1)[1]
     label = "unsolved" if "partial answer" in answer else "unsure" if "unclear answer" in answer else "solved"
     return json.dumps({"label": label, "reason": f"scripted: {label}"})
 
@@ -182,7 +182,8 @@ def test_known_error_rate_gives_the_expected_numbers_then_rescoring_replay_and_r
     assert chain["labels"] == {"solved": solved, "unsolved": kinds.count(2) + kinds.count(5),
                                "unsure": kinds.count(6), "unjudged": 0}
     assert chain["success"] == pytest.approx((solved + kinds.count(6) / 2) / 100)
-    assert len(judge_requests) == 100 - kinds.count(5)
+    # three votes each; unsure in phase 1 asks phase 2 (the calls), where it stays unsure
+    assert len(judge_requests) == 3 * (100 - kinds.count(5)) + 3 * kinds.count(6)
     assert doc["judge"]["model"] == "judge-1" and doc["judge"]["usage"]["llm_calls"] == len(judge_requests)
     assert "path" in doc["definitions"] and "precision" in doc["definitions"]
     rows = {r["id"]: r for r in results(out)}
@@ -213,7 +214,7 @@ def test_known_error_rate_gives_the_expected_numbers_then_rescoring_replay_and_r
         monkeypatch.setenv("ATC_JUDGE_BASE_URL", strict.base_url)
         code, rejudged = run_eval([f"restbench-tmdb:{tmdb.root}", "--out", str(tmp_path / "replayed"),
                                    "--replay", str(tape), "--max-reflections", "1", "--judge-model", "judge-2"], capsys)
-        assert len(strict.requests) == 100 - kinds.count(5)
+        assert len(strict.requests) == 3 * (100 - kinds.count(5))
     assert code == 0
     assert rejudged["strategies"]["chain"]["success"] == 0.0
     assert rejudged["strategies"]["chain"]["path"] == chain["path"]
@@ -250,3 +251,25 @@ def test_react_with_a_known_error_rate_on_the_same_tasks(tmdb: Tmdb, tmp_path: P
     assert react["api_calls"] == sum(len(plan(i)) for i in range(100))
     assert react["model_calls"] == react["steps"] == requests == sum(len(plan(i)) + 1 for i in range(100))
     assert react["failed"] == 0 and react["success"] is None
+
+
+def test_spotify_candidates_are_the_gold_tools_and_a_fixed_seeds_draw(bench_data: Path) -> None:
+    """Spotify has no published candidate lists: each task gets its gold tools, then tools drawn at
+    random up to 20 with a fixed seed, as ToolFlow's TMDB lists were built; the same in every run."""
+    from atc.evaluation import load_suite
+    from atc.evaluation.readers import sample_candidates
+
+    first = load_suite(f"restbench-spotify:{bench_data}")
+    again = load_suite(f"restbench-spotify:{bench_data}")
+    spec = first.collections[0]
+    assert [t.tools for t in first.tasks] == [t.tools for t in again.tasks]
+    assert first.candidates is not None and "seed 0" in first.candidates
+    for task in first.tasks:
+        gold = gold_tools([s for s in task.solution if s.strip() != "GET /track/{id}"], [spec])  # not in the spec
+        assert len(task.tools) == 20 == len(set(task.tools))
+        assert list(task.tools[: len(gold)]) == [t.name for t in gold]
+    # the draw differs from task to task, and with the seed
+    assert len({t.tools[-5:] for t in first.tasks}) > 40
+    other = sample_candidates(first.tasks[:5], spec, seed=1, salt="restbench-spotify")
+    assert [t.tools for t in other] != [t.tools for t in first.tasks[:5]]
+    assert any("none published" in n for n in first.notes)

@@ -9,7 +9,7 @@ import pytest
 from atc.errors import CallBudget, UsageError
 from atc.serve import runs
 from atc.serve.catalog import Catalog
-from atc.serve.sessions import STDIO, InFlight, Sessions, session_key
+from atc.serve.sessions import STDIO, Caps, InFlight, Sessions
 from atc.serve.settings import ServeSettings
 from protocols.loaders import load_spec
 from sandbox.api import Toolset
@@ -28,8 +28,8 @@ def toolset(tmp_path: object) -> Toolset:
 
 
 def test_a_session_budget_is_shared_by_its_programs_and_proxied_calls() -> None:
-    sessions = Sessions(max_calls=10, max_runs=3)
-    state = sessions.get("http:a")
+    sessions = Sessions(Caps(max_calls=10, max_runs=3))
+    state = sessions.issue("http:a", "ATC_SERVE_TOKEN")
     first = sessions.begin_run(state, 8)
     assert first == 8 and sessions.left(state) == 2
     second = sessions.begin_run(state, 8)  # runs at once with the first: gets what is left
@@ -39,38 +39,63 @@ def test_a_session_budget_is_shared_by_its_programs_and_proxied_calls() -> None:
     assert sessions.pending(state)  # the running programs may hand calls back
     sessions.end_run(state, first, 3)
     sessions.end_run(state, second, 2)
-    assert state.calls == 5 and sessions.left(state) == 5 and not sessions.pending(state)
+    assert state.budget.calls == 5 and sessions.left(state) == 5 and not sessions.pending(state)
     sessions.take_call(state)
+    sessions.end_call(state, sent=True)
+    sessions.take_call(state)
+    sessions.end_call(state, sent=False)  # refused before sending: costs nothing
     assert sessions.left(state) == 4
     assert sessions.begin_run(state, 100) == 4
     with pytest.raises(CallBudget, match="its 3 programs"):
         sessions.begin_run(state, 1)
-    other = sessions.get("http:b")  # another session starts with the whole budget
+    other = sessions.issue("http:b", "ATC_SERVE_TOKEN")  # another session starts with the whole budget
     assert sessions.begin_run(other, 100) == 10
 
 
+def test_a_program_is_charged_to_its_session_its_token_and_the_server() -> None:
+    sessions = Sessions(Caps(max_calls=10, max_runs=5), token=Caps(max_calls=12, max_runs=3),
+                        server=Caps(max_calls=15))
+    a = sessions.issue("http:a", "A")
+    alone = sessions.alone("A")  # a request without a session: a budget of its own, the token's all the same
+    assert alone.ephemeral and alone.key.startswith("request:") and len(sessions) == 1
+    sessions.end_run(a, sessions.begin_run(a, 100), 8)
+    assert sessions.begin_run(alone, 100) == 4  # the token has 12 - 8 left
+    with pytest.raises(CallBudget, match=r"the token \$A has used its 12 tool calls .*--token-max-calls"):
+        sessions.begin_run(sessions.alone("A"), 1)
+    b = sessions.alone("B")
+    assert sessions.begin_run(b, 100) == 15 - 8 - 4  # the server's, over both tokens
+    sessions.end_run(alone, 4, 0)
+    sessions.end_run(b, 3, 3)
+    third = sessions.alone("A")
+    assert sessions.begin_run(third, 100) == 4  # 12 - 8: what the one run made, not what it was granted
+    with pytest.raises(CallBudget, match=r"the token \$A has run its 3 programs"):
+        sessions.begin_run(sessions.alone("A"), 1)
+    assert sessions.pending(third) is False  # out of programs: a new one would wait for nothing
+    assert sessions.token("A").calls == 8 and sessions.server.calls == 11 and sessions.server.runs == 4
+
+
 def test_a_program_that_used_more_than_its_grant_is_charged_its_grant() -> None:
-    sessions = Sessions(max_calls=5, max_runs=10)
-    state = sessions.get(STDIO)
+    sessions = Sessions(Caps(max_calls=5, max_runs=10))
+    state = sessions.stdio()
     grant = sessions.begin_run(state, 5)
     sessions.end_run(state, grant, 6)  # the refused sixth call is in the log, not in the budget
-    assert state.calls == 5 and state.reserved == 0
+    assert state.budget.calls == 5 and state.budget.reserved == 0
     with pytest.raises(CallBudget, match="used its 5 tool calls"):
         sessions.begin_run(state, 1)
 
 
-def test_session_keys_and_forgotten_sessions(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert session_key(None) == (STDIO, False)
-    assert session_key({"mcp-session-id": "abc"}) == ("http:abc", False)
-    key, ephemeral = session_key({"host": "127.0.0.1"})
-    assert key.startswith("request:") and ephemeral and session_key({})[0] != key
-    sessions = Sessions(max_calls=10, max_runs=10)
-    with sessions.scope(key, ephemeral) as state:
-        sessions.take_call(state)
-    assert len(sessions) == 0  # a request without a session keeps nothing
-    sessions.get("http:old").calls = 7
+def test_sessions_are_issued_bound_to_their_client_and_forgotten_when_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    sessions = Sessions(Caps(max_calls=10, max_runs=10))
+    assert sessions.stdio() is sessions.stdio() and sessions.stdio().key == STDIO
+    state = sessions.issue("http:abc", "A")
+    assert sessions.find("http:abc", "A") is state
+    assert sessions.find("http:abc", "B") is None and sessions.find("http:made-up", "A") is None
+    assert sessions.issue("http:abc", "A") is state  # issuing again keeps its state
+    sessions.take_call(state)
+    sessions.end_call(state, True)
     monkeypatch.setattr("atc.serve.sessions.IDLE_SECONDS", -1.0)
-    assert sessions.get("http:old").calls == 0  # an idle session's state was forgotten
+    assert sessions.find("http:abc", "A") is None  # an idle session was forgotten
+    sessions.drop("http:abc")
 
 
 def test_in_flight_runs_are_cancelled_by_request_or_by_session() -> None:
@@ -109,8 +134,11 @@ def test_what_a_host_reads_for_a_program_that_did_not_run(toolset: Toolset) -> N
     assert static.to_dict()["sandbox"] == "none" and static.to_dict()["calls"] == []
     shown = static.text()
     assert "nothing was run" in shown and "get_book(book_id: int)" in shown and "call run_program again" in shown
-    budget = runs.refused("print(1)", "CallBudget", "this session has used its 5 tool calls")
-    assert budget.text().splitlines()[2] == "Error: CallBudget: this session has used its 5 tool calls"
+    budget = runs.refused("print(1)", "CallBudget", "this session has used its 5 tool calls",
+                          hint="start a new session")
+    assert budget.text().splitlines()[:3] == ["The program was not run.", "",
+                                              "Error: CallBudget: this session has used its 5 tool calls"]
+    assert budget.text().splitlines()[-1] == "No program can run here any more: start a new session."
     assert runs.static_check("print(get_book(book_id=1)['title'])", toolset) is None
 
 

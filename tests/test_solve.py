@@ -217,7 +217,8 @@ def test_solution_json_has_the_contract_fields(server: ScriptedOpenAI, client: O
     assert doc["ok"] is True and doc["answer"].strip() == str(len(AUTHORS)) and doc["sandbox"] == "local"
     assert doc["calls"][0]["tool"] == "get_stats" and doc["calls"][0]["path"] == "/stats"
     assert doc["attempts"] == [{**doc["attempts"][0], "program": doc["program"], "ok": True, "error": None}]
-    assert set(doc["usage"]) == {"llm_calls", "prompt_tokens", "completion_tokens"}
+    assert {"llm_calls", "prompt_tokens", "completion_tokens"} <= set(doc["usage"])  # + model_turns (issue 31)
+    assert doc["usage"]["model_turns"] == 1 == doc["usage"]["llm_calls"]
     assert sorted(doc["tools"]) == sorted(t.name for t in library.tools)
     json.dumps(doc)
 

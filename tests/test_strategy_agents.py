@@ -155,12 +155,23 @@ def test_dfsdt_node_budget_bounds_a_model_that_never_finishes(server: ScriptedOp
 
 def test_dfsdt_exhausted_tree_says_so(server: ScriptedOpenAI, model: str, library: Collection) -> None:
     from atc.strategies.dfsdt import Dfsdt
+    from atc.strategies.settings import DfsdtSettings, profile_of
 
-    # width 2, depth 2: every path gives up or reaches the depth limit
+    # atc's own profile (a give-up at the root restarts), width 2, depth 2 turns: every path gives up
     server.router = lambda body: act("finish", {"return_type": "give_up_and_restart"})
-    sol = solve("Anything?", library, strategy=Dfsdt(width=2, max_depth=2))
+    sol = solve("Anything?", library, strategy=Dfsdt(settings=profile_of(DfsdtSettings, "atc"), width=2, max_depth=2))
     assert not sol.ok and sol.error is not None and sol.error["type"] == "SearchExhausted"
     assert sol.failures == {"gave_up": sol.steps} and sol.steps == 2  # each give-up goes back past the root
+
+
+def test_dfsdt_published_a_give_up_at_the_root_ends_the_search(server: ScriptedOpenAI, model: str,
+                                                                library: Collection) -> None:
+    """ToolBench's DFS returns from the root when the first state is given up: one node, no answer."""
+    server.router = lambda body: act("finish", {"return_type": "give_up_and_restart"})
+    sol = solve("Anything?", library, strategy="dfsdt")
+    assert not sol.ok and sol.error is not None and sol.error["type"] == "GaveUp"
+    assert sol.steps == 1 == len(server.requests) and sol.failures == {"gave_up": 1}
+    assert sol.trace["root_give_up"] == "end" and sol.settings is not None and sol.settings["max_nodes"] == 200
 
 
 # -- any function call the model sends is answered, never raised -----------------------------------

@@ -25,10 +25,13 @@ COMMAND_MODULES = ("tools", "run", "solve", "batch", "eval", "probe", "mock", "s
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of exiting, so that --json can still print one document."""
+    """argparse that raises instead of exiting, so that --json can still print one document. The
+    message names the command without the program (``atc: error: tools show: ...``): the error
+    line already starts with ``atc``."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}", hint=f"see '{self.prog} --help'")
+        command = self.prog.partition(" ")[2]
+        raise UsageError(f"{command}: {message}" if command else message, hint=f"see '{self.prog} --help'")
 
 
 def _common_flags(suppress: bool) -> argparse.ArgumentParser:
@@ -102,7 +105,8 @@ def _main(argv: list[str]) -> int:
             raise
         if want_json:
             _print_json({"ok": False, "error": exc.to_dict()})
-        sys.stderr.write(f"atc: error: {exc.message}\n")
+        message = exc.message[4:] if exc.message.startswith("atc ") else exc.message  # "atc: error: atc ..." once
+        sys.stderr.write(f"atc: error: {message}\n")
         if exc.hint:
             sys.stderr.write(f"  {exc.hint}\n")
         return exc.exit_code

@@ -76,8 +76,8 @@ def add_budget_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=None, metavar="N",
                    help="prompt + completion tokens a task may spend; checked before each call (no bound)")
     p.add_argument("--max-steps", type=int, default=None, metavar="N",
-                   help="the strategy's own bound: attempts (chain: --max-reflections + 1), turns (react, codeact: "
-                        "12) or tree nodes (dfsdt: 30)")
+                   help="the strategy's own bound: attempts (chain: --max-reflections + 1), turns (react: 12, "
+                        "codeact: 10) or tree nodes, i.e. model turns (dfsdt: 200)")
 
 
 def budget_from_args(args: argparse.Namespace) -> dict[str, int | None]:

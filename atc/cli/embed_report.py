@@ -98,11 +98,16 @@ class EmbedReport:
 
     def background(self, tools: int, pid: int | None) -> None:
         """Say that the full model's vectors of ``tools`` tools come later (from process ``pid``,
-        or, when None, from the searches that short-list them)."""
+        or, when None, from the searches that short-list them) -- on a terminal only, where it is
+        read at once, before the import's last line. Off a terminal (a script, an agent reading the
+        streams) it is not said at all: a line on stderr there may be read after the next command
+        began, and the import's JSON has it (``embedded.background``, ``embedded.pid``)."""
+        if not self.tty:
+            return
         if pid is not None:
             self._write(f"atc: the full model embeds {tools} tools in the background (pid {pid}); searches "
                         "meanwhile embed the few they short-list\n")
-        elif self.tty:
+        else:
             self._write(f"atc: searches will embed {tools} tools with the full model as they short-list them\n")
 
     def _with(self) -> str:

@@ -1,8 +1,10 @@
 """``atc eval SUITE [--tools T] [--strategy S1,S2,...] [RUN OPTIONS] [--model M] [--judge-model J] [--out DIR] [--json]``.
 
 Runs a benchmark suite with one or more strategies on the same tools and limits, and scores it:
-Success% (a judge model, ToolEval's protocol; n/a without one), Path%, Prec%, model calls,
-tokens, API calls, steps, wall time, failures (``atc.evaluation``). The table goes to stdout (with
+Success% (a judge model, ToolEval's two phases and StableToolBench's votes; n/a without one),
+Path%, Prec%, RestGPT's correct path and extra calls, the released code's exec success, model
+turns, HTTP requests, tokens, API calls, steps, wall time, failures (``atc.evaluation``).
+``--preset paper`` sets every strategy to the paper's setting; ``--set`` changes one setting. The table goes to stdout (with
 ``--json``: the summary document), progress to stderr. With ``--out DIR``: per-strategy run files
 (resumable exactly like ``atc batch``), ``results.jsonl``, ``summary.json``, ``summary.md`` and
 ``chart.png``. Ctrl-C stops taking tasks; what finished is kept, and the same command resumes.
@@ -36,23 +38,37 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "eval", parents=parents, help="run a benchmark suite with one or more strategies and score it",
         description="Run a benchmark suite (a tasks JSONL with gold solutions, the built-in 'examples', or "
-        "FORMAT:PATH of a public benchmark: restbench-tmdb, restbench-spotify, toolflow-movie, toolflow-food, "
-        "toolflow-weather, toolbench) with one or more strategies on the same tools and limits, and score "
+        "FORMAT:PATH of a public benchmark: restbench-tmdb, restbench-spotify, toolflow-examples (or -movie, -food, "
+        "-weather), toolbench) with one or more strategies on the same tools and limits, and score "
         "Success% (with a judge), Path%, Prec% and the cost of each.")
     p.add_argument("suite", metavar="SUITE",
                    help="a tasks .jsonl, a suite.json, 'examples', or FORMAT:PATH (PATH defaults to $ATC_BENCH_DATA)")
     p.add_argument("--tools", "-t", action="append", default=None, metavar="T",
                    help="the collections (replace the suite's): a spec, an imported collection, an MCP server (repeatable)")
     add_run_options(p, tools_flag=False, ledger=False)
-    p.add_argument("--strategy", "-s", default="chain", metavar="S1,S2,...",
-                   help="strategies to compare, comma-separated: chain (default), chain-plain, react, codeact, dfsdt, "
-                        "or an installed plug-in")
+    p.add_argument("--strategy", "-s", default=None, metavar="S1,S2,...",
+                   help="strategies to compare, comma-separated: chain (default), chain-plain, react, react-text, "
+                        "codeact, dfsdt, or an installed plug-in; NAME@k reruns one up to k times until it answers "
+                        "(react@3, dfsdt@3: the paper's @3 rows)")
+    p.add_argument("--preset", choices=["default", "paper"], default=None,
+                   help="every strategy's settings: default, or paper (the Chain-of-Tools paper's: chain's alpha = 3 "
+                        "programs, ReAct and DFSDT as ToolBench's code runs them, CodeAct's 10 turns; without "
+                        "--strategy it runs Table 1's rows: react,react@3,codeact,dfsdt,dfsdt@3,chain)")
+    p.add_argument("--until", choices=["answer", "exec"], default="answer",
+                   help="when NAME@k stops rerunning: a run that ends with an answer (ToolBench's CoT@n, default), or "
+                        "one whose answer also does not read as an error (exec)")
+    p.add_argument("--set", dest="changes", action="append", default=[], metavar="STRATEGY.KEY=VALUE",
+                   help="change one setting of a strategy (dfsdt.max_nodes=30, react.format=text), or pick a named "
+                        "profile (dfsdt=atc); repeatable; docs/strategies.md lists them")
     add_budget_options(p)
     p.add_argument("--model", "-m", help="model name (default: $ATC_MODEL)")
     p.add_argument("--judge-model", metavar="J", default=None,
                    help="the judge of Success%% (default: $ATC_JUDGE_MODEL; none: Success%% is n/a)")
-    p.add_argument("--judge-votes", type=int, default=1, metavar="N",
-                   help="judge verdicts per answer, majority wins (1; ToolEval used 4)")
+    p.add_argument("--judge-votes", type=int, default=3, metavar="N",
+                   help="judge votes per answer, each scored and averaged, StableToolBench's pass rate (3)")
+    p.add_argument("--judge-format", choices=["auto", "function", "json"], default="auto",
+                   help="how the judge gives its label: a forced function call, JSON text where the server takes "
+                        "no functions (auto), only one, or only the other")
     p.add_argument("--rejudge", action="store_true", help="ask the judge again about answers it already judged")
     p.add_argument("--out", "-o", metavar="DIR", default=None,
                    help="write run files, results.jsonl, summary.json, summary.md and chart.png here (resumable)")
@@ -63,7 +79,8 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--executor", choices=["local", "ray"], default="local",
                    help="where tasks run: local threads (default) or a Ray cluster (RAY_ADDRESS, else a local one)")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="the first N tasks only")
-    p.add_argument("--max-reflections", type=int, default=3, metavar="N", help="repairs after the first attempt (3)")
+    p.add_argument("--max-reflections", type=int, default=None, metavar="N",
+                   help="chain's repairs after the first attempt (3; --preset paper: 2, alpha = 3 programs in all)")
     p.add_argument("--top-k", type=int, default=None, metavar="K",
                    help="tools shown to the model when a task has no candidates and the collections hold more (20)")
     p.add_argument("--retriever", metavar="NAME", default=None,
@@ -88,11 +105,26 @@ class _Progress:
             self.stream.flush()
 
 
+def _changes(given: list[str]) -> dict[str, dict[str, str]]:
+    """``--set`` values as changes per strategy: ``dfsdt.max_nodes=30``, ``dfsdt=atc`` (a profile)."""
+    out: dict[str, dict[str, str]] = {}
+    for item in given:
+        key, sep, value = item.partition("=")
+        name, dot, field = key.strip().partition(".")
+        if not sep or not name or (dot and not field.strip()) or not value.strip():
+            raise UsageError(f"--set {item!r}: give STRATEGY.KEY=VALUE (dfsdt.max_nodes=30) or STRATEGY=PROFILE "
+                             "(dfsdt=atc)")
+        out.setdefault(name, {})[field.strip() if dot else "profile"] = value.strip()
+    return out
+
+
 def _settings(args: argparse.Namespace) -> Any:
     from atc.config import ray_address
     from atc.evaluation import RunSettings
 
-    strategies = [s.strip() for s in args.strategy.split(",") if s.strip()]
+    strategies = [s.strip() for s in (args.strategy or "").split(",") if s.strip()]
+    if args.strategy is not None and not strategies:
+        raise UsageError("no strategy given", hint="--strategy chain,react,...")
     if args.limit is not None and args.limit < 1:
         raise UsageError("--limit must be at least 1")
     if args.top_k is not None and args.top_k < 1:
@@ -103,7 +135,8 @@ def _settings(args: argparse.Namespace) -> Any:
     return RunSettings(strategies=strategies, model=args.model, limits=limits_from_args(args), sandbox=args.sandbox,
                        concurrency=args.concurrency, executor=args.executor, max_reflections=args.max_reflections,
                        top_k=args.top_k, retriever=args.retriever, record=args.record, replay=args.replay, api=api,
-                       ray_address=ray_address(), writes=args.writes,
+                       ray_address=ray_address(), preset=args.preset, changes=_changes(args.changes), until=args.until,
+                       writes=args.writes,
                        solve_options={k: v for k, v in budget_from_args(args).items() if v is not None})
 
 
@@ -115,7 +148,8 @@ def _handle(args: argparse.Namespace) -> int:
     settings.check()
     suite = load_suite(args.suite, tools=args.tools).head(args.limit)
     toolset = toolset_from_args(args, collections=suite.collections) if suite.collections else suite.toolset()
-    judge = JudgeOptions(model=args.judge_model, votes=args.judge_votes, rejudge=args.rejudge)
+    judge = JudgeOptions(model=args.judge_model, votes=args.judge_votes, rejudge=args.rejudge,
+                         structured=args.judge_format)
     progress = _Progress(sys.stderr, len(suite.tasks)) if sys.stderr.isatty() and not args.json else None
     stop = threading.Event()
     with stop_on_signals(stop, "\natc: stopping: no new tasks; waiting for the running ones to finish and be written "

@@ -51,8 +51,11 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser("show", parents=parents, help="the protocols of a collection, or of one tool",
                        description="NAME is a collection (prints its tools' protocols) or a tool (prints "
-                       "its full protocol); 'collection.tool' picks a tool of one collection.")
+                       "its full protocol); 'collection.tool' picks a tool of one collection, and so do the "
+                       "two words 'collection tool'.")
     p.add_argument("name", metavar="NAME")
+    p.add_argument("tool", metavar="TOOL", nargs="?", default=None,
+                   help="a tool of the collection NAME (the same as NAME.TOOL)")
     p.set_defaults(handler=_show)
 
     p = sub.add_parser("search", parents=parents, help="the most relevant tools for a query",
@@ -164,6 +167,7 @@ def _index_with_report(store: Any, embedder: Any, *, deferred: bool = False) -> 
             report.background(waiting, pid)
             if out is not None:
                 out["background"] = waiting if pid is not None else 0
+                out["pid"] = pid
     return out
 
 
@@ -285,6 +289,13 @@ def _show(args: argparse.Namespace) -> int:
     from protocols.store import Store
 
     store = Store(atc_home())
+    if args.tool is not None:  # "COLLECTION TOOL": the tool of that collection
+        if not store.has(args.name):
+            from atc.errors import UsageError
+
+            raise UsageError(f"no collection {args.name!r}: 'atc tools show COLLECTION TOOL' names a tool of a "
+                             "stored collection", hint="see 'atc tools list', or give one name: COLLECTION.TOOL or TOOL")
+        args.name = f"{args.name}.{args.tool}"
     if store.has(args.name):
         collection = store.get(args.name)
         if args.json:

@@ -46,7 +46,7 @@ def writes_from_args(args: argparse.Namespace) -> Writes:
 
 def report_lines(calls: Iterable[ToolCall]) -> list[str]:
     """One line per write call: its outcome, the call and what came of it."""
-    from sandbox.writes.ledger import canonical
+    from sandbox.writes.ledger import canonical, created_ids
 
     lines = []
     for call in calls:
@@ -63,6 +63,9 @@ def report_lines(calls: Iterable[ToolCall]) -> list[str]:
             text += f": {' '.join(call.error.split())[:160]}"
         elif call.status is not None:
             text += f" -> HTTP {call.status}"
+            ids = created_ids(call.response, call.args) if call.outcome == "done" else {}
+            if ids:
+                text += " created " + ", ".join(f"{k}={v}" for k, v in ids.items())
         lines.append(text)
     return lines
 

@@ -2,11 +2,14 @@
 scored as the Chain-of-Tools paper and ToolBench's ToolEval score them.
 
 Modules: ``suite`` (tasks with gold solutions, the suite JSONL and manifest), ``readers``
-(RestBench, the ToolFlow example sets, ToolBench/StableToolBench), ``gold`` and ``metrics``
-(Path%, Prec%, costs: pure functions over recorded runs), ``judge`` (ToolEval's pass rate and
-win rate with a judge model), ``mockhub`` (``atc mock`` of every collection on one port),
-``runner`` (the strategies through the batch runner), ``scoring`` (runs -> scores, verdicts
-kept), ``report`` (Markdown, JSON, chart), ``api`` (``load_suite``, ``evaluate``).
+(RestBench with its 20 candidates a task, the ToolFlow published examples, ToolBench /
+StableToolBench), ``gold`` and ``metrics`` (Path%, Prec%, RestGPT's correct path and extra calls,
+exec success, costs: pure functions over recorded runs, every requested call counted), ``labels``
+(fenced data in, structured labels out) and ``judge`` (ToolEval's two-phase pass rate, scored
+per vote as StableToolBench does, and its win rate), ``mockhub`` (``atc mock`` of every collection
+on one port), ``runner`` (the strategies, their settings resolved once, through the batch runner),
+``scoring`` (runs -> scores, verdicts kept), ``report`` (Markdown, JSON, chart), ``api``
+(``load_suite``, ``evaluate``).
 
     from atc.evaluation import load_suite, evaluate, RunSettings
     result = evaluate(load_suite("examples"), RunSettings(strategies=["chain"]), out="eval-out")

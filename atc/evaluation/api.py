@@ -98,12 +98,17 @@ def _is_task_list(path: Path) -> bool:
 @dataclass
 class JudgeOptions:
     """Which judge: ``model`` (else ``$ATC_JUDGE_MODEL``; neither: no judge), its server
-    (``$ATC_JUDGE_BASE_URL``, else the solving model's), ``votes`` per verdict, or a ``client``."""
+    (``$ATC_JUDGE_BASE_URL``, else the solving model's), ``votes`` per verdict (3), or a
+    ``client``; ``structured``: how a label is asked for (``auto``: a forced function call, JSON
+    text where the server takes no functions; ``function``; ``json``); ``retries``: re-asks of an
+    unreadable reply."""
 
     model: str | None = None
-    votes: int = 1
+    votes: int = 3
     client: ModelClient | None = None
     rejudge: bool = False
+    structured: str = "auto"
+    retries: int = 2
 
 
 def make_judge(settings: JudgeOptions, *, record: str | None = None, replay: str | None = None) -> Judge | None:
@@ -116,6 +121,11 @@ def make_judge(settings: JudgeOptions, *, record: str | None = None, replay: str
 
     if settings.votes < 1:
         raise UsageError("--judge-votes must be at least 1")
+    if settings.structured not in ("auto", "function", "json"):
+        raise UsageError(f"--judge-format {settings.structured!r}: use auto, function or json")
+    if settings.retries < 0:
+        raise UsageError("--judge-retries must be 0 or more")
+
     client = settings.client
     configured = judge_settings(settings.model)
     if client is None and replay:
@@ -127,7 +137,7 @@ def make_judge(settings: JudgeOptions, *, record: str | None = None, replay: str
 
             client = ReplayModel(recording, model=configured.model)
     if client is not None:
-        return Judge(client, votes=settings.votes)
+        return Judge(client, votes=settings.votes, structured=settings.structured, retries=settings.retries)
     if configured.model is None:
         return None
     model = configured.model
@@ -143,7 +153,8 @@ def make_judge(settings: JudgeOptions, *, record: str | None = None, replay: str
             return RecordingModel(live, Recording(Path(record).expanduser() / "judge", "record"))
         return live
 
-    return Judge(votes=settings.votes, make=make, name=model)
+    return Judge(make=make, name=model, votes=settings.votes, structured=settings.structured,
+                 retries=settings.retries)
 
 
 def check_judge(judge: Judge | None) -> None:
@@ -213,24 +224,34 @@ def evaluate(suite: Suite, settings: RunSettings | None = None, *, toolset: Tool
     settings.check()
     toolset = toolset or suite.toolset()
     folder = Path(out).expanduser() if out is not None else None
-    if folder is not None:
-        _claim(folder, suite)
     the_judge = judge if isinstance(judge, Judge) or judge is None else \
         make_judge(judge, record=settings.record, replay=settings.replay)
     stop = stop or threading.Event()
     if pending(suite, settings.strategies, folder):
-        check_judge(the_judge)  # said before the tasks run, not after
+        # What would fail every task is said before anything is written (no --out folder is made
+        # for an evaluation that cannot run): the model's configuration, then the judge's.
+        if settings.client is None and not settings.replay:
+            from atc.model import configured_settings
+
+            configured_settings(settings.model)
+        check_judge(the_judge)
+    if folder is not None:
+        _claim(folder, suite)
     runs = run_strategies(suite, toolset, settings, out=folder, stop=stop, on_outcome=on_outcome)
     # after Ctrl-C the judge gives the verdicts it has kept and is asked nothing new (``stop``)
     cache = VerdictCache(folder / "judge.jsonl" if folder is not None and the_judge is not None else None,
                          rejudge=isinstance(judge, JudgeOptions) and judge.rejudge)
     try:
+        choices = {name: choice.to_dict() for name, choice in settings.choices().items()}
         result = score_runs(suite, settings.strategies, runs.lines, judge=the_judge, cache=cache,
-                            concurrency=settings.concurrency, stop=stop)
+                            concurrency=settings.concurrency, stop=stop, settings=choices)
         if not win_rates:
             result.win_rates = []
     finally:
         cache.close()
+    result.settings = {"preset": settings.preset or "default", "strategies": choices,
+                       "calls_counted": "every call requested in the task (atc.strategies.requests)",
+                       "candidates": suite.candidates}
     result.interrupted = runs.interrupted or stop.is_set()
     result.notes = runs.notes + result.notes
     result.wall_s = runs.wall_s

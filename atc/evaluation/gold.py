@@ -11,7 +11,9 @@ same route whatever its parameter is called in one document or another -- RestBe
 has exactly such a typo -- and with stray spaces and a trailing slash ignored.
 
 Path% and Prec% (``atc.evaluation.metrics``) are built on ``match``: which gold steps some call
-matched, and which called tools match some gold step.
+matched, and which distinct called tools and which calls (``Match.call_precision``, call by call)
+match some gold step; RestGPT's correct-path rate on ``in_order``: the gold path as an ordered
+subsequence of the calls.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GoldStep", "parse_step", "route_key", "Match", "match"]
+__all__ = ["GoldStep", "parse_step", "route_key", "Match", "match", "in_order"]
 
 _ROUTE = re.compile(r"^\s*([A-Za-z]+)\s+(/\S*)\s*$")
 _URL_ROUTE = re.compile(r"^\s*([A-Za-z]+)\s+[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s]+(/\S*)?\s*$")
@@ -96,6 +98,9 @@ class Match:
     missed: tuple[str, ...]
     relevant: tuple[str, ...]
     extra: tuple[str, ...]
+    #: calls, one by one, that match a gold step, and all the calls
+    relevant_calls: int = 0
+    calls: int = 0
 
     @property
     def path(self) -> float:
@@ -112,6 +117,14 @@ class Match:
             return len(self.relevant) / total
         return 1.0 if not self.missed and not self.found else 0.0
 
+    @property
+    def call_precision(self) -> float:
+        """The share of the calls, call by call (a repeat counts again), that match a gold step;
+        with no call at all, as ``precision``."""
+        if self.calls:
+            return self.relevant_calls / self.calls
+        return 1.0 if not self.missed and not self.found else 0.0
+
 
 def match(gold: Sequence[GoldStep | str], calls: Sequence[Mapping[str, Any]]) -> Match:
     """Match a task's calls (every call of its solution path, in order) against its gold steps.
@@ -126,4 +139,16 @@ def match(gold: Sequence[GoldStep | str], calls: Sequence[Mapping[str, Any]]) ->
             first_call[name] = c
     relevant = [t for t, c in first_call.items() if any(s.matches(c) for s in steps)]
     extra = [t for t in first_call if t not in relevant]
-    return Match(tuple(found), tuple(missed), tuple(relevant), tuple(extra))
+    hits = sum(1 for c in calls if any(s.matches(c) for s in steps))
+    return Match(tuple(found), tuple(missed), tuple(relevant), tuple(extra), hits, len(calls))
+
+
+def in_order(gold: Sequence[GoldStep | str], calls: Sequence[Mapping[str, Any]]) -> bool:
+    """Is the gold path, as written (repeats kept), an ordered subsequence of the calls? RestGPT's
+    correct path: other calls may come between and around the gold ones. An empty gold is."""
+    steps = [s if isinstance(s, GoldStep) else parse_step(s) for s in gold]
+    at = 0
+    for c in calls:
+        if at < len(steps) and steps[at].matches(c):
+            at += 1
+    return at == len(steps)

@@ -3,54 +3,101 @@ again (or re-judged) without a model.
 
 Per task, from its result line (the ``{"id", ...solve --json}`` line of ``atc batch``):
 
+- **The calls counted** are every tool call the model requested in the task (the line's
+  ``requested``, ``atc.strategies.requests``): all attempts, all branches, a rerun's every run,
+  calls the gateway refused, calls to made-up tools, calls of a program the static check stopped.
+  The Chain-of-Tools paper's Table 1 fits this count (its @3 rows gain Path% and lose Prec%; the
+  DFSDT baseline's Prec% far below its Path%). A line written before ``requested`` existed is
+  counted from its answer's calls.
 - **Path** (Correct Path Rate, the paper's Path%): the share of the task's distinct gold steps
-  that some call of the solution path matched (``atc.evaluation.gold``). Repeated calls and the
-  order of calls do not change it. A call counts whatever its outcome: the metric is about which
-  tools the model chose, and a refused or failed call was still chosen.
-- **Precision** (Correct Tool Precision, Prec%): the share of the distinct tools called that
-  match a gold step. No call at all scores 0 (1 only when the gold is empty too).
-- The solution path is the result's ``calls``: the calls that produced the answer (``chain``:
-  its last program's; step-by-step strategies: every call of the episode; ``dfsdt``: the final
-  path). ``api_calls`` counts every call made, all attempts and branches included.
-- **Success** is the judge's label (``solved``, ``unsolved``, ``unsure``; ``atc.evaluation.judge``),
-  None when there is no judge.
-- Cost: model calls, prompt and completion tokens, API calls, steps (attempts, turns or nodes),
-  wall time (the task's own duration, model time included) and failures by kind.
+  that some counted call matched (``atc.evaluation.gold``); repeats and order do not change it.
+- **Precision** (Correct Tool Precision, Prec%): the share of the distinct tools among the
+  counted calls that match a gold step, as atc's interface defines ``precision``; a made-up or
+  refused tool is one more wrong tool. No call at all scores 0 (1 only when the gold is empty
+  too). Call by call (a repeated wrong call counting each time) is the variant ``precision_calls``.
+- **Correct path** (RestGPT's correct-path rate): whether the gold path, as written, is an
+  ordered subsequence of the counted calls, yes or no; **extra calls** (RestGPT's Delta Solution
+  Len): counted calls minus the gold path's length (ToolFlow's ``[name, calls]`` counts included),
+  averaged over the solved tasks.
+- **Exec success** (the rate the Chain-of-Tools paper's released code counts): the run ended with
+  an answer that does not read as an error (a program that ran without raising and printed
+  something other than an error message).
+- **Success** is the judge's (``atc.evaluation.judge``): each vote a label, ``solved`` 1,
+  ``unsure`` 0.5, ``unsolved`` 0 (StableToolBench's pass rate), the task's score their mean.
+- Cost: model turns (``model_calls``) and HTTP requests apart, prompt and completion tokens, API
+  calls, requested calls, steps, wall time, failures by kind.
 
-Per strategy (``summarize``): means of path and precision over the tasks scored; success is
-StableToolBench's solvable pass rate, ``(solved + unsure / 2) / judged`` (ToolEval's majority
-label per task), null when no task was judged; costs are totals, with per-task means beside them.
+``VARIANTS`` keeps the earlier definitions under their names (the answer's calls only; distinct
+tools; the majority label), so that a number of before can still be put next to one of now.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from atc.evaluation.gold import match
+from atc.evaluation.gold import in_order, match
 from atc.evaluation.suite import EvalTask
+from atc.strategies.repeat import reads_as_error
 
-__all__ = ["TaskScore", "StrategySummary", "score_line", "summarize", "unmeasured", "DEFINITIONS", "LABELS"]
+__all__ = ["TaskScore", "StrategySummary", "score_line", "summarize", "unmeasured", "DEFINITIONS", "VARIANTS",
+           "LABELS", "VOTE_SCORE", "reads_as_error", "majority"]
 
 #: The judge's labels, ToolEval's pass-rate protocol (StableToolBench's names).
 LABELS = ("solved", "unsolved", "unsure")
+#: What one vote of each label scores (StableToolBench's pass rate).
+VOTE_SCORE = {"solved": 1.0, "unsure": 0.5, "unsolved": 0.0}
 
 #: What the numbers mean, written next to them in the JSON summary and in docs/evaluation.md.
 DEFINITIONS = {
-    "success": "judged pass rate: (solved + unsure/2) / judged tasks, ToolEval's protocol; null without a judge",
-    "path": "mean over tasks of the share of the task's distinct gold steps that some call of the solution path "
-            "matched (tool name, or METHOD and path template); repeats and order do not count",
-    "precision": "mean over tasks of the share of the distinct tools called that match a gold step "
-                 "(no call at all: 0)",
-    "model_calls": "requests to the model server, all tasks (per_task: the mean)",
-    "api_calls": "tool calls made, every attempt and branch included, all tasks",
-    "steps": "attempts (chain), turns (react, codeact) or nodes (dfsdt)",
+    "success": "pass rate: each judge vote scores solved 1, unsure 0.5, unsolved 0 (StableToolBench); the mean over "
+               "votes and tasks; null without a judge, and null ('n/a, k unjudged') while any task is unjudged. "
+               "A run without a final answer is unsolved without asking (ToolEval)",
+    "success_std": "the spread of the pass rate: the standard deviation of the per-vote pass rates",
+    "path": "mean over tasks of the share of the task's distinct gold steps that some requested call matched (tool "
+            "name, or METHOD and path template); every call the model requested counts: all attempts and branches, "
+            "refused calls, made-up tools",
+    "precision": "mean over tasks of the share of the distinct tools among the requested calls that match a gold "
+                 "step; a made-up or refused tool counts as a wrong one (no call at all: 0)",
+    "correct_path": "share of tasks whose gold path, as written, is an ordered subsequence of the requested calls "
+                    "(RestGPT's correct-path rate)",
+    "extra_calls": "mean over the tasks judged solved of requested calls minus the gold path's length (RestGPT's "
+                   "Delta Solution Len); null without a judge",
+    "exec_success": "share of tasks that ended with an answer that does not read as an error: the rate the "
+                    "Chain-of-Tools paper's released code counts (a program that ran and printed an answer); no judge",
+    "model_calls": "model turns: completions the strategy asked for, all tasks (per_task: the mean)",
+    "http_requests": "HTTP requests the model server saw, retries included",
+    "api_calls": "tool calls that reached the gateway, every attempt and branch included, all tasks",
+    "requested_calls": "tool calls the model requested, sent or not, all tasks",
+    "steps": "attempts (chain), turns (react, codeact) or nodes (dfsdt); a rerun (NAME@k) sums its runs'",
     "wall_s": "sum of the tasks' own durations, model time included (independent of --concurrency)",
     "failed": "tasks whose solve did not end with an answer (ok false)",
     "errors": "tasks not scored because the model server failed or nothing could be attempted; they run again "
               "on the next run",
 }
+
+#: Earlier or alternative definitions, kept by name in every summary's ``variants``.
+VARIANTS = {
+    "path_answer": "Path% over the answer's calls only (the last program's, the final path's): atc before issue 31",
+    "precision_answer": "share of the distinct tools of the answer's calls that match a gold step: atc before issue 31",
+    "precision_calls": "share of the requested calls, call by call (a repeat counts again), that match a gold step",
+    "correct_path_answer": "correct path over the answer's calls only",
+    "extra_calls_correct_path": "extra calls over the tasks whose path is correct (no judge needed)",
+    "success_majority": "(solved + unsure/2) / judged tasks, each task's majority label (atc before issue 31)",
+    "success_over_judged": "the pass rate over the judged tasks only (the unjudged left out of the denominator)",
+}
+
+def majority(votes: Sequence[str]) -> str | None:
+    """The most frequent label of the votes; a tie between labels is ``unsure``."""
+    if not votes:
+        return None
+    counts: dict[str, int] = {}
+    for v in votes:
+        counts[v] = counts.get(v, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+    return ranked[0][0] if len(ranked) == 1 or ranked[0][1] > ranked[1][1] else "unsure"
 
 
 def unmeasured(line: Mapping[str, Any]) -> bool:
@@ -97,9 +144,28 @@ def _api_calls(line: Mapping[str, Any]) -> int:
     return len(line.get("calls") or [])
 
 
+def _gold_length(task: EvalTask) -> int:
+    """The gold path's length in calls: ToolFlow's ``[name, calls]`` counts when the reader kept
+    them, else the steps as written."""
+    counts = task.meta.get("calls") if isinstance(task.meta, dict) else None
+    if isinstance(counts, dict) and counts:
+        return sum(_int(v) or 1 for v in counts.values())
+    return len(task.solution)
+
+
+def _trajectory(line: Mapping[str, Any], answer_calls: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """What a judge is shown of the answer's calls: tool, arguments, status, and a bounded response
+    or error (from ``requested``; a line without it has no responses)."""
+    marked = [r for r in line.get("requested") or [] if isinstance(r, dict) and r.get("answer")]
+    source = marked or answer_calls
+    keep = ("tool", "args", "status", "ok", "response", "error")
+    return [{k: c.get(k) for k in keep if k in c} for c in source]
+
+
 @dataclass
 class TaskScore:
-    """One task of one strategy, scored. ``to_dict()`` is a line of ``results.jsonl``."""
+    """One task of one strategy, scored. ``to_dict()`` is a line of ``results.jsonl``;
+    ``trajectory`` (the answer's calls with what they returned) is what a judge is shown."""
 
     id: str
     strategy: str
@@ -121,32 +187,61 @@ class TaskScore:
     error: str | None = None
     success: str | None = None
     judge_reason: str | None = None
+    answer_calls: list[str] = field(default_factory=list)
+    correct_path: bool = False
+    extra_calls: int = 0
+    exec_ok: bool = False
+    http_requests: int = 0
+    variants: dict[str, float] = field(default_factory=dict)
+    votes: list[str] = field(default_factory=list)
+    pass_score: float | None = None
+    trajectory: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+    @property
+    def final(self) -> bool:
+        """Did the run end with a final answer (ToolEval asks the judge only then)?"""
+        return self.ok and bool(self.answer.strip())
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "strategy": self.strategy, "ok": self.ok, "answer": self.answer, "calls": self.calls,
                 "path": round(self.path, 4), "precision": round(self.precision, 4), "success": self.success,
+                "pass_score": None if self.pass_score is None else round(self.pass_score, 4), "votes": self.votes,
                 "judge_reason": self.judge_reason, "gold": self.gold, "missed": self.missed, "extra": self.extra,
-                "model_calls": self.model_calls, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens, "api_calls": self.api_calls, "steps": self.steps,
+                "answer_calls": self.answer_calls, "correct_path": self.correct_path, "extra_calls": self.extra_calls,
+                "exec_success": self.exec_ok, "variants": {k: round(v, 4) for k, v in self.variants.items()},
+                "model_calls": self.model_calls, "http_requests": self.http_requests,
+                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "api_calls": self.api_calls, "requested_calls": len(self.calls), "steps": self.steps,
                 "wall_s": round(self.wall_s, 3), "failures": self.failures, "error": self.error}
 
 
 def score_line(line: Mapping[str, Any], task: EvalTask, strategy: str) -> TaskScore:
     """Score one result line against its task's gold (no judge: ``success`` stays None)."""
-    calls = [c for c in line.get("calls") or [] if isinstance(c, dict)]
-    found = match(task.gold, calls)
+    answer_calls = [c for c in line.get("calls") or [] if isinstance(c, dict)]
+    requested = [c for c in line.get("requested") or [] if isinstance(c, dict)] or answer_calls
+    gold = task.gold
+    every, mine = match(gold, requested), match(gold, answer_calls)
     usage: Mapping[str, Any] = line["usage"] if isinstance(line.get("usage"), dict) else {}
     error = line.get("error") if isinstance(line.get("error"), dict) else None
     attempts = line.get("attempts")
     steps = _int(line.get("steps")) or (len(attempts) if isinstance(attempts, list) else 0)
+    answer = str(line.get("answer") or "")
+    ok = bool(line.get("ok"))
+    requests = _int(usage.get("llm_calls"))
     return TaskScore(
-        id=task.id, strategy=str(line.get("strategy") or strategy), ok=bool(line.get("ok")),
-        answer=str(line.get("answer") or ""), calls=[str(c.get("tool")) for c in calls],
-        path=found.path, precision=found.precision, gold=list(task.solution), missed=list(found.missed),
-        extra=list(found.extra), model_calls=_int(usage.get("llm_calls")), prompt_tokens=_int(usage.get("prompt_tokens")),
-        completion_tokens=_int(usage.get("completion_tokens")), api_calls=_api_calls(line), steps=steps,
-        wall_s=float(line.get("duration_ms") or 0.0) / 1000, failures=_failures(line),
-        error=f"{error.get('type')}: {error.get('message')}" if error and not line.get("ok") else None)
+        id=task.id, strategy=str(line.get("strategy") or strategy), ok=ok, answer=answer,
+        calls=[str(c.get("tool")) for c in requested], path=every.path, precision=every.precision,
+        gold=list(task.solution), missed=list(every.missed), extra=list(every.extra),
+        model_calls=_int(usage.get("model_turns")) if "model_turns" in usage else requests,
+        prompt_tokens=_int(usage.get("prompt_tokens")), completion_tokens=_int(usage.get("completion_tokens")),
+        api_calls=_api_calls(line), steps=steps, wall_s=float(line.get("duration_ms") or 0.0) / 1000,
+        failures=_failures(line), error=f"{error.get('type')}: {error.get('message')}" if error and not ok else None,
+        answer_calls=[str(c.get("tool")) for c in answer_calls], correct_path=in_order(gold, requested),
+        extra_calls=len(requested) - _gold_length(task), exec_ok=ok and bool(answer.strip()) and not reads_as_error(answer),
+        http_requests=requests,
+        variants={"path_answer": mine.path, "precision_answer": mine.precision, "precision_calls": every.call_precision,
+                  "correct_path_answer": float(in_order(gold, answer_calls))},
+        trajectory=_trajectory(line, answer_calls))
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -173,38 +268,84 @@ class StrategySummary:
     failures: dict[str, int]
     not_run: int = 0
     errors: int = 0
+    success_std: float | None = None
+    unjudged: int = 0
+    correct_path: float | None = None
+    extra_calls: float | None = None
+    exec_success: float | None = None
+    http_requests: int = 0
+    requested_calls: int = 0
+    variants: dict[str, float | None] = field(default_factory=dict)
+    settings: dict[str, Any] | None = None
 
     def per_task(self) -> dict[str, float]:
         n = max(1, self.tasks)
-        return {"model_calls": round(self.model_calls / n, 3), "prompt_tokens": round(self.prompt_tokens / n, 1),
-                "completion_tokens": round(self.completion_tokens / n, 1), "api_calls": round(self.api_calls / n, 3),
+        return {"model_calls": round(self.model_calls / n, 3), "http_requests": round(self.http_requests / n, 3),
+                "prompt_tokens": round(self.prompt_tokens / n, 1), "completion_tokens": round(self.completion_tokens / n, 1),
+                "api_calls": round(self.api_calls / n, 3), "requested_calls": round(self.requested_calls / n, 3),
                 "steps": round(self.steps / n, 3), "wall_s": round(self.wall_s / n, 3)}
 
     def to_dict(self) -> dict[str, Any]:
         def frac(x: float | None) -> float | None:
             return None if x is None else round(x, 4)
 
-        return {"tasks": self.tasks, "success": frac(self.success), "path": frac(self.path),
-                "precision": frac(self.precision), "model_calls": self.model_calls, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens, "api_calls": self.api_calls, "steps": self.steps,
+        return {"tasks": self.tasks, "success": frac(self.success), "success_std": frac(self.success_std),
+                "unjudged": self.unjudged, "path": frac(self.path), "precision": frac(self.precision),
+                "correct_path": frac(self.correct_path), "extra_calls": frac(self.extra_calls),
+                "exec_success": frac(self.exec_success), "model_calls": self.model_calls,
+                "http_requests": self.http_requests, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "api_calls": self.api_calls,
+                "requested_calls": self.requested_calls, "steps": self.steps,
                 "wall_s": round(self.wall_s, 3), "failed": self.failed, "not_run": self.not_run, "errors": self.errors,
-                "labels": self.labels, "failures": self.failures, "per_task": self.per_task()}
+                "labels": self.labels, "failures": self.failures, "per_task": self.per_task(),
+                "variants": {k: frac(v) for k, v in self.variants.items()}, "settings": self.settings}
 
 
-def summarize(strategy: str, scores: Sequence[TaskScore], *, not_run: int = 0, errors: int = 0) -> StrategySummary:
+def _pass_rate(scores: Sequence[TaskScore]) -> tuple[float | None, float | None]:
+    """StableToolBench's pass rate over ``scores`` (all judged) and its spread over votes."""
+    judged = [s for s in scores if s.votes]
+    if not judged:
+        return None, None
+    rounds = max(len(s.votes) for s in judged)
+    per_vote = []
+    for v in range(rounds):
+        values = [VOTE_SCORE[s.votes[v]] if v < len(s.votes) else (s.pass_score or 0.0) for s in judged]
+        per_vote.append(sum(values) / len(values))
+    rate = sum(s.pass_score or 0.0 for s in judged) / len(judged)
+    return rate, statistics.pstdev(per_vote) if len(per_vote) > 1 else 0.0
+
+
+def summarize(strategy: str, scores: Sequence[TaskScore], *, not_run: int = 0, errors: int = 0,
+              settings: dict[str, Any] | None = None) -> StrategySummary:
     """The strategy's numbers over its scored tasks (see the module docstring)."""
     labels = {label: sum(1 for s in scores if s.success == label) for label in LABELS}
-    judged = sum(labels.values())
-    success = (labels["solved"] + labels["unsure"] / 2) / judged if judged else None
-    labels["unjudged"] = len(scores) - judged
+    judged = [s for s in scores if s.votes]
+    unjudged = len(scores) - len(judged)
+    labels["unjudged"] = unjudged
+    rate, spread = _pass_rate(scores)
+    majority_judged = sum(labels[x] for x in LABELS)
     failures: dict[str, int] = {}
     for s in scores:
         for kind, count in s.failures.items():
             failures[kind] = failures.get(kind, 0) + count
+    solved = [s.extra_calls for s in scores if s.success == "solved"]
+    on_path = [s.extra_calls for s in scores if s.correct_path]
+    variants: dict[str, float | None] = {
+        name: _mean([s.variants[name] for s in scores if name in s.variants])
+        for name in ("path_answer", "precision_answer", "precision_calls", "correct_path_answer")}
+    variants["extra_calls_correct_path"] = _mean([float(x) for x in on_path])
+    variants["success_majority"] = ((labels["solved"] + labels["unsure"] / 2) / majority_judged
+                                    if majority_judged else None)
+    variants["success_over_judged"] = rate
     return StrategySummary(
-        strategy=strategy, tasks=len(scores), success=success, path=_mean([s.path for s in scores]),
-        precision=_mean([s.precision for s in scores]), model_calls=sum(s.model_calls for s in scores),
-        prompt_tokens=sum(s.prompt_tokens for s in scores), completion_tokens=sum(s.completion_tokens for s in scores),
-        api_calls=sum(s.api_calls for s in scores), steps=sum(s.steps for s in scores),
-        wall_s=sum(s.wall_s for s in scores), failed=sum(1 for s in scores if not s.ok), labels=labels,
-        failures=dict(sorted(failures.items())), not_run=not_run, errors=errors)
+        strategy=strategy, tasks=len(scores), success=rate if judged and not unjudged else None,
+        path=_mean([s.path for s in scores]), precision=_mean([s.precision for s in scores]),
+        model_calls=sum(s.model_calls for s in scores), prompt_tokens=sum(s.prompt_tokens for s in scores),
+        completion_tokens=sum(s.completion_tokens for s in scores), api_calls=sum(s.api_calls for s in scores),
+        steps=sum(s.steps for s in scores), wall_s=sum(s.wall_s for s in scores),
+        failed=sum(1 for s in scores if not s.ok), labels=labels, failures=dict(sorted(failures.items())),
+        not_run=not_run, errors=errors, success_std=spread if judged and not unjudged else None, unjudged=unjudged,
+        correct_path=_mean([float(s.correct_path) for s in scores]),
+        extra_calls=_mean([float(x) for x in solved]), exec_success=_mean([float(s.exec_ok) for s in scores]),
+        http_requests=sum(s.http_requests for s in scores), requested_calls=sum(len(s.calls) for s in scores),
+        variants=variants, settings=settings)

@@ -6,12 +6,19 @@ benchmark's own folder, or a folder holding several benchmarks (``restbench/``, 
 ``toolbench/``...): each reader looks for its files under the layouts of the upstream repositories.
 
 - ``restbench-tmdb``, ``restbench-spotify``: RestBench (RestGPT): ``datasets/{tmdb,spotify}.json``
-  (``{query, solution: ["METHOD /path", ...]}``) and ``specs/{tmdb,spotify}_oas.json``. For TMDB,
-  when ToolFlow's ``dataset/tmdb/tmdb.data.candidate=20.v2.json`` is found under the same root,
-  each task is shown its 20 candidate tools, as in the Chain-of-Tools paper.
-- ``toolflow-movie``, ``toolflow-food``, ``toolflow-weather``: the ToolFlow example sets
-  (``example_ToolFlow_data_v0/*.example.data.json``); the tools are the union of the queries'
-  ``api_list`` entries, each query's list its candidates, the gold its ``[api_name, calls]`` pairs.
+  (``{query, solution: ["METHOD /path", ...]}``) and ``specs/{tmdb,spotify}_oas.json``. Each task
+  is shown 20 candidate tools, as in the Chain-of-Tools paper: for TMDB, ToolFlow's published
+  lists (``dataset/tmdb/tmdb.data.candidate=20.v2.json``, when found under the same root); where
+  no list is published (Spotify; TMDB without that file) they are built the way those lists are:
+  the task's gold tools first, then tools drawn at random from the rest up to 20, with a fixed
+  seed (``sample_candidates``), so that both datasets run the same way and every run draws the
+  same lists.
+- ``toolflow-examples`` (all 131), ``toolflow-examples-movie`` (40), ``-food`` (41), ``-weather``
+  (50): the example tasks the ATC repository publishes of ToolFlow
+  (``example_ToolFlow_data_v0/*.example.data.json``), not the paper's 224-task ToolFlow, which is
+  not released; the tools are the union of the queries' ``api_list`` entries, each query's list
+  its candidates, the gold its ``[api_name, calls]`` pairs. ``toolflow-movie`` and the like are
+  the older names of the three.
 - ``toolbench``: ToolBench / StableToolBench test queries (``G1_instruction.json``...: ``query``,
   ``api_list``, ``relevant APIs``); one collection per ToolBench tool, each query's ``api_list``
   its candidates, its relevant APIs the gold. A folder reads every query file under it.
@@ -22,6 +29,7 @@ Readers register by name as a plug-in would (``register_reader``).
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -29,10 +37,15 @@ from typing import Any
 
 from atc.errors import UsageError
 from atc.evaluation.gold import parse_step, route_key
-from atc.evaluation.suite import EvalTask, Suite
+from atc.evaluation.suite import EvalTask, Suite, TaskNote
 from protocols.model import Collection, python_identifier, snake_case
 
-__all__ = ["SuiteReader", "register_reader", "readers", "read_suite_data", "find_file"]
+__all__ = ["SuiteReader", "register_reader", "readers", "read_suite_data", "find_file", "sample_candidates",
+           "CANDIDATES", "CANDIDATE_SEED"]
+
+#: Candidate tools per task where a benchmark publishes none (the paper's 20), and the seed of the draw.
+CANDIDATES = 20
+CANDIDATE_SEED = 0
 
 #: A reader: the data path -> the suite.
 SuiteReader = Callable[[Path], Suite]
@@ -88,27 +101,22 @@ def _root_of(path: Path, marker: str) -> Path | None:
 # -- RestBench --------------------------------------------------------------------------------
 
 
-def _gold_notes(tasks: list[EvalTask], collection: Collection) -> list[str]:
+def _gold_notes(tasks: list[EvalTask], collection: Collection) -> list[TaskNote]:
     """What the user should know about gold routes: those matched only with their parameter
     names ignored or stray spaces trimmed, and those no tool of the spec serves."""
     exact = {f"{t.method} {t.path}" for t in collection.tools}
     keyed = {route_key(t.method, t.path) for t in collection.tools}
-    loose, missing = [], []
+    loose: list[tuple[str, str]] = []
+    missing: list[tuple[str, str]] = []
     for task in tasks:
         for step in task.solution:
             gold = parse_step(step)
             if gold.kind == "route" and gold.key not in keyed:
-                missing.append(f"{task.id}: {step.strip()!r}")
+                missing.append((task.id, repr(step.strip())))
             elif gold.kind == "route" and step not in exact:
-                loose.append(f"{task.id}: {step!r}")
-    notes = []
-    if loose:
-        notes.append(f"{len(loose)} gold step(s) match a route only with stray spaces or parameter names ignored: "
-                     + "; ".join(loose[:6]))
-    if missing:
-        notes.append(f"{len(missing)} gold step(s) name a route the spec does not have (no call can match them): "
-                     + "; ".join(missing[:6]))
-    return notes
+                loose.append((task.id, repr(step)))
+    return [TaskNote("gold step(s) match a route only with stray spaces or parameter names ignored", tuple(loose)),
+            TaskNote("gold step(s) name a route the spec does not have (no call can match them)", tuple(missing))]
 
 
 def _restbench(which: str) -> SuiteReader:
@@ -125,29 +133,62 @@ def _restbench(which: str) -> SuiteReader:
         collection = load_spec(spec)
         tasks = [EvalTask(f"q{i}", str(d["query"]).strip(), tuple(s.strip() for s in d.get("solution") or []),
                           meta={"index": i}) for i, d in enumerate(data)]
-        notes = _gold_notes(tasks, collection)
-        if which == "tmdb":
-            tasks, note = _toolflow_candidates(path, dataset, tasks, collection)
-            notes.append(note)
+        notes: list[str] = []
+        gold_notes = _gold_notes(tasks, collection)
+        published = _toolflow_candidates(path, dataset, tasks, collection) if which == "tmdb" else None
+        if published is not None and published[0] is not None:
+            tasks, how = published[0], published[1]
+        else:
+            if published is not None:
+                notes.append(published[1])
+            tasks = sample_candidates(tasks, collection, salt=f"restbench-{which}")
+            how = (f"{CANDIDATES} per task: the gold tools, then tools drawn at random from the rest "
+                   f"(seed {CANDIDATE_SEED}; none published for this dataset)")
+        notes.append(f"candidates: {how}")
         return Suite(f"restbench-{which}", tasks, [collection], api="mock",
                      description=f"RestBench {which.upper() if which == 'tmdb' else which.title()}: "
                                  f"{len(tasks)} tasks on {len(collection.tools)} tools",
-                     source=str(dataset), notes=notes)
+                     source=str(dataset), notes=notes, task_notes=gold_notes, candidates=how)
 
     return read
 
 
+def sample_candidates(tasks: list[EvalTask], collection: Collection, *, size: int = CANDIDATES,
+                      seed: int = CANDIDATE_SEED, salt: str = "") -> list[EvalTask]:
+    """Each task with ``size`` candidate tools built as ToolFlow's published lists are: its gold
+    tools first (those the spec has), then tools drawn at random from the others. The draw of a
+    task depends only on ``seed``, ``salt`` and the task's id, so it is the same in every run."""
+    by_route: dict[str, str] = {}
+    for tool in collection.tools:
+        by_route.setdefault(route_key(tool.method, tool.path), tool.name)
+    names = [t.name for t in collection.tools]
+    out = []
+    for task in tasks:
+        gold: list[str] = []
+        for step in task.gold:
+            found = by_route.get(step.key) if step.kind == "route" else step.key if step.key in names else None
+            if found is not None and found not in gold:
+                gold.append(found)
+        rest = [n for n in names if n not in gold]
+        draw = random.Random(f"{seed}:{salt}:{task.id}")
+        picked = draw.sample(rest, max(0, min(size - len(gold), len(rest))))
+        out.append(EvalTask(task.id, task.query, task.solution, task.answer, tuple(gold + picked), task.solvable,
+                            {**task.meta, "candidates": "sampled"}))
+    return out
+
+
 def _toolflow_candidates(path: Path, dataset: Path, tasks: list[EvalTask],
-                         collection: Collection) -> tuple[list[EvalTask], str]:
-    """TMDB tasks with ToolFlow's 20 candidates each, when its file is under the data root."""
+                         collection: Collection) -> tuple[list[EvalTask] | None, str]:
+    """TMDB tasks with ToolFlow's 20 candidates each, when its file is under the data root (None
+    and why not otherwise)."""
     root = _root_of(dataset, "restbench")
     rel = "toolflow/dataset/tmdb/tmdb.data.candidate=20.v2.json"
     found = root / rel if root is not None and (root / rel).is_file() else None
     if found is None:
-        return tasks, "no candidate lists (ToolFlow's tmdb.data.candidate=20.v2.json not found): the solve chooses the tools shown"
+        return None, "ToolFlow's tmdb.data.candidate=20.v2.json not found: the candidates are drawn as for Spotify"
     rows = _load_json(found)
     if not isinstance(rows, list) or len(rows) != len(tasks):
-        return tasks, f"{found}: not {len(tasks)} candidate lists; not used"
+        return None, f"{found}: not {len(tasks)} candidate lists; not used"
     names = {snake_case(t.name): t.name for t in collection.tools}
     out, unknown = [], 0
     for task, row in zip(tasks, rows, strict=True):
@@ -159,7 +200,7 @@ def _toolflow_candidates(path: Path, dataset: Path, tasks: list[EvalTask],
         unknown += len(listed) - len(tools)
         out.append(EvalTask(task.id, task.query, task.solution, task.answer, tuple(tools), task.solvable, task.meta))
     more = f" ({unknown} unknown names skipped)" if unknown else ""
-    return out, f"candidates: ToolFlow's 20 per task from {found}{more}"
+    return out, f"ToolFlow's published 20 per task, {found}{more}"
 
 
 # -- ToolFlow ---------------------------------------------------------------------------------
@@ -208,20 +249,44 @@ def _toolflow(which: str) -> SuiteReader:
                 api = by_api.get(str(api_name)) or {"api_name": api_name, "tool_name": which}
                 tool = _api_to_tool(api, names, by_route)
                 if tool is None:
-                    unknown.append(f"{row.get('qid', i)}: {api_name}")
+                    unknown.append((str(row.get("qid", i)), str(api_name)))
                     tool = str(api_name)
                 gold.append(tool)
                 counts[tool] = calls
             candidates = [t for a in row["api_list"] if (t := _api_to_tool(a, names, by_route))]
             tasks.append(EvalTask(str(row.get("qid", i)), str(row["query"]).strip(), tuple(gold),
                                   tools=tuple(dict.fromkeys(candidates)), meta={"calls": counts}))
-        notes = [f"{len(unknown)} gold API(s) not among the tools: " + "; ".join(unknown[:6])] if unknown else []
-        notes.append("the spec is the union of the queries' api_list entries; each task is shown its own list")
-        return Suite(f"toolflow-{which}", tasks, [collection], api="mock",
-                     description=f"ToolFlow {which} examples: {len(tasks)} tasks on {len(collection.tools)} tools",
-                     source=str(data_file), notes=notes)
+        notes = ["the spec is the union of the queries' api_list entries; each task is shown its own list",
+                 f"ToolFlow's published examples ({which}: {len(tasks)} of the 131 the ATC repository releases), "
+                 "not the paper's 224-task ToolFlow, which is not released"]
+        return Suite(f"toolflow-examples-{which}", tasks, [collection], api="mock",
+                     description=f"ToolFlow {which} examples: {len(tasks)} of the 131 published example tasks, on "
+                                 f"{len(collection.tools)} tools (the paper's 224-task set is unreleased)",
+                     source=str(data_file), notes=notes, candidates="each query's own api_list (published)",
+                     task_notes=[TaskNote("gold API(s) not among the tools", tuple(unknown))])
 
     return read
+
+
+def _toolflow_all(path: Path) -> Suite:
+    """The three ToolFlow example sets as one suite (ids prefixed with the set's name)."""
+    parts = [_toolflow(which)(path) for which in ("movie", "food", "weather")]
+    prefix = {id(part): part.name.rsplit("-", 1)[-1] for part in parts}
+    tasks = [EvalTask(f"{prefix[id(part)]}-{t.id}", t.query, t.solution, t.answer, t.tools, t.solvable, t.meta)
+             for part in parts for t in part.tasks]
+    about: dict[str, list[tuple[str, str]]] = {}
+    for part in parts:
+        for note in part.task_notes:
+            about.setdefault(note.what, []).extend((f"{prefix[id(part)]}-{task}", detail) for task, detail in note.items)
+    per_task = {n.text() for part in parts for n in part.task_notes}
+    notes = list(dict.fromkeys(n for part in parts for n in part.notes
+                               if n not in per_task and not n.startswith("ToolFlow's published examples")))
+    notes.append(f"ToolFlow's published examples: all {len(tasks)} the ATC repository releases (movie, food, "
+                 "weather), not the paper's 224-task ToolFlow, which is not released")
+    return Suite("toolflow-examples", tasks, [c for part in parts for c in part.collections], api="mock",
+                 description=f"ToolFlow's {len(tasks)} published example tasks (movie, food, weather)",
+                 source=str(path), notes=notes, candidates="each query's own api_list (published)",
+                 task_notes=[TaskNote(what, tuple(items)) for what, items in about.items()])
 
 
 # -- ToolBench / StableToolBench ---------------------------------------------------------------
@@ -285,26 +350,30 @@ def _toolbench(path: Path) -> Suite:
                 continue
             tool = _api_to_tool({"tool_name": pair[0], "api_name": pair[1]}, names, routes)
             if tool is None:
-                unknown.append(f"{group}-{row.get('query_id')}: {pair[1]} of {pair[0]}")
+                unknown.append((f"{group}-{row.get('query_id')}", f"{pair[1]} of {pair[0]}"))
                 tool = python_identifier(f"{pair[1]}_for_{pair[0]}")
             gold.append(tool)
         candidates = [t for a in row["api_list"] if isinstance(a, dict) and (t := _api_to_tool(a, names, routes))]
         tasks.append(EvalTask(f"{group}-{row.get('query_id')}", str(row.get("query") or "").strip(), tuple(gold),
                               tools=tuple(dict.fromkeys(candidates)), meta={"group": group}))
     tasks = [t for t in tasks if t.query]
-    notes = [f"{len(unknown)} relevant API(s) not among the tools: " + "; ".join(unknown[:6])] if unknown else []
-    notes.append("one collection per ToolBench tool; each task is shown its own api_list; the real APIs are "
-                 "RapidAPI's (--api real needs a key), atc mock answers from the template responses")
+    notes = ["one collection per ToolBench tool; each task is shown its own api_list; the real APIs are "
+             "RapidAPI's (--api real needs a key), atc mock answers from the template responses"]
     name = "toolbench" if len({g for g, _ in rows}) != 1 else f"toolbench-{rows[0][0]}"
     return Suite(name, tasks, collections, api="mock",
                  description=f"ToolBench test queries: {len(tasks)} tasks on {len(names)} APIs of "
-                             f"{len(collections)} tools", source=str(path), notes=notes)
+                             f"{len(collections)} tools", source=str(path), notes=notes,
+                 task_notes=[TaskNote("relevant API(s) not among the tools", tuple(unknown))],
+                 candidates="each query's own api_list (published)")
 
 
 for _which in ("tmdb", "spotify"):
     register_reader(f"restbench-{_which}", _restbench(_which),
                     f"RestBench {_which}: datasets/{_which}.json with specs/{_which}_oas.json (RestGPT)")
+register_reader("toolflow-examples", _toolflow_all,
+                "ToolFlow's 131 published example tasks, the three sets together (not the paper's 224)")
 for _which in ("movie", "food", "weather"):
-    register_reader(f"toolflow-{_which}", _toolflow(_which),
-                    f"ToolFlow's {_which} example set (example_ToolFlow_data_v0/{_which}.example.data.json)")
+    register_reader(f"toolflow-examples-{_which}", _toolflow(_which),
+                    f"ToolFlow's published {_which} examples (example_ToolFlow_data_v0/{_which}.example.data.json)")
+    register_reader(f"toolflow-{_which}", _toolflow(_which), f"the older name of toolflow-examples-{_which}")
 register_reader("toolbench", _toolbench, "ToolBench / StableToolBench test queries (G1_instruction.json...)")

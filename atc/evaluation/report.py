@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atc.errors import ConfigError
+from atc.evaluation.metrics import DEFINITIONS, VARIANTS
 from protocols.files import atomic_write
 
 if TYPE_CHECKING:
+    from atc.evaluation.metrics import StrategySummary
     from atc.evaluation.scoring import EvalResult
 
-__all__ = ["markdown", "write_outputs", "chart", "CHART_INSTALL"]
+__all__ = ["markdown", "write_outputs", "chart", "success_text", "CHART_INSTALL"]
 
 CHART_INSTALL = "pip install 'atc[eval]'  (matplotlib)"
 
@@ -30,35 +32,71 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}"
 
 
+def success_text(s: StrategySummary, judged: bool) -> str:
+    """Success% as the table shows it: ``n/a`` without a judge, ``n/a, k unjudged`` while tasks
+    wait for a verdict (never a rate over fewer tasks than were run)."""
+    if not judged:
+        return "n/a"
+    if s.unjudged:
+        return f"n/a, {s.unjudged} unjudged"
+    return _pct(s.success)
+
+
+def _settings_text(settings: dict[str, Any] | None) -> str:
+    if not settings:
+        return "(a plug-in: its own)"
+    inner = settings.get("settings") or {}
+    runs = f"; rerun up to {settings['runs']} times until it answers" if settings.get("runs", 1) > 1 else ""
+    shown = ", ".join(f"{k}={v}" for k, v in inner.items() if k != "profile")
+    return f"{settings.get('strategy')}: profile {inner.get('profile', '-')} ({shown}){runs}"
+
+
 def markdown(result: EvalResult) -> str:
-    """The side-by-side table, the definitions, win rates and notes."""
-    rows = ["| strategy | tasks | Success% | Path% | Prec% | model calls | prompt tokens | completion tokens "
-            "| API calls | steps | wall s | failed |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    """The side-by-side table, the definitions, variants, settings, win rates and notes."""
+    judged = result.judge is not None
+    rows = ["| strategy | tasks | Success% | ± | Path% | Prec% | correct path% | extra calls | exec% | model turns "
+            "| HTTP requests | prompt tokens | completion tokens | API calls | requested calls | steps | wall s | failed |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name in result.strategies:
         s = result.summaries.get(name)
         if s is None:
             continue
         per = s.per_task()
-        rows.append(f"| {name} | {s.tasks} | {_pct(s.success)} | {_pct(s.path)} | {_pct(s.precision)} "
-                    f"| {per['model_calls']:.2f} | {per['prompt_tokens']:.0f} | {per['completion_tokens']:.0f} "
-                    f"| {per['api_calls']:.2f} | {per['steps']:.2f} | {per['wall_s']:.2f} | {s.failed} |")
+        spread = "" if s.success_std is None else f"{100 * s.success_std:.1f}"
+        extra = "n/a" if s.extra_calls is None else f"{s.extra_calls:.2f}"
+        rows.append(f"| {name} | {s.tasks} | {success_text(s, judged)} | {spread} | {_pct(s.path)} | {_pct(s.precision)} "
+                    f"| {_pct(s.correct_path)} | {extra} | {_pct(s.exec_success)} | {per['model_calls']:.2f} "
+                    f"| {per['http_requests']:.2f} | {per['prompt_tokens']:.0f} | {per['completion_tokens']:.0f} "
+                    f"| {per['api_calls']:.2f} | {per['requested_calls']:.2f} | {per['steps']:.2f} "
+                    f"| {per['wall_s']:.2f} | {s.failed} |")
     judge = result.judge
+    votes = f" ({judge['votes']} vote{'s' if judge['votes'] != 1 else ''} a task)" if judge else ""
     head = (f"# {result.suite.name}: {len(result.suite.tasks)} tasks\n\n"
-            f"Costs are means per task. Success: {'judged by ' + judge['model'] if judge else 'n/a (no judge)'}.\n")
+            f"Costs are means per task. Success: {'judged by ' + judge['model'] + votes if judge else 'n/a (no judge)'}."
+            f" Path% and Prec% count every call the model requested.\n")
     parts = [head, "\n".join(rows)]
+    variants = ["| strategy | " + " | ".join(VARIANTS) + " |", "|---|" + "---:|" * len(VARIANTS)]
+    for name in result.strategies:
+        s = result.summaries.get(name)
+        if s is not None:
+            cells = [("n/a" if s.variants.get(k) is None else f"{s.variants[k]:.2f}" if k.startswith("extra")
+                      else _pct(s.variants.get(k))) for k in VARIANTS]
+            variants.append(f"| {name} | " + " | ".join(cells) + " |")
+    parts.append("Variants (earlier or other definitions, for comparison):\n\n" + "\n".join(variants))
     if result.win_rates:
         wins = ["| strategy | vs | win | tie | lose | win rate |", "|---|---|---:|---:|---:|---:|"]
         for w in result.win_rates:
             wins.append(f"| {w['strategy']} | {w['baseline']} | {w['win']} | {w['tie']} | {w['lose']} "
                         f"| {_pct(w['win_rate'])} |")
         parts.append("Win rate (ToolEval: ties count half):\n\n" + "\n".join(wins))
+    settings = result.settings.get("strategies") if result.settings else None
+    if settings:
+        parts.append(f"Settings (preset {result.settings.get('preset')}):\n\n"
+                     + "\n".join(f"- {n}: {_settings_text(settings.get(n))}" for n in result.strategies))
     failures = {n: s.failures for n, s in result.summaries.items() if s.failures}
     if failures:
         parts.append("Failures by kind:\n\n" + "\n".join(
             f"- {n}: " + ", ".join(f"{k} {v}" for k, v in f.items()) for n, f in failures.items()))
-    from atc.evaluation.metrics import DEFINITIONS
-
     parts.append("Definitions:\n\n" + "\n".join(f"- {k}: {v}" for k, v in DEFINITIONS.items()))
     notes = result.suite.notes + result.notes
     if notes:

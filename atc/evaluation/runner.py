@@ -29,6 +29,7 @@ from atc.retrieval.base import Hit, SearchResult
 
 if TYPE_CHECKING:
     from atc.model import ModelClient
+    from atc.strategies.registry import Choice
     from atc.workflows.jobs import Outcome
     from sandbox.api import Backend, Limits, Toolset
 
@@ -38,29 +39,28 @@ __all__ = ["RunSettings", "CandidateRetriever", "Runs", "run_strategies", "resol
 DEFAULT_STRATEGY = "chain"
 
 
-def _strategy_options(name: str) -> dict[str, Any]:
-    """What the batch job passes ``solve`` to run strategy ``name``; an unknown name is a
-    ``UsageError`` now, before anything runs."""
-    from atc.strategies.registry import factory
-
-    factory(name)
-    return {"strategy": name}
-
-
 @dataclass
 class RunSettings:
     """How the strategies run (the run options of ``atc eval``). ``client`` is for in-process
     callers (tests, notebooks); otherwise the model comes from ``model`` and the environment.
-    ``solve_options`` are further keywords of ``solve`` (budgets...), the same for every strategy."""
+    ``solve_options`` are further keywords of ``solve`` (budgets...), the same for every strategy.
 
-    strategies: list[str] = field(default_factory=lambda: [DEFAULT_STRATEGY])
+    ``strategies`` are names (``NAME@k`` reruns a method up to k times); none given: the
+    ``preset``'s (``paper``: Table 1's rows), else ``chain``. ``preset`` (``default``, ``paper``)
+    sets every built-in's settings (``atc.strategies.registry.PRESETS``); ``changes`` changes them
+    per base strategy name (``{"dfsdt": {"max_nodes": 30}}``, ``{"dfsdt": {"profile": "atc"}}``);
+    ``max_reflections`` (chain's repairs) and ``solve_options["max_steps"]`` (every strategy's
+    own bound) win over both when given; ``until`` ends the reruns of ``NAME@k`` (``answer``, or
+    ``exec``: an answer that does not read as an error)."""
+
+    strategies: list[str] = field(default_factory=list)
     model: str | None = None
     client: ModelClient | None = None
     limits: Limits | None = None
     sandbox: str | Backend | None = None
     concurrency: int = 4
     executor: str = "local"
-    max_reflections: int = 3
+    max_reflections: int | None = None
     top_k: int | None = None
     retriever: str | None = None
     record: str | None = None
@@ -68,25 +68,47 @@ class RunSettings:
     api: str | None = None
     ray_address: str | None = None
     solve_options: dict[str, Any] = field(default_factory=dict)
+    preset: str | None = None
+    changes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    until: str = "answer"
     #: the write policy of every task (``allow``, ``deny``, ``ask``); each task has its own write
     #: ledger, kept beside its strategy's run file so that a resumed task does not write twice
     writes: str = "allow"
 
     def check(self) -> None:
+        from atc.strategies.registry import PRESET_STRATEGIES, PRESETS
+
+        if self.preset is not None and self.preset not in PRESETS:
+            raise UsageError(f"unknown preset {self.preset!r}", hint=f"presets: {', '.join(PRESETS)}")
         if not self.strategies:
-            raise UsageError("no strategy given", hint="--strategy chain,react,...")
+            self.strategies = list(PRESET_STRATEGIES.get(self.preset or "", [DEFAULT_STRATEGY]))
+        self.strategies = [s.strip() for s in self.strategies]
         if len(set(self.strategies)) != len(self.strategies):
             raise UsageError(f"a strategy is named twice in {','.join(self.strategies)}")
         if self.concurrency < 1:
             raise UsageError("--concurrency must be at least 1")
-        if self.max_reflections < 0:
+        if self.max_reflections is not None and self.max_reflections < 0:
             raise UsageError("--max-reflections must be 0 or more")
         if self.record and self.replay:
             raise UsageError("give --record or --replay, not both")
         if self.api not in (None, "mock", "real"):
             raise UsageError(f"--api {self.api!r}: use mock or real")
-        for name in self.strategies:
-            _strategy_options(name)
+        self.choices()
+
+    def choices(self) -> dict[str, Choice]:
+        """Each strategy's settings, resolved once (``atc.strategies.registry.choose``); a bad name,
+        preset, profile or setting is a ``UsageError`` now, before anything runs."""
+        from atc.strategies.registry import choose, split_name
+
+        known = {split_name(name)[0] for name in self.strategies}
+        stray = sorted(set(self.changes) - known)
+        if stray:
+            raise UsageError(f"settings given for {', '.join(stray)}, which is not among the strategies run",
+                             hint=f"the strategies: {', '.join(self.strategies)}")
+        max_steps = self.solve_options.get("max_steps")
+        return {name: choose(name, preset=self.preset, changes=self.changes.get(split_name(name)[0]),
+                             max_reflections=self.max_reflections, max_steps=max_steps, until=self.until)
+                for name in self.strategies}
 
 
 def resolve_tools(steps: tuple[str, ...], toolset: Toolset) -> tuple[list[tuple[str, str]], list[str]]:
@@ -208,17 +230,20 @@ def run_strategies(suite: Suite, toolset: Toolset, settings: RunSettings, *, out
     retriever, notes = _retriever(suite, toolset, settings)
     tasks = [Task(t.id, query=t.query) for t in suite.tasks]
     runs = Runs({}, {}, notes=notes)
+    choices = settings.choices()
     try:
         for strategy in settings.strategies:
             if stop.is_set():
                 runs.not_run[strategy] = len(tasks)
                 continue
-            options = {**settings.solve_options, **_strategy_options(strategy)}
+            options = {**settings.solve_options, "strategy": choices[strategy]}
             if retriever is not None:
                 options["retriever"] = retriever
+            reflections = settings.max_reflections if settings.max_reflections is not None else 3
             job = Job(toolset, settings.limits or Limits(), sandbox=settings.sandbox, model=settings.model,
-                      max_reflections=settings.max_reflections, top_k=settings.top_k, record=settings.record,
-                      replay=settings.replay, client=settings.client, solve_options=options, writes=settings.writes)
+                      max_reflections=reflections, top_k=settings.top_k, record=settings.record,
+                      replay=settings.replay, client=settings.client, solve_options=options,
+                      writes=settings.writes)
             if out is not None:
                 retried = _drop_unmeasured(runs_file(out, strategy))
                 if retried:
@@ -226,6 +251,10 @@ def run_strategies(suite: Suite, toolset: Toolset, settings: RunSettings, *, out
             log = ResultLog(runs_file(out, strategy)) if out is not None else None
             if log is not None and log.repaired:
                 runs.notes.append(log.repaired)
+            reused = len(set(log.done) & {t.key for t in tasks}) if log is not None else 0
+            if reused:
+                runs.notes.append(f"{strategy}: reused {reused} finished task{'' if reused == 1 else 's'} of "
+                                  f"{runs_file(out, strategy) if out is not None else ''} (not run again)")
             found: dict[str, dict[str, Any]] = {}
             missed = [0]
 

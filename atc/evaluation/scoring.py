@@ -5,6 +5,9 @@ evaluation is scored again from its ``runs/`` files alone. The judge's verdicts 
 ``DIR/judge.jsonl`` (one line per verdict, appended as each arrives, the same resumable file as
 a batch's), keyed by the judge model, the strategy, the task and a hash of what was judged: a
 re-run asks only about answers that are new or changed, and ``rejudge`` asks again about all.
+A verdict's key holds everything the judge was shown (the answer, the calls behind it, the
+task's reference and solvability, the number of votes), so a verdict is never reused for a
+question it did not answer.
 """
 
 from __future__ import annotations
@@ -17,8 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from atc.errors import AtcError
-from atc.evaluation.judge import Judge, Preference, Verdict
-from atc.evaluation.metrics import DEFINITIONS, StrategySummary, TaskScore, score_line, summarize, unmeasured
+from atc.evaluation.judge import PROTOCOL, Judge, Preference, Verdict
+from atc.evaluation.metrics import (
+    DEFINITIONS,
+    VARIANTS,
+    StrategySummary,
+    TaskScore,
+    score_line,
+    summarize,
+    unmeasured,
+)
 from atc.evaluation.suite import EvalTask, Suite
 
 __all__ = ["VerdictCache", "EvalResult", "score_runs", "win_rate"]
@@ -72,6 +83,8 @@ class EvalResult:
     interrupted: bool = False
     out: str | None = None
     wall_s: dict[str, float] = field(default_factory=dict)
+    #: what ran and how it was scored, named (``summary.json``'s ``settings``)
+    settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def unjudged(self) -> int:
@@ -92,6 +105,8 @@ class EvalResult:
             "tasks": len(self.suite.tasks),
             "strategies": {name: self.summaries[name].to_dict() for name in self.strategies if name in self.summaries},
             "definitions": DEFINITIONS,
+            "variants": VARIANTS,
+            "settings": self.settings,
             "judge": self.judge,
             "win_rates": self.win_rates,
             "batch_wall_s": {k: round(v, 3) for k, v in self.wall_s.items()},
@@ -101,33 +116,38 @@ class EvalResult:
         }
 
 
+#: Bumped when what a verdict means changes, so that kept verdicts of another protocol are asked again.
+_PROTOCOL_VERSION = "tooleval-2phase-votes-1"
+
+
 def _judge_all(judge: Judge, cache: VerdictCache, suite: Suite, scores: dict[str, list[TaskScore]],
                lines: dict[str, dict[str, dict[str, Any]]], concurrency: int, stop: threading.Event | None) -> list[str]:
     """Label every score (from the cache when it holds the same question); returns errors."""
     from atc.workflows.executors import run_each
 
     tasks = {t.id: t for t in suite.tasks}
-    todo: list[tuple[TaskScore, str, str, list[str]]] = []
+    todo: list[tuple[TaskScore, str, str]] = []
     for strategy, items in scores.items():
         for score in items:
-            tools = list(lines[strategy].get(score.id, {}).get("tools") or [])
             task = tasks[score.id]
             key = f"pass|{judge.model}|{strategy}|{score.id}"
-            digest = _digest(task.query, task.answer, task.solvable, score.answer, score.calls, tools, judge.votes)
+            digest = _digest(_PROTOCOL_VERSION, task.query, task.answer, task.solvable, score.answer, score.final,
+                             str(score.error or "").startswith("GaveUp"), score.trajectory, judge.votes)
             cached = cache.get(key, digest)
-            if cached is not None:
-                score.success, score.judge_reason = cached.get("label"), cached.get("reason")
+            if cached is not None and cached.get("votes"):
+                _apply(score, Verdict(cached.get("label"), str(cached.get("reason") or ""),
+                                      tuple(cached.get("votes") or ()), score=cached.get("score")))
             else:
-                todo.append((score, key, digest, tools))
+                todo.append((score, key, digest))
     errors: list[str] = []
 
-    def ask(item: tuple[TaskScore, str, str, list[str]]) -> Verdict:
-        score, _, _, tools = item
-        return judge.pass_label(tasks[score.id], score, tools)
+    def ask(item: tuple[TaskScore, str, str]) -> Verdict:
+        score = item[0]
+        return judge.pass_label(tasks[score.id], score)
 
     def done(index: int, verdict: Verdict) -> None:
-        score, key, digest, _ = todo[index]
-        score.success, score.judge_reason = verdict.label, verdict.reason
+        score, key, digest = todo[index]
+        _apply(score, verdict)
         if verdict.label is not None:
             cache.put(key, digest, {"kind": "pass", "judge": judge.model, "strategy": score.strategy,
                                     "task": score.id, **verdict.to_dict()})
@@ -142,6 +162,20 @@ def _judge_all(judge: Judge, cache: VerdictCache, suite: Suite, scores: dict[str
 
     run_each(ask, todo, on_result=done, on_error=failed, concurrency=concurrency, stop=stop)
     return errors
+
+
+def _apply(score: TaskScore, verdict: Verdict) -> None:
+    """A verdict onto its score: the label, the reason, and the votes (only a complete verdict's)."""
+    score.judge_reason = verdict.reason
+    if verdict.label is None:
+        score.success, score.votes, score.pass_score = None, [], None
+        return
+    score.success, score.votes = verdict.label, list(verdict.votes)
+    score.pass_score = verdict.score if verdict.score is not None else None
+
+
+#: ToolEval's order of labels for the win rate: a better label wins without asking.
+_RANK = {"solved": 2, "unsure": 1, "unsolved": 0}
 
 
 def win_rate(judge: Judge | None, cache: VerdictCache, suite: Suite, base: str, other: str,
@@ -161,14 +195,15 @@ def win_rate(judge: Judge | None, cache: VerdictCache, suite: Suite, base: str, 
         if a.success is None or b.success is None:
             skipped += 1
             continue
-        if (a.success == "solved") != (b.success == "solved"):
-            outcome["win" if b.success == "solved" else "lose"] += 1
+        if _RANK[a.success] != _RANK[b.success]:  # solved > unsure > unsolved, without asking
+            outcome["win" if _RANK[b.success] > _RANK[a.success] else "lose"] += 1
             continue
         if judge is None:
             skipped += 1
             continue
         key = f"pref|{judge.model}|{base}|{other}|{task_id}"
-        digest = _digest(tasks[task_id].query, a.answer, a.calls, b.answer, b.calls, judge.votes)
+        digest = _digest(_PROTOCOL_VERSION, tasks[task_id].query, a.answer, a.trajectory, b.answer, b.trajectory,
+                         judge.votes)
         cached = cache.get(key, digest)
         if cached is not None:
             winner = cached.get("winner")
@@ -203,11 +238,37 @@ def win_rate(judge: Judge | None, cache: VerdictCache, suite: Suite, base: str, 
             "win_rate": None if rate is None else round(rate, 4)}
 
 
+def _ran_with(strategy: str, chosen: dict[str, Any] | None, lines: dict[str, dict[str, Any]],
+              notes: list[str]) -> dict[str, Any] | None:
+    """The settings a strategy's tasks really ran with (each result line names them), over what
+    this command chose: a directory scored again names what ran, and says when that differs."""
+    seen: dict[str, dict[str, Any]] = {}
+    for line in lines.values():
+        given = line.get("settings")
+        if isinstance(given, dict):
+            own = {k: v for k, v in given.items() if k != "runs"}
+            seen.setdefault(json.dumps(own, sort_keys=True), own)
+    if not seen or chosen is None:
+        return chosen
+    if len(seen) > 1:
+        notes.append(f"{strategy}: its tasks ran with {len(seen)} different settings (runs of several commands "
+                     "in one directory); the summary names this command's")
+        return {**chosen, "ran_with": list(seen.values())}
+    only = next(iter(seen.values()))
+    if chosen.get("settings") not in (None, only):
+        differs = ", ".join(f"{k} {v} (this command: {chosen['settings'].get(k)})" for k, v in only.items()
+                            if chosen["settings"].get(k) != v)
+        notes.append(f"{strategy}: its tasks ran with other settings than this command's: {differs}; the summary "
+                     "names what ran")
+    return {**chosen, "settings": only}
+
+
 def score_runs(suite: Suite, strategies: list[str], lines: dict[str, dict[str, dict[str, Any]]], *,
                judge: Judge | None = None, cache: VerdictCache | None = None, concurrency: int = 4,
-               stop: threading.Event | None = None) -> EvalResult:
+               stop: threading.Event | None = None, settings: dict[str, dict[str, Any]] | None = None) -> EvalResult:
     """Score every strategy's result lines against the suite (and judge them when there is a
-    judge); strategies without lines score nothing."""
+    judge); strategies without lines score nothing. ``settings`` names each strategy's settings
+    (``Choice.to_dict()``) in its summary."""
     cache = cache or VerdictCache(None)
     tasks: dict[str, EvalTask] = {t.id: t for t in suite.tasks}
     scores: dict[str, list[TaskScore]] = {}
@@ -218,6 +279,11 @@ def score_runs(suite: Suite, strategies: list[str], lines: dict[str, dict[str, d
         scores[strategy] = [score_line(found[t.id], t, strategy) for t in suite.tasks
                             if t.id in found and t.id not in errors[strategy]]
     notes: list[str] = []
+    older = sum(1 for strategy in strategies for line in lines.get(strategy, {}).values()
+                if line.get("ok") is not None and "requested" not in line and line.get("calls"))
+    if older:
+        notes.append(f"{older} task line(s) hold no record of every requested call (written by an older atc): their "
+                     "Path% and Prec% count the answer's calls")
     for strategy, ids in errors.items():
         if ids:
             first = lines[strategy][ids[0]].get("error") or {}
@@ -229,13 +295,18 @@ def score_runs(suite: Suite, strategies: list[str], lines: dict[str, dict[str, d
         if unjudged:
             notes.append(f"{len(unjudged)} answer(s) not judged (run again to judge them): " + "; ".join(unjudged[:3]))
     missing = {s: sum(1 for t in tasks if t not in lines.get(s, {})) for s in strategies}
-    summaries = {s: summarize(s, scores[s], not_run=missing[s], errors=len(errors[s])) for s in strategies}
+    ran = {s: _ran_with(s, (settings or {}).get(s), lines.get(s, {}), notes) for s in strategies}
+    summaries = {s: summarize(s, scores[s], not_run=missing[s], errors=len(errors[s]), settings=ran[s])
+                 for s in strategies}
     win_rates: list[dict[str, Any]] = []
     if judge is not None and len(strategies) > 1:
         win_rates = [win_rate(judge, cache, suite, strategies[0], other, scores, concurrency, stop)
                      for other in strategies[1:]]
     judged = None
     if judge is not None:
-        judged = {"model": judge.model, "votes": judge.votes, "usage": dict(judge.usage),
-                  "protocol": "ToolEval pass rate (solved / unsolved / unsure) and win rate"}
+        from atc.evaluation.judge import JUDGE_TEMPERATURE
+
+        judged = {"model": judge.model, "votes": judge.votes, "usage": dict(judge.usage), "structured": judge.mode,
+                  "temperature": JUDGE_TEMPERATURE if judge.votes > 1 else 0.0, "retries": judge.retries,
+                  "protocol": PROTOCOL}
     return EvalResult(suite, list(strategies), scores, summaries, win_rates, judged, notes)

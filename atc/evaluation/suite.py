@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from protocols.model import Collection
     from sandbox.api import Toolset
 
-__all__ = ["EvalTask", "Suite", "parse_suite_lines", "read_tasks_file", "read_manifest", "BUILTIN"]
+__all__ = ["EvalTask", "Suite", "TaskNote", "parse_suite_lines", "read_tasks_file", "read_manifest", "BUILTIN"]
 
 #: The suite shipped with atc, on the bundled example APIs (``atc eval examples``).
 BUILTIN = "examples"
@@ -71,11 +71,27 @@ class EvalTask:
         return d
 
 
+@dataclass(frozen=True)
+class TaskNote:
+    """A note about particular tasks: what they share (``gold step(s) name a route the spec does
+    not have``) and, per task, the detail (``("q3", "'GET /x'")``)."""
+
+    what: str
+    items: tuple[tuple[str, str], ...]
+
+    def of(self, ids: set[str]) -> TaskNote:
+        return TaskNote(self.what, tuple(i for i in self.items if i[0] in ids))
+
+    def text(self) -> str:
+        return f"{len(self.items)} {self.what}: " + "; ".join(f"{task}: {detail}" for task, detail in self.items[:6])
+
+
 @dataclass
 class Suite:
     """Tasks and the collections they use. ``api``: how the tools are reached by default
     (``mock``: ``atc mock`` of the specs; ``real``: the specs' servers); ``notes``: what a reader
-    wants the user to know (data problems it fixed or could not)."""
+    wants the user to know (data problems it fixed or could not), ending with the ``task_notes``
+    of the suite's own tasks: a part of it (``head``) speaks only of the tasks it runs."""
 
     name: str
     tasks: list[EvalTask]
@@ -84,6 +100,16 @@ class Suite:
     description: str = ""
     source: str = ""
     notes: list[str] = field(default_factory=list)
+    task_notes: list[TaskNote] = field(default_factory=list)
+    #: how each task's candidate tools were chosen (None: the suite gives none), for the summary
+    candidates: str | None = None
+    _wide: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._wide = list(self.notes)
+        ids = {t.id for t in self.tasks}
+        self.task_notes = [kept for n in self.task_notes if (kept := n.of(ids)).items]
+        self.notes = self._wide + [n.text() for n in self.task_notes]
 
     def toolset(self) -> Toolset:
         from sandbox.api import Toolset
@@ -97,7 +123,7 @@ class Suite:
         if limit is None:
             return self
         return Suite(self.name, self.tasks[:limit], self.collections, self.api, self.description, self.source,
-                     list(self.notes))
+                     list(self._wide), list(self.task_notes), self.candidates)
 
 
 def _strings(value: Any) -> list[str] | None:

@@ -12,10 +12,13 @@ coming back -- or, on failure, atc's attributed error.
   collections as resources, the guide prompt;
 - ``runs.py``: ``run_program`` (static check, a cancellable sandbox run with progress, the result
   and the repair feedback a host's model reads);
-- ``sessions.py``: per-session budgets and state, and the runs in flight (for cancellation);
+- ``sessions.py``: sessions the server issued (one state object each), the budgets of sessions,
+  tokens and the server, and the runs in flight (for cancellation);
 - ``proxy.py``: each tool as its own MCP tool, through the gateway (``--proxy-tools``);
 - ``server.py``: the MCP server itself (tools, resources, prompt, stdio);
-- ``http.py``: streamable HTTP behind a bearer token, with disconnect detection.
+- ``hosts.py``: which ``Host`` and ``Origin`` a request may carry, for every bind address;
+- ``http.py``: streamable HTTP behind bearer tokens (one per client), sessions bound to their
+  client, with disconnect detection.
 
 The server is a thin shell over ``sandbox.execute.run``, ``atc.retrieval`` and
 ``protocols.render``, as the command line is.

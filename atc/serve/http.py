@@ -1,10 +1,23 @@
-"""Streamable HTTP: atc's MCP server at ``/mcp``, behind a bearer token.
+"""Streamable HTTP: atc's MCP server at ``/mcp``, behind bearer tokens.
 
-``Guard`` wraps the SDK's Starlette app (``MCPServer.streamable_http_app``):
+``Guard`` wraps the SDK's Starlette app (``MCPServer.streamable_http_app``); every request passes
+it before the SDK sees anything:
 
-- every request must carry ``Authorization: Bearer TOKEN`` (compared in constant time); anything
-  else is answered ``401`` before the SDK sees it. The token is read on the host from an
-  environment variable (``--token-env``) and is never logged;
+- ``Host`` and ``Origin`` must name this server (``hosts.HostCheck``: the loopback names, the
+  loopback address it listens on, and every ``--allow-host``), for every bind address: ``421`` /
+  ``403`` otherwise;
+- ``Authorization: Bearer TOKEN`` with one of the server's tokens (compared in constant time with
+  each); anything else is answered ``401``. Each token is read on the host from an environment
+  variable (``--token-env``, repeatable: one per client), never logged; the variable's name names
+  the client in budgets and logs;
+- a session id is the server's, bound to the client that opened it: the SDK issues it in its
+  answer to an ``initialize`` (the guard records it then, with the client: ``Sessions.issue``),
+  and a request naming a session that was not issued to its client -- another token's, one a
+  client made up, one forgotten -- is answered ``404`` like an unknown session, on either
+  protocol era. (On the stateless 2026-07-28 protocol the SDK reads no session id at all, so this
+  is the only check there.) The request's ``SessionState`` (None: no session) and client go to the
+  handlers in the ASGI scope (``sessions.SCOPE_SESSION``/``SCOPE_CLIENT``); the SDK also learns the
+  client (``scope["user"]``), so that it too serves a session to its own client only;
 - a client that drops the HTTP request carrying a ``tools/call`` before its answer came stops
   that program: on the 2025 protocol the SDK keeps serving a request whose stream closed (the
   client could resume it), so the guard watches the request for ``http.disconnect`` and cancels
@@ -14,35 +27,40 @@
 
 ``listen`` binds the socket first (so ``--port 0`` works and the port is known before serving),
 then runs uvicorn on it until SIGINT/SIGTERM, on 127.0.0.1 unless told otherwise. A token is
-always required (``check_token``): one of at least ``MIN_TOKEN`` characters, without whitespace.
+always required (``check_token``): one of at least ``MIN_TOKEN`` characters, without whitespace,
+each client's its own.
 """
 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import logging
 import signal
 import socket
+from collections.abc import Mapping
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from atc.errors import UsageError
+from atc.serve.hosts import HostCheck, is_loopback
+from atc.serve.sessions import SCOPE_CLIENT, SCOPE_SESSION
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from atc.serve.server import AtcServer
 
-__all__ = ["Guard", "listen", "check_token", "bind", "is_loopback", "MIN_TOKEN", "PATH"]
+__all__ = ["Guard", "listen", "check_token", "check_tokens", "bind", "is_loopback", "MIN_TOKEN", "PATH"]
 
 PATH = "/mcp"
 MIN_TOKEN = 16
 #: Bytes of a request body the guard keeps to find the request ids of a dropped ``tools/call``.
 _MAX_WATCHED_BODY = 1 << 20
+_SESSION_HEADER = b"mcp-session-id"
 
 log = logging.getLogger("atc.serve")
+
 
 def check_token(token: str | None, token_env: str) -> None:
     """Refuse to serve without a usable token (``UsageError``, exit 2)."""
@@ -57,52 +75,95 @@ def check_token(token: str | None, token_env: str) -> None:
         raise UsageError(f"the token in ${token_env} contains whitespace", hint="use a random URL-safe token")
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def check_tokens(tokens: Mapping[str, str | None]) -> dict[str, str]:
+    """Every client's token (variable name -> token), each usable and none shared by two clients."""
+    seen: dict[str, str] = {}
+    for var, token in tokens.items():
+        check_token(token, var)
+        assert token is not None
+        if token in seen:
+            raise UsageError(f"${var} and ${seen[token]} hold the same token: each client needs its own",
+                             hint="give each --token-env variable a different random token")
+        seen[token] = var
+    return {var: token for token, var in seen.items()}
 
 
 class Guard:
-    """ASGI middleware: the bearer token, and cancelling the programs of dropped requests."""
+    """ASGI middleware: Host and Origin, the bearer tokens, server-issued sessions bound to their
+    client, and cancelling the programs of dropped requests."""
 
-    def __init__(self, app: ASGIApp, token: str, server: AtcServer) -> None:
+    def __init__(self, app: ASGIApp, tokens: Mapping[str, str], server: AtcServer, hosts: HostCheck) -> None:
         self.app = app
-        self._token = token.encode()
+        self._tokens = [(name, token.encode()) for name, token in tokens.items()]
         self.server = server
+        self.hosts = hosts
 
-    def _authorized(self, scope: Scope) -> bool:
-        given = b""
-        for name, value in scope.get("headers") or []:
-            if name.lower() == b"authorization":
-                given = value
-                break
+    def _client(self, headers: list[tuple[bytes, bytes]]) -> str | None:
+        """The name of the client whose token the request carries (None: no valid token)."""
+        given = next((v for k, v in headers if k.lower() == b"authorization"), b"")
         scheme, _, credential = given.partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(credential.strip(), self._token)
+        credential = credential.strip()
+        found = None
+        for name, token in self._tokens:  # every token compared: the time says nothing of which matched
+            if hmac.compare_digest(credential, token) and scheme.lower() == b"bearer":
+                found = name
+        return found
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)  # lifespan
             return
-        if not self._authorized(scope):
+        headers: list[tuple[bytes, bytes]] = list(scope.get("headers") or [])
+
+        def header(name: bytes) -> str | None:
+            return next((v.decode("latin-1") for k, v in headers if k.lower() == name), None)
+
+        refused = self.hosts.refusal(header(b"host"), header(b"origin"))
+        if refused is not None:
+            log.warning("refused a request for host %r (origin %r): %s", (header(b"host") or "")[:80],
+                        (header(b"origin") or "")[:80], refused[1].split(" (")[0])
+            await _answer(send, refused[0], refused[1])
+            return
+        client = self._client(headers)
+        if client is None:
             await _unauthorized(send)
             return
-        sid = next((v.decode("latin-1") for k, v in scope.get("headers") or [] if k.lower() == b"mcp-session-id"),
-                   None)
-        if sid and scope.get("method") == "DELETE":
-            self.server.inflight.cancel_session(f"http:{sid}", "the client ended its session")
+        _authenticate(scope, client)
+        sid = header(_SESSION_HEADER)
+        sessions = self.server.sessions
+        if not sid:
+            scope[SCOPE_SESSION] = None
+            await self.app(scope, receive, self._recording(send, client))
+            return
+        state = sessions.find(f"http:{sid}", client)
+        if state is None:  # made up, another client's, or forgotten: as if it never existed
+            log.info("refused a request of client %s naming a session it was not issued", client)
+            await _session_not_found(send)
+            return
+        scope[SCOPE_SESSION] = state
+        if scope.get("method") == "DELETE":
+            self.server.inflight.cancel_session(state.key, "the client ended its session")
             try:
                 await self.app(scope, receive, send)
             finally:
-                self.server.sessions.drop(f"http:{sid}")
+                sessions.drop(state.key)
             return
-        if not sid or scope.get("method") != "POST":
+        if scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
-        await self._watched(scope, receive, send, f"http:{sid}")
+        await self._watched(scope, receive, send, state.key)
+
+    def _recording(self, send: Send, client: str) -> Send:
+        """``send``, recording the session id the SDK issues in its answer (to ``client``)."""
+
+        async def recorded(message: Message) -> None:
+            if message.get("type") == "http.response.start" and message.get("status", 500) < 400:
+                for name, value in message.get("headers") or []:
+                    if name.lower() == _SESSION_HEADER:
+                        self.server.sessions.issue(f"http:{value.decode('latin-1')}", client)
+            await send(message)
+
+        return recorded
 
     async def _watched(self, scope: Scope, receive: Receive, send: Send, session: str) -> None:
         body = bytearray()
@@ -136,6 +197,31 @@ class Guard:
                     log.info("request %s: the client went away; its program was stopped", message["id"])
 
 
+def _authenticate(scope: Scope, client: str) -> None:
+    """Tell the SDK (which then serves a session only to the client that opened it) and atc's
+    handlers who the client is: the name of its token's variable, never the token."""
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.auth.provider import AccessToken
+
+    scope["user"] = AuthenticatedUser(AccessToken(token=f"${client}", client_id=client, scopes=[]))
+    scope[SCOPE_CLIENT] = client
+
+
+async def _answer(send: Send, status: int, message: str) -> None:
+    body = json.dumps({"error": message}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _session_not_found(send: Send) -> None:
+    """What the SDK answers for a session it does not know (a JSON-RPC error without an id)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}}).encode()
+    await send({"type": "http.response.start", "status": 404,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
 async def _unauthorized(send: Send) -> None:
     body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
     await send({"type": "http.response.start", "status": 401,
@@ -160,14 +246,21 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def listen(server: AtcServer, sock: socket.socket, token: str) -> None:
-    """Serve MCP at ``/mcp`` on ``sock`` until SIGINT/SIGTERM (blocking)."""
+def listen(server: AtcServer, sock: socket.socket, tokens: Mapping[str, str], hosts: HostCheck) -> None:
+    """Serve MCP at ``/mcp`` on ``sock`` until SIGINT/SIGTERM (blocking), for the clients of
+    ``tokens`` (variable name -> token), to requests naming the ``hosts``."""
     import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
 
-    # On 127.0.0.1, localhost and ::1 the SDK also checks Host and Origin (DNS rebinding).
-    app = server.streamable_http_app(streamable_http_path=PATH, host=sock.getsockname()[0])
-    config = uvicorn.Config(Guard(app, token, server), log_config=None, log_level="warning", access_log=False,
-                            lifespan="on", timeout_graceful_shutdown=5)
+    from atc.serve.sessions import IDLE_SECONDS
+
+    # Host and Origin are checked by the guard, for every bind address; the SDK's own check (on
+    # three loopback names only) would refuse the names of --allow-host.
+    app = server.streamable_http_app(
+        streamable_http_path=PATH, host=sock.getsockname()[0], session_idle_timeout=IDLE_SECONDS,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    config = uvicorn.Config(Guard(app, tokens, server, hosts), log_config=None, log_level="warning",
+                            access_log=False, lifespan="on", timeout_graceful_shutdown=5)
     server_ = uvicorn.Server(config)
 
     def stop(signum: int, frame: FrameType | None) -> None:

@@ -3,8 +3,9 @@ next to ``run_program``, for hosts and tasks that want it.
 
 A proxied call is not a way around atc: it goes through a ``sandbox.gateway.Gateway`` exactly as
 a program's call does -- the arguments are validated against the tool's schema, credentials are
-added on the host, the response is redacted -- and counts against the session's tool-call
-budget. Each session has a gateway of its own for its proxied calls (cookies an API sets reach
+added on the host, the response is redacted -- and counts against the tool-call budgets of its
+session, its client's token and the server, when it left the host (a call refused for its
+arguments costs nothing). Each session has a gateway of its own for its proxied calls (cookies an API sets reach
 that session's later calls only); its call log is emptied after every call, so a long session
 keeps no responses in memory.
 
@@ -23,7 +24,9 @@ from typing import Any
 
 from protocols.model import Tool
 from protocols.render import render_compact
+from protocols.writes import is_write
 from sandbox.api import Limits, Toolset
+from sandbox.writes.gate import WriteGate
 
 __all__ = ["ProxyReply", "input_schema", "description", "read_only", "call"]
 
@@ -32,6 +35,8 @@ __all__ = ["ProxyReply", "input_schema", "description", "read_only", "call"]
 class ProxyReply:
     ok: bool
     text: str
+    #: did the request leave the host (``ToolCall.sent``)? Only then does it cost a call.
+    sent: bool = True
 
 
 @dataclass
@@ -53,7 +58,8 @@ def description(tool: Tool) -> str:
 
 
 def read_only(tool: Tool) -> bool:
-    return tool.method.upper() in ("GET", "HEAD")
+    """The MCP ``readOnlyHint`` of a proxied tool: atc's one rule (``protocols.writes``)."""
+    return not is_write(tool)
 
 
 def _gateway_of(state: Any, toolset: Toolset, limits: Limits) -> _SessionGateway:
@@ -62,7 +68,7 @@ def _gateway_of(state: Any, toolset: Toolset, limits: Limits) -> _SessionGateway
         if state.proxy is None:
             from sandbox.gateway import Gateway
 
-            # The session budget is counted by Sessions.take_call; the gateway's own counter only
+            # The budgets are counted by Sessions.take_call/end_call; the gateway's own counter only
             # needs to never refuse first.
             state.proxy = _SessionGateway(Gateway(toolset, Limits(
                 timeout=limits.timeout, max_calls=1 << 30, call_timeout=limits.call_timeout,
@@ -72,11 +78,23 @@ def _gateway_of(state: Any, toolset: Toolset, limits: Limits) -> _SessionGateway
 
 
 def call(state: Any, toolset: Toolset, limits: Limits, name: str, args: dict[str, Any]) -> ProxyReply:
-    """One proxied call of tool ``name`` for the session of ``state`` (blocking)."""
+    """One proxied call of tool ``name`` for the session of ``state`` (blocking). ``toolset``
+    carries this request's write policy (an ``ask`` asks this request's client) and the session's
+    ledger: a write identical to one the session already made is answered from the ledger."""
     proxy = _gateway_of(state, toolset, limits)
     with proxy.lock:
-        outcome = proxy.gateway.call(name, args)
-        proxy.gateway.calls.clear()
+        gateway = proxy.gateway
+        if toolset.writes is not None:
+            gateway.gate = WriteGate(toolset.writes, toolset.collections, toolset.base_url_for)
+        outcome = gateway.call(name, args)
+        logged = gateway.calls
+        sent = bool(logged[-1].sent) if logged else True
+        replayed = bool(logged) and logged[-1].outcome == "replayed"
+        logged.clear()
     if outcome.ok:
-        return ProxyReply(True, json.dumps(outcome.data, ensure_ascii=False, default=str))
-    return ProxyReply(False, str((outcome.error or {}).get("message") or f"{name}: the call failed"))
+        text = json.dumps(outcome.data, ensure_ascii=False, default=str)
+        if replayed:
+            text = ("(not sent again: an identical write was already made in this session; this is the answer it "
+                    "got)\n" + text)
+        return ProxyReply(True, text, sent)
+    return ProxyReply(False, str((outcome.error or {}).get("message") or f"{name}: the call failed"), sent)

@@ -14,7 +14,8 @@ with the error extended by the blamed tool's full ``protocol`` and the ``respons
 returned. ``text()`` is what the host's model reads: on success the answer and one status line;
 on failure the feedback ``atc solve`` gives its own model (``atc.reflection``: the error with its
 line and traceback, the calls, the blamed tool's protocol and its real response), ending in the
-request to call ``run_program`` again with the corrected program.
+request to call ``run_program`` again with the corrected program -- unless a budget stopped it:
+then it says what is left, and a refusal for a spent budget never asks for another call.
 """
 
 from __future__ import annotations
@@ -74,6 +75,11 @@ class RunAnswer:
     result: ExecutionResult | None
     error: dict[str, Any] | None
     blamed: Any = None  # the blamed protocols.model.Tool
+    #: what to do about a spent budget (a refusal's hint), said instead of "call run_program again"
+    hint: str | None = None
+    #: the calls the budgets of the program's session, client and server still had when it ended,
+    #: when they cut the program's own --max-calls (None: they did not, or they have no bound)
+    budget_left: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -104,6 +110,9 @@ _CALL_FIELDS = ("tool", "args", "method", "path", "status", "ok", "line", "durat
 
 def _call_summary(call: dict[str, Any]) -> dict[str, Any]:
     out = {k: call[k] for k in _CALL_FIELDS}
+    out["write"] = bool(call.get("write"))
+    if out["write"]:
+        out["outcome"] = call.get("outcome")
     if not call["ok"]:
         out["error"], out["failure"] = call["error"], call["failure"]
     if call.get("redacted"):
@@ -121,11 +130,12 @@ def prepare(text: str, names: list[str]) -> str | None:
     return text
 
 
-def refused(program: str, kind: str, message: str, *, static: bool = True, tool: Any = None) -> RunAnswer:
-    """A program that did not run, with why."""
+def refused(program: str, kind: str, message: str, *, static: bool = True, tool: Any = None,
+            hint: str | None = None) -> RunAnswer:
+    """A program that did not run, with why (and, for a spent budget, what can be done)."""
     error = {"type": kind, "message": message, "line": None, "tool": getattr(tool, "name", None), "traceback": "",
              "col": None, "code": None, "attribution": None, "static": static, "protocol": None, "response": None}
-    return RunAnswer(program=program, result=None, error=error, blamed=tool)
+    return RunAnswer(program=program, result=None, error=error, blamed=tool, hint=hint)
 
 
 def static_check(program: str, toolset: Toolset) -> RunAnswer | None:
@@ -179,7 +189,25 @@ def _success_text(result: ExecutionResult) -> str:
                   "its answer is what it prints, so end it with print(...)]")
     stderr = result.stderr.strip()
     tail = f"[stderr: {stderr[:_STDERR_SHOWN]}{'...' if len(stderr) > _STDERR_SHOWN else ''}]\n" if stderr else ""
-    return answer + status + "\n" + tail
+    return answer + status + "\n" + tail + _writes_line(result)
+
+
+def _writes_line(result: ExecutionResult | None) -> str:
+    """What became of the run's writes, when it made any (a host that calls again sees why)."""
+    if result is None:
+        return ""
+    counts: dict[str, int] = {}
+    for call in result.calls:
+        if call.write:
+            counts[str(call.outcome)] = counts.get(str(call.outcome), 0) + 1
+    if not counts:
+        return ""
+    text = "[writes: " + ", ".join(f"{n} {k}" for k, n in counts.items())
+    if counts.get("replayed"):
+        text += " (identical to writes this session already made: not sent again)"
+    if counts.get("unknown"):
+        text += " (UNKNOWN: sent, no answer came: they may have been applied; check before writing again)"
+    return text + "]\n"
 
 
 def _calls_summary(result: ExecutionResult | None) -> str:
@@ -192,6 +220,8 @@ def _calls_summary(result: ExecutionResult | None) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in c.args.items())
         outcome = ("ok" if c.ok else "failed") if c.method == "MCP" else \
             (f"HTTP {c.status}" if c.status is not None else "not sent")
+        if c.write and c.outcome in ("replayed", "unknown", "refused"):
+            outcome += f" (write {c.outcome})"
         tail = f": {c.error}" if c.error and not c.ok else ""
         lines.append(f"- line {c.line}: {c.tool}({args}) -> {outcome}{tail}"[:300])
     return "\n".join(lines)
@@ -205,6 +235,7 @@ def _failure_text(answer: RunAnswer) -> str:
         printed = result.answer.strip()
         sections.append("It printed before failing:\n" + (printed[:2000] + ("..." if len(printed) > 2000 else "")))
     sections.append(_calls_summary(result))
+    sections.append(_writes_line(result).strip())
     blamed = answer.blamed
     if blamed is not None:
         reason = (error.get("attribution") or {}).get("reason")
@@ -226,4 +257,16 @@ def _failure_text(answer: RunAnswer) -> str:
         described = f"Error: {error['type']}: {error.get('message') or ''}"  # nothing ran: no line, no hint
     else:
         described = describe_error(error, answer.program)
-    return prompts.render("serve_failure", error=described, details=details)
+    head, then = "The program failed.", _AGAIN
+    if result is None and error.get("type") == "CallBudget":
+        # Another call would be refused the same way: say what can be done, never "call again".
+        head, then = "The program was not run.", f"No program can run here any more: {answer.hint or _NOTHING_LEFT}."
+    elif error.get("type") == "CallBudget" and answer.budget_left is not None:
+        then = (f"The budget of this session is spent: {_NOTHING_LEFT}." if answer.budget_left <= 0 else
+                f"Only {answer.budget_left} tool calls are left in this session's budget: a corrected program must "
+                "make fewer, or answer with what this one printed.")
+    return prompts.render("serve_failure", head=head, error=described, details=details, then=then)
+
+
+_AGAIN = "Fix the cause and call run_program again with the complete corrected program. Keep what worked."
+_NOTHING_LEFT = "answer with what you have, or ask the user to start a new session"

@@ -58,6 +58,10 @@ class RunCall(_Open):
     line: int | None
     duration_ms: float
     error: str | None = None
+    write: bool = Field(default=False, description="the call may change data (docs/writes.md)")
+    outcome: str | None = Field(default=None, description="for a write: done, failed, unknown (sent, no answer: "
+                                                          "it may have been applied), replayed (an identical write "
+                                                          "this session made: not sent again) or refused")
 
 
 class RunResult(_Open):

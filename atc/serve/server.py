@@ -19,7 +19,9 @@ signatures (``Annotated`` descriptions, the ``Context`` parameter, the output mo
 """
 
 import dataclasses
+import itertools
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -30,17 +32,19 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as McpToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types import Tool as McpTool
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from atc import __version__, prompts
 from atc.errors import AtcError, CallBudget
 from atc.serve import proxy, runs
+from atc.serve.approval import elicit_approver
 from atc.serve.catalog import MAX_K, Catalog
 from atc.serve.schemas import DescribeResult, RunResult, SearchResult
-from atc.serve.sessions import InFlight, Sessions, session_key
-from atc.serve.settings import ServeSettings
+from atc.serve.sessions import SCOPE_CLIENT, SCOPE_SESSION, Caps, InFlight, Sessions, SessionState
+from atc.serve.settings import TOOL_NAMES, ServeSettings
 from sandbox.api import Backend, ExecutionResult
 from sandbox.cancel import Cancel
+from sandbox.writes.policy import WritePolicy, Writes
 
 __all__ = ["AtcServer", "build_server"]
 
@@ -54,7 +58,11 @@ class AtcServer(MCPServer):
         self.options = settings
         self.backend = backend
         self.catalog = Catalog(settings.toolset, settings.retriever)
-        self.sessions = Sessions(settings.session_max_calls, settings.session_max_runs)
+        self.sessions = Sessions(Caps(settings.session_max_calls, settings.session_max_runs),
+                                 Caps(settings.token_max_calls, settings.token_max_runs),
+                                 Caps(settings.server_max_calls, settings.server_max_runs))
+        #: programs are numbered over the whole server, for the log (a JSON-RPC id repeats across sessions)
+        self._numbers = itertools.count(1)
         self.inflight = InFlight()
         self.limiter = anyio.CapacityLimiter(settings.concurrency)
         super().__init__(name=settings.name, title="atc: chain-of-tools", version=__version__,
@@ -144,18 +152,36 @@ class AtcServer(MCPServer):
         program: Annotated[str, Field(description="the complete Python program; its answer is what it prints")],
         ctx: Context,
     ) -> Annotated[CallToolResult, RunResult]:
-        key, ephemeral = session_key(ctx.headers)
+        state = self.session_of(ctx)
+        number = next(self._numbers)
         started = time.monotonic()
-        with self.sessions.scope(key, ephemeral) as state:
-            answer = await self._run(program, state, key, ctx)
+        answer = await self._run(program, state, number, ctx)
         error = answer.error or {}
-        log.info("run_program %s: %s%s, %d calls, %.0f ms (session %s)", ctx.request_id,
+        calls = len(answer.result.calls) if answer.result else 0
+        log.info("run_program #%d: %s%s, %d call%s, %.0f ms (%s)", number,
                  "ok" if answer.ok else error.get("type"), f" blamed {error['tool']}" if error.get("tool") else "",
-                 len(answer.result.calls) if answer.result else 0, (time.monotonic() - started) * 1000, key[:13])
+                 calls, "" if calls == 1 else "s", (time.monotonic() - started) * 1000, _who(state))
         return CallToolResult(content=[TextContent(type="text", text=answer.text())],
                               structured_content=answer.to_dict(), is_error=not answer.ok)
 
-    async def _run(self, text: str, state: Any, key: str, ctx: Context) -> runs.RunAnswer:
+    def session_of(self, ctx: Context | None) -> SessionState:
+        """The session a request belongs to: the one the HTTP guard found for it (an id the server
+        issued to this client), a session of its own for a request without one, or the stdio
+        session. Never what a header says: the guard checked that before anything ran."""
+        try:
+            request = ctx.request_context.request if ctx is not None else None
+        except ValueError:  # a call from outside any request (a test calling the server directly)
+            request = None
+        scope = getattr(request, "scope", None)
+        if not isinstance(scope, dict):
+            return self.sessions.stdio()  # stdio, or a client in this process
+        state = scope.get(SCOPE_SESSION)
+        if isinstance(state, SessionState):
+            return state
+        client = scope.get(SCOPE_CLIENT)
+        return self.sessions.alone(client if isinstance(client, str) else "http")
+
+    async def _run(self, text: str, state: SessionState, number: int, ctx: Context) -> runs.RunAnswer:
         toolset = self.options.toolset
         program = runs.prepare(text, toolset.names())
         if program is None:
@@ -165,7 +191,7 @@ class AtcServer(MCPServer):
         if static is not None:
             return static
         limits = self.options.limits
-        # The session's other programs hold calls they may not use: wait for them rather than refuse.
+        # Other programs hold calls they may not use: wait for them rather than refuse.
         patience = time.monotonic() + limits.timeout + limits.call_timeout
         while True:
             try:
@@ -173,24 +199,37 @@ class AtcServer(MCPServer):
                 break
             except CallBudget as exc:
                 if not self.sessions.pending(state) or time.monotonic() > patience:
-                    return runs.refused(program, "CallBudget", f"{exc.message}; {exc.hint}" if exc.hint else exc.message)
+                    return runs.refused(program, "CallBudget", exc.message, hint=exc.hint)
             await anyio.sleep(0.05)
-        limits = dataclasses.replace(limits, max_calls=grant)
         token, tap = Cancel(), runs.ProgressTap()
         result: ExecutionResult | None = None
         try:
-            with self.inflight.track(key, str(ctx.request_id), token):
+            with self.inflight.track(state.key, str(ctx.request_id), token):
                 result = await self._in_thread(
-                    lambda: runs.execute(program, toolset, limits, self.backend, token, tap), token, ctx, tap)
+                    lambda: runs.execute(program, self._with_writes(state, ctx),
+                                         dataclasses.replace(limits, max_calls=grant), self.backend, token, tap),
+                    token, ctx, tap, number)
         except AtcError as exc:  # the sandbox could not run it at all (engine gone, a credential unset)
-            log.warning("run_program %s: %s: %s", ctx.request_id, type(exc).__name__, exc.message)
+            log.warning("run_program #%d: %s: %s", number, type(exc).__name__, exc.message)
             return runs.refused(program, type(exc).__name__, str(exc), static=False)
         finally:
-            self.sessions.end_run(state, grant, len(result.calls) if result is not None else tap.status()[0])
-        return runs.answer_for(program, result, toolset)
+            # Only the calls that left the host are charged; one refused for its arguments costs nothing.
+            sent = sum(1 for c in result.calls if c.sent) if result is not None else tap.status()[0]
+            self.sessions.end_run(state, grant, sent)
+        answer = runs.answer_for(program, result, toolset)
+        if grant < limits.max_calls:
+            answer.budget_left = self.sessions.left(state)
+        return answer
+
+    def _with_writes(self, state: SessionState, ctx: Context | None) -> Any:
+        """The tools with the server's write policy and the session's ledger (``ask``: the client
+        of this request is asked, through elicitation)."""
+        mode = self.options.writes
+        approve = elicit_approver(ctx) if mode == "ask" and ctx is not None else None
+        return dataclasses.replace(self.options.toolset, writes=Writes(WritePolicy(mode, approve), state.ledger))
 
     async def _in_thread(self, work: Callable[[], ExecutionResult], token: Cancel, ctx: Context,
-                         tap: runs.ProgressTap) -> ExecutionResult:
+                         tap: runs.ProgressTap, number: int) -> ExecutionResult:
         """``work()`` in a worker thread, with progress notifications; cancelling the caller
         cancels ``token`` and waits (shielded) for the sandbox run to end."""
         started, done = threading.Event(), threading.Event()
@@ -229,7 +268,7 @@ class AtcServer(MCPServer):
             assert result is not None
             return result
         except anyio.get_cancelled_exc_class():
-            log.info("run_program %s: cancelled by the client", ctx.request_id)
+            log.info("run_program #%d: cancelled by the client", number)
             token.cancel("the client cancelled the request or went away")
             with anyio.CancelScope(shield=True), anyio.move_on_after(self.options.limits.call_timeout + 15):
                 while started.is_set() and not done.is_set():
@@ -249,21 +288,60 @@ class AtcServer(MCPServer):
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
         if not (self.options.proxy_tools and name in self.options.toolset.tools):
-            return await super().call_tool(name, arguments, context)
-        try:
-            headers = context.headers if context is not None else None
-        except ValueError:  # a call from outside any request (a test calling the server directly)
-            headers = None
-        key, ephemeral = session_key(headers)
-        with self.sessions.scope(key, ephemeral) as state:
+            if name == "describe_tools" and isinstance((arguments or {}).get("names"), str):
+                arguments = {**arguments, "names": _names(arguments["names"])}  # one name, a likely slip
             try:
-                self.sessions.take_call(state)
-            except CallBudget as exc:
-                return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
-            reply = await anyio.to_thread.run_sync(proxy.call, state, self.options.toolset, self.options.limits,
-                                                   name, arguments)
-        log.info("%s: %s (session %s)", name, "ok" if reply.ok else "failed", key[:13])
+                return await super().call_tool(name, arguments, context)
+            except McpToolError as exc:
+                if isinstance(exc.__cause__, ValidationError) and name in TOOL_NAMES:
+                    raise McpToolError(_argument_error(name, exc.__cause__)) from None
+                raise
+        state = self.session_of(context)
+        try:
+            self.sessions.take_call(state)
+        except CallBudget as exc:
+            return CallToolResult(content=[TextContent(type="text", text=f"{exc.message}: {exc.hint}")],
+                                  is_error=True)
+        sent = True  # unless the gateway says it refused the call before sending
+        try:
+            reply = await anyio.to_thread.run_sync(proxy.call, state, self._with_writes(state, context),
+                                                   self.options.limits, name, arguments)
+            sent = reply.sent
+        finally:
+            self.sessions.end_call(state, sent)
+        log.info("%s: %s (%s)", name, "ok" if reply.ok else "failed", _who(state))
         return CallToolResult(content=[TextContent(type="text", text=reply.text)], is_error=not reply.ok)
+
+
+def _names(text: str) -> list[str]:
+    """The tool names of a string given where a list was asked for: one name, or several
+    separated by commas or spaces (a call form with its arguments, ``get_book(book_id=1)``, is one)."""
+    if "(" in text:
+        return [text.strip()]
+    return [n for n in re.split(r"[,\s]+", text) if n]
+
+
+def _argument_error(tool: str, error: ValidationError) -> str:
+    """One line a model can act on, instead of pydantic's report with its links."""
+    parts = []
+    for item in error.errors(include_url=False)[:3]:
+        where = ".".join(str(p) for p in item.get("loc", ())) or "arguments"
+        given = item.get("input")
+        if item.get("type") == "missing":
+            parts.append(f"argument '{where}' is required")
+        else:
+            shown = repr(given) if len(repr(given)) <= 40 else repr(given)[:37] + "..."
+            parts.append(f"argument '{where}': {item.get('msg', 'invalid')} (got {type(given).__name__} {shown})")
+    return f"{tool}: " + "; ".join(parts)
+
+
+def _who(state: SessionState) -> str:
+    """The session and client of a log line (never a token, only its variable's name)."""
+    if state.ephemeral:
+        return f"no session, client {state.client}"
+    if state.client == state.key:
+        return f"session {state.label}"
+    return f"session {state.label}, client {state.client}"
 
 
 def build_server(settings: ServeSettings, backend: Backend) -> AtcServer:

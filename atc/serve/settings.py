@@ -4,11 +4,17 @@ Two kinds of budget:
 
 - per call (of ``run_program``): the RUN OPTIONS' ``Limits`` -- wall clock, memory, tool calls,
   output, the timeout of each tool call -- exactly as ``atc run`` applies them;
-- per session (one MCP session: a stdio connection, or a streamable HTTP session): at most
-  ``session_max_calls`` tool calls over all of its programs and proxied calls, and at most
-  ``session_max_runs`` programs. A program that would run past the session's calls gets only
-  what is left (``Limits.max_calls`` cut to it); one that finds nothing left is refused before
-  it runs.
+- per session (one MCP session: a stdio connection, or a streamable HTTP session the server
+  issued): at most ``session_max_calls`` tool calls over all of its programs and proxied calls,
+  and at most ``session_max_runs`` programs;
+- per token (every client that authenticates with one token, with sessions or without: the
+  stateless 2026-07-28 protocol has none) and per server (all clients together):
+  ``token_max_calls``/``token_max_runs`` and ``server_max_calls``/``server_max_runs``, no bound
+  by default (None).
+
+A program is charged to all three at once: it gets only what all of them have left
+(``Limits.max_calls`` cut to it), and one that finds nothing left is refused before it runs. Only
+tool calls that left the host count: a call refused for its arguments costs nothing.
 
 ``concurrency`` bounds the programs in the sandbox at once over every session, so that many
 clients cost the host a known multiple of one run's limits.
@@ -56,16 +62,28 @@ class ServeSettings:
     proxy_tools: bool = False
     session_max_calls: int = 1000
     session_max_runs: int = 200
+    token_max_calls: int | None = None
+    token_max_runs: int | None = None
+    server_max_calls: int | None = None
+    server_max_runs: int | None = None
     concurrency: int = 4
     #: seconds between two progress notifications of a running program
     progress_interval: float = 1.0
+    #: the write policy of every program and proxied call: ``allow``, ``deny``, ``ask`` (the client
+    #: is asked through MCP elicitation; one that cannot be asked is refused)
+    writes: str = "allow"
     name: str = "atc"
 
     def __post_init__(self) -> None:
-        if self.session_max_calls < 0 or self.session_max_runs < 0:
-            raise UsageError("--session-max-calls and --session-max-runs must be 0 or more")
+        for name in ("session", "token", "server"):
+            for what in ("calls", "runs"):
+                value = getattr(self, f"{name}_max_{what}")
+                if value is not None and value < 0:
+                    raise UsageError(f"--{name}-max-{what} must be 0 or more")
         if self.concurrency < 1:
             raise UsageError("--concurrency must be at least 1")
+        if self.writes not in ("allow", "deny", "ask"):
+            raise UsageError(f"unknown write policy {self.writes!r}", hint="use --writes allow, deny or ask")
         check_retriever(self.retriever)
         if not self.toolset.tools:
             raise UsageError("the collections given with --tools hold no tools", hint="check the spec or the server")

@@ -4,12 +4,17 @@
 - ``chain-plain``: the same loop told only the raw traceback (the paper's ablation);
 - ``react``: one function call per model turn, ``finish`` with the answer;
 - ``codeact``: one code snippet per turn in a sandbox session whose variables persist;
-- ``dfsdt``: ToolLLM's depth-first search over function-calling turns, with give-up-and-restart.
+- ``react-text``: ``react`` in plain text (Thought / Action / Action Input / Observation), for
+  model servers without function calling;
+- ``dfsdt``: ToolLLM's depth-first search over function-calling turns, with give-up-and-restart;
+- ``NAME@k`` (``react@3``, ``dfsdt@3``): the method rerun up to k times until a run answers.
 
 Modules: ``base`` (the ``Strategy`` interface, the ``Episode`` a strategy is handed, its
 ``Outcome``, the failure kinds), ``meter`` (model usage and budgets), ``registry`` (names,
-entry-point plug-ins), ``functions`` (tools as function schemas, observations), and one module
-per strategy family. Pick one with ``atc.solve(..., strategy=NAME)`` / ``--strategy NAME``; add one
+entry-point plug-ins, presets and ``choose``), ``settings`` (each built-in's settings, atc's and
+the published ones by name), ``repeat`` (``NAME@k``), ``requests`` (every call the model asked
+for), ``functions`` (tools as function schemas, observations), ``textformat`` (the plain-text
+ReAct protocol), and one module per strategy family. Pick one with ``atc.solve(..., strategy=NAME)`` / ``--strategy NAME``; add one
 with ``register(name, factory)`` or an ``atc.strategies`` entry point (docs/strategies.md).
 """
 
@@ -17,7 +22,19 @@ from __future__ import annotations
 
 from atc.strategies.base import FAILURE_KINDS, Episode, Outcome, Step, Strategy, error_dict
 from atc.strategies.meter import Budget, Meter, Usage
-from atc.strategies.registry import DEFAULT, ENTRY_POINT_GROUP, make, register, registered, resolve
+from atc.strategies.registry import (
+    DEFAULT,
+    ENTRY_POINT_GROUP,
+    PRESETS,
+    Choice,
+    choose,
+    make,
+    register,
+    registered,
+    resolve,
+)
+from atc.strategies.settings import ChainSettings, CodeActSettings, DfsdtSettings, ReactSettings
 
 __all__ = ["Strategy", "Episode", "Outcome", "Step", "FAILURE_KINDS", "error_dict", "Budget", "Meter", "Usage",
-           "DEFAULT", "ENTRY_POINT_GROUP", "make", "register", "registered", "resolve"]
+           "DEFAULT", "ENTRY_POINT_GROUP", "PRESETS", "make", "register", "registered", "resolve", "choose", "Choice",
+           "ChainSettings", "ReactSettings", "CodeActSettings", "DfsdtSettings"]

@@ -187,6 +187,10 @@ class Episode:
         self.failures: Counter[str] = Counter()
         #: the sandbox the last program or snippet ran in (None: none ran)
         self.sandbox_name: str | None = None
+        #: tool calls the model asked for that never reached the gateway (a made-up name, arguments
+        #: that are not JSON, a program the static check stopped), each with the number of logged
+        #: calls before it, so that ``atc.strategies.requests`` can put every request in order
+        self.unsent: list[tuple[int, dict[str, Any]]] = []
         self._pending: Pending | None = pending
         self._gateway: Gateway | None = None
 
@@ -300,6 +304,13 @@ class Episode:
 
     def fail(self, kind: str, count: int = 1) -> None:
         self.failures[kind] += count
+
+    def note_request(self, tool: str, fate: str, args: Any = None) -> None:
+        """Record a tool call the model asked for that is not sent: ``fate`` is ``unknown_tool``
+        (no such tool), ``malformed`` (arguments that are not a JSON object), ``not_run`` (a
+        program stopped by the static check, a second call in one turn). Evaluation counts every
+        requested call (``Solution.requested``), sent or not."""
+        self.unsent.append((len(self.calls), {"tool": tool, "fate": fate, "args": args}))
 
     def report(self, step: Step) -> None:
         if self.on_step is not None:

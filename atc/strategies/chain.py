@@ -26,6 +26,8 @@ from atc.model import Message
 from atc.reflection import ask_model_for_tool, feedback, needs_model_attribution
 from atc.strategies.base import Episode, Outcome, Step, error_dict, model_stop, run_failure
 from atc.strategies.registry import register
+from atc.strategies.requests import note_program
+from atc.strategies.settings import ChainSettings
 from protocols.model import Tool
 from sandbox.api import ExecutionResult
 
@@ -89,17 +91,24 @@ def attempt_failure(attempt: Attempt) -> str | None:
 
 class Chain:
     """One program per attempt; after a failure, attributable reflection; at most
-    ``max_reflections`` repairs (``max_steps``, when given, is the number of attempts)."""
+    ``max_reflections`` repairs (``max_steps``, when given, is the number of attempts), or as
+    ``settings`` say (``ChainSettings``: the paper's alpha = 3 is ``max_attempts=3``)."""
 
     name = "chain"
     step_unit = "attempt"
     #: programs run in the sandbox: it is made ready while the model writes the first one
     uses_sandbox = True
 
-    def __init__(self, *, max_reflections: int = 3, max_steps: int | None = None, **_: Any) -> None:
-        self.max_attempts = max_steps if max_steps is not None else max_reflections + 1
-        if self.max_attempts < 1:
-            raise UsageError("--max-reflections must be 0 or more (--max-steps at least 1)")
+    def __init__(self, *, max_reflections: int = 3, max_steps: int | None = None,
+                 settings: ChainSettings | None = None, **_: Any) -> None:
+        if settings is None:
+            attempts = max_steps if max_steps is not None else max_reflections + 1
+            if attempts < 1:
+                raise UsageError("--max-reflections must be 0 or more (--max-steps at least 1)")
+            settings = ChainSettings(max_attempts=attempts, profile="atc" if attempts == 4 else "given")
+        settings.check()
+        self.settings = settings
+        self.max_attempts = settings.max_attempts
 
     def run(self, episode: Episode) -> Outcome:
         conversation = self.opening(episode)
@@ -152,6 +161,7 @@ class Chain:
             return Attempt("", False, error_dict("NoProgram", "the reply contained no Python program"), reply=reply)
         static = check_for_run(program, toolset)
         if static is not None:
+            note_program(episode, program)  # its calls were requested, and never sent
             return Attempt(program, False, static, blamed_tool=static.get("tool"), reply=reply)
         result = episode.run_program(program)
         if not result.ok:

@@ -10,7 +10,7 @@ redaction, the call log). The model is shown the tools' compact protocols, as ``
 A turn is one reply: a fenced ``python`` block is run and the model reads what it printed, or its
 error with the traceback; a reply without code that says ``Final answer: ...`` ends the episode
 with that answer. A reply with neither is answered with a reminder (``no_program``). It ends at
-``max_steps`` turns (``step_limit``), when the model budget is spent, or when a snippet ended the
+``max_steps`` turns (10, as CodeAct's own evaluation loop: ``CodeActSettings``; ``step_limit``), when the model budget is spent, or when a snippet ended the
 session (it ran out of time or memory, or spent the session's call budget: ``SessionEnded``; the
 session is not reopened, so that no budget is reset behind the model's back).
 
@@ -30,6 +30,7 @@ from atc.model import Message
 from atc.reflection import describe_error
 from atc.strategies.base import Episode, Outcome, Step, error_dict, model_stop, run_failure
 from atc.strategies.registry import register
+from atc.strategies.settings import CodeActSettings
 from sandbox.api import ExecutionResult
 
 if TYPE_CHECKING:
@@ -37,11 +38,12 @@ if TYPE_CHECKING:
 
 __all__ = ["CodeAct", "DEFAULT_TURNS", "snippet_failure"]
 
-DEFAULT_TURNS = 12
+DEFAULT_TURNS = CodeActSettings().max_turns
 #: Characters of a snippet's output shown to the model (its head and tail when longer).
 MAX_OUTPUT = 2000
 _FENCED = re.compile(r"^[ \t]*(`{3,}|~{3,})", re.MULTILINE)
 _FINAL = re.compile(r"final answer\s*[:：]\s*(?P<answer>.+)", re.IGNORECASE | re.DOTALL)
+_UNDEFINED = re.compile(r"name '(?P<name>[A-Za-z_]\w*)' is not defined")
 
 
 def snippet_failure(result: ExecutionResult) -> str | None:
@@ -60,11 +62,17 @@ class CodeAct:
     #: the session brings its own sandbox: nothing to get ready beforehand
     uses_sandbox = False
 
-    def __init__(self, *, max_steps: int | None = None, max_output: int = MAX_OUTPUT, **_: Any) -> None:
-        self.max_turns = max_steps if max_steps is not None else DEFAULT_TURNS
-        if self.max_turns < 1:
-            raise UsageError("--max-steps must be at least 1")
-        self.max_output = max_output
+    def __init__(self, *, max_steps: int | None = None, max_output: int = MAX_OUTPUT,
+                 settings: CodeActSettings | None = None, **_: Any) -> None:
+        if settings is None:
+            turns = max_steps if max_steps is not None else DEFAULT_TURNS
+            if turns < 1:
+                raise UsageError("--max-steps must be at least 1")
+            settings = CodeActSettings(max_turns=turns, max_output=max_output)
+        settings.check()
+        self.settings = settings
+        self.max_turns = settings.max_turns
+        self.max_output = settings.max_output
 
     def run(self, episode: Episode) -> Outcome:
         from protocols.render import render_compact
@@ -114,6 +122,9 @@ class CodeAct:
         kind = snippet_failure(result)
         if kind is not None:
             episode.fail(kind)
+        missing = _UNDEFINED.search(result.error.message) if result.error and result.error.type == "NameError" else None
+        if missing and re.search(rf"\b{re.escape(missing.group('name'))}\s*\(", code):
+            episode.note_request(missing.group("name"), "unknown_tool")  # a made-up tool, called
         messages.append({"role": "user", "content": self.observation(result, code)})
         record: dict[str, Any] = {"code": code, "ok": result.ok, "output": _cut(result.answer, 1000),
                                   "calls": len(result.calls)}

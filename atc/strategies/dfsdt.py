@@ -1,4 +1,5 @@
-"""``dfsdt``: ToolLLM's depth-first search-based decision tree (ToolLLM, appendix A.4).
+"""``dfsdt``: ToolLLM's depth-first search-based decision tree (ToolLLM, appendix A.4), on the
+settings of ToolBench's published code unless told otherwise (``DfsdtSettings``).
 
 Each node of the tree is one function-calling turn: the model, in the state its path led to,
 calls one function (a tool, through the episode's gateway, or ``finish``) and the child node holds
@@ -9,10 +10,14 @@ ranked DFS (no model calls to sort children):
   model is shown them and asked for a different action (the paper's diversity prompt);
 - ``finish(return_type="give_answer", final_answer=...)`` ends the search with the answer;
 - ``finish(return_type="give_up_and_restart")`` abandons the state: the search goes back two
-  levels, to the node before the action that led there, and tries something else there (given up
-  in the first state, the search restarts from the task, if the root has children left);
-- a path that reaches ``max_depth`` turns without an answer is a dead end: back one level;
-- ``max_steps`` (default 30) bounds the nodes, i.e. the model turns of the whole tree, and the
+  levels, to the node before the action that led there, and tries something else there. Given up
+  in the very first state, ToolBench's search ends there without an answer (``root_give_up``
+  ``end``); atc's own profile restarts from the task instead (``retry``);
+- a path that reaches ``max_depth`` without an answer is a dead end: back one level. ToolBench
+  counts depth in tree levels -- a turn is an Action and an Action Input node, plus a Thought node
+  when the reply has text -- to 12, so a path is 4 to 6 turns (``depth_unit`` ``levels``); atc's
+  own profile counts 10 turns;
+- ``max_nodes`` (ToolBench: 200) bounds the nodes, i.e. the model turns of the whole tree, and the
   model budget bounds its calls and tokens. With no give-up and no dead end, DFSDT is ReAct.
 
 Tool calls are real: going back to an earlier node restores the conversation, not the API's
@@ -23,6 +28,7 @@ the calls of every branch.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,21 +38,24 @@ from atc.errors import ModelError, UsageError
 from atc.model import Message
 from atc.strategies.base import Episode, Outcome, Step, error_dict, model_stop
 from atc.strategies.functions import (
-    MAX_OBSERVATION,
     act,
     assistant_turn,
     finish_name,
     function_schemas,
+    note_extra,
     tool_calls,
 )
+from atc.strategies.react import finish_function, turn_levels
 from atc.strategies.registry import register
+from atc.strategies.settings import DfsdtSettings
 from sandbox.api import ToolCall
 
 __all__ = ["Dfsdt", "Node", "DEFAULT_NODES", "DEFAULT_WIDTH", "DEFAULT_DEPTH"]
 
-DEFAULT_NODES = 30
-DEFAULT_WIDTH = 2
-DEFAULT_DEPTH = 10
+_PUBLISHED = DfsdtSettings()
+DEFAULT_NODES = _PUBLISHED.max_nodes
+DEFAULT_WIDTH = _PUBLISHED.width
+DEFAULT_DEPTH = _PUBLISHED.max_depth
 #: Levels a give-up goes back (ToolBench's prune_back_length): past the state given up on.
 _GIVE_UP_BACK = 2
 
@@ -60,6 +69,7 @@ class Node:
     id: int
     parent: int | None
     depth: int
+    level: int = 0
     status: str = "root"
     thought: str = ""
     action: str | None = None
@@ -71,7 +81,8 @@ class Node:
     call: ToolCall | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"id": self.id, "parent": self.parent, "depth": self.depth, "status": self.status,
+        d: dict[str, Any] = {"id": self.id, "parent": self.parent, "depth": self.depth, "level": self.level,
+                             "status": self.status,
                              "thought": self.thought[:500], "action": self.action, "args": self.args,
                              "observation": self.observation[:500], "children": list(self.children)}
         if self.answer is not None:
@@ -96,25 +107,33 @@ class Dfsdt:
     step_unit = "node"
     uses_sandbox = False
 
-    def __init__(self, *, max_steps: int | None = None, width: int = DEFAULT_WIDTH, max_depth: int = DEFAULT_DEPTH,
-                 max_observation: int = MAX_OBSERVATION, **_: Any) -> None:
-        self.max_nodes = max_steps if max_steps is not None else DEFAULT_NODES
-        if self.max_nodes < 1 or width < 1 or max_depth < 1:
+    def __init__(self, *, settings: DfsdtSettings | None = None, max_steps: int | None = None,
+                 width: int | None = None, max_depth: int | None = None, max_observation: int | None = None,
+                 **_: Any) -> None:
+        settings = settings or DfsdtSettings()
+        given = {"max_nodes": max_steps, "width": width, "max_depth": max_depth, "max_observation": max_observation}
+        changes = {k: v for k, v in given.items() if v is not None}
+        if any(not isinstance(v, int) or v < 1 for v in changes.values()):
             raise UsageError("dfsdt needs --max-steps (nodes), width and max_depth of at least 1")
-        self.width, self.max_depth, self.max_observation = width, max_depth, max_observation
+        if changes:
+            settings = dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
+        settings.check()
+        self.settings = settings
+        self.max_nodes, self.width, self.max_depth = settings.max_nodes, settings.width, settings.max_depth
+        self.max_observation = settings.max_observation
 
     def run(self, episode: Episode) -> Outcome:
-        return _Search(self, episode).run()
+        return _Search(self.settings, episode).run()
 
 
 class _Search:
     """One search: the tree, and the functions offered at every node."""
 
-    def __init__(self, settings: Dfsdt, episode: Episode) -> None:
+    def __init__(self, settings: DfsdtSettings, episode: Episode) -> None:
         self.settings = settings
         self.episode = episode
         self.finish = finish_name(episode.toolset.names())
-        self.functions = [*function_schemas(episode.shown), _finish_function(self.finish)]
+        self.functions = [*function_schemas(episode.shown), finish_function(self.finish, give_up=True)]
         root = Node(0, None, 0, messages=[
             {"role": "system", "content": prompts.render("dfsdt", finish=self.finish) + episode.rules_note()},
             {"role": "user", "content": f"Task: {episode.query.strip()}"}])
@@ -128,8 +147,8 @@ class _Search:
         except _Stop as stop:
             return self.outcome(self.nodes[-1], stop.error)
         return self.outcome(self.nodes[-1], error_dict(
-            "SearchExhausted", f"every branch (width {self.settings.width}, depth {self.settings.max_depth}) "
-                               f"ended without an answer after {len(self.nodes) - 1} node(s)"))
+            "SearchExhausted", f"every branch (width {self.settings.width}, depth {self.settings.max_depth} "
+                               f"{self.settings.depth_unit}) ended without an answer after {len(self.nodes) - 1} node(s)"))
 
     def descend(self, node: Node) -> int:
         """Search below ``node``; returns how many levels the search goes back up from it."""
@@ -137,14 +156,19 @@ class _Search:
             raise _Found(node)
         if node.status == "gave_up":
             return _GIVE_UP_BACK
-        if node.depth >= self.settings.max_depth:
+        deep = node.level if self.settings.depth_unit == "levels" else node.depth
+        if deep >= self.settings.max_depth:
             node.status = "dead_end"
             self.episode.fail("dead_end")
             return 1
         for _ in range(self.settings.width):
             back = self.descend(self.expand(node))
-            if back > 1 and node.parent is not None:  # the root restarts: there is no earlier state
+            if back > 1 and node.parent is not None:
                 return back - 1
+            if back > 1 and self.settings.root_give_up == "end":
+                # given up in the very first state: ToolBench's search has nowhere earlier to go, and ends
+                raise _Stop(error_dict("GaveUp", f"the model gave up in the task's first state "
+                                                 f"({self.finish} with give_up_and_restart): the search ends there"))
         return 1
 
     def expand(self, node: Node) -> Node:
@@ -170,7 +194,9 @@ class _Search:
     def act(self, node: Node, child: Node, text: str, calls: tuple[Any, ...]) -> None:
         """Do what the reply asks and record it on ``child`` (its state: ``node``'s plus this turn)."""
         child.thought = text.strip()
+        child.level = node.level + turn_levels(child.thought, bool(calls))
         child.messages = [*node.messages, *assistant_turn(text, calls)]
+        note_extra(self.episode, calls[1:], self.finish)
         if not calls:
             child.status = "no_action"
             self.episode.fail("no_action")
@@ -183,7 +209,7 @@ class _Search:
             return
         # Backtracking restores the conversation, not the API: a write of an abandoned branch that
         # this branch repeats meets it in the write ledger, and is not sent again (Episode.call_tool).
-        action = act(self.episode, first, max_chars=self.settings.max_observation)
+        action = act(self.episode, first, max_chars=self.settings.max_observation, mode=self.settings.observation)
         child.args = action.args if action.args is not None else action.arguments
         child.observation, child.call = action.observation, action.call
         child.status = "ok" if action.ok else "failed"
@@ -230,21 +256,10 @@ class _Search:
         found = last.status == "answer" and error is None
         trace = {"nodes": [n.to_dict() for n in self.nodes], "path": [n.id for n in path],
                  "answer_node": last.id if found else None, "width": self.settings.width,
-                 "max_depth": self.settings.max_depth, "max_nodes": self.settings.max_nodes}
+                 "max_depth": self.settings.max_depth, "depth_unit": self.settings.depth_unit,
+                 "max_nodes": self.settings.max_nodes, "root_give_up": self.settings.root_give_up}
         return Outcome(ok=found, answer=(last.answer or "") if found else "", error=None if found else error,
                        calls=[n.call for n in path if n.call is not None], steps=len(self.nodes) - 1, trace=trace)
-
-
-def _finish_function(name: str) -> dict[str, Any]:
-    return {"type": "function", "function": {
-        "name": name,
-        "description": "End this try. With return_type give_answer, give the final answer (the only part the "
-                       "user sees: make it complete). With give_up_and_restart, abandon this state when you "
-                       "cannot go on from it: the search restarts from an earlier state.",
-        "parameters": {"type": "object", "properties": {
-            "return_type": {"type": "string", "enum": ["give_answer", "give_up_and_restart"]},
-            "final_answer": {"type": "string", "description": "the final answer (with give_answer)"}},
-            "required": ["return_type"]}}}
 
 
 def _summary(node: Node) -> str:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from sandbox.gateway import CallOutcome
 
 __all__ = ["function_schemas", "finish_name", "parse_arguments", "observation", "tool_calls", "assistant_turn",
-           "Action", "act", "MAX_OBSERVATION"]
+           "Action", "act", "note_extra", "MAX_OBSERVATION"]
 
 #: Characters of a response shown as it is; a longer one is condensed to its shape and an excerpt.
 MAX_OBSERVATION = 2000
@@ -101,8 +101,10 @@ def parse_arguments(text: str) -> dict[str, Any] | str:
     return value
 
 
-def observation(outcome: CallOutcome, *, max_chars: int = MAX_OBSERVATION) -> str:
-    """What the model reads after a call: the data (condensed when long), or the error."""
+def observation(outcome: CallOutcome, *, max_chars: int = MAX_OBSERVATION, mode: str = "condense") -> str:
+    """What the model reads after a call: the data, or the error. Data longer than ``max_chars``
+    is condensed to its shape and an excerpt (``condense``), or cut there (``truncate``: what
+    ToolBench does to a response longer than its 1,024 characters)."""
     if not outcome.ok:
         message = (outcome.error or {}).get("message") or "the call failed"
         return f"Error: {message}"
@@ -112,6 +114,8 @@ def observation(outcome: CallOutcome, *, max_chars: int = MAX_OBSERVATION) -> st
         text = str(outcome.data)
     if len(text) <= max_chars:
         return text
+    if mode == "truncate":
+        return text[:max_chars] + "..."
     from protocols.render import response_shape
     from sandbox.condense import condense
 
@@ -139,21 +143,34 @@ class Action:
                 "observation": self.observation[:1000], "ok": self.ok, "failure": self.failure}
 
 
-def act(episode: Episode, request: ToolCallRequest, *, max_chars: int = MAX_OBSERVATION) -> Action:
+def act(episode: Episode, request: ToolCallRequest, *, max_chars: int = MAX_OBSERVATION,
+        mode: str = "condense") -> Action:
     """Make the call the model asked for, through the episode's gateway. A name that is no tool,
-    or arguments that are no JSON object, are answered to the model without a call."""
+    or arguments that are no JSON object, are answered to the model without a call (and recorded
+    as requested: ``Episode.note_request``)."""
     if request.name not in episode.toolset.tools:
         shown = ", ".join(t.name for t in episode.shown)
         episode.fail("unknown_tool")
+        episode.note_request(request.name, "unknown_tool", request.arguments[:300])
         return Action(request.name, request.arguments, None,
                       f"Error: there is no tool named {request.name!r}. The tools are: {shown}", False, "unknown_tool")
     args = parse_arguments(request.arguments)
     if isinstance(args, str):
         episode.fail("malformed_call")
+        episode.note_request(request.name, "malformed", request.arguments[:300])
         return Action(request.name, request.arguments, None, f"Error: {request.name}: {args}", False, "malformed_call")
     outcome, record = episode.call_tool(request.name, args)
-    seen = observation(outcome, max_chars=max_chars)
+    seen = observation(outcome, max_chars=max_chars, mode=mode)
     if record.outcome == "replayed":
         seen = ("(not sent again: an identical write was already made in this task; this is the answer it got) "
                 + seen)
     return Action(request.name, request.arguments, args, seen, outcome.ok, call=record)
+
+
+def note_extra(episode: Episode, extra: Sequence[ToolCallRequest], finish: str) -> None:
+    """Record the calls of a reply after its first (one function is made per turn): requested,
+    never run."""
+    for request in extra:
+        if request.name != finish:
+            fate = "not_run" if request.name in episode.toolset.tools else "unknown_tool"
+            episode.note_request(request.name, fate, request.arguments[:300])

@@ -1,9 +1,11 @@
 """What a solve spends on the model, counted in one place, and the budget that bounds it.
 
 Every model call of a strategy goes through the episode's ``Meter``: a ``ModelClient`` that asks
-the real client, adds the completion to the solve's ``Usage`` (HTTP requests the server saw,
-retries included, and the tokens it reported) and, once the ``Budget`` is spent, refuses the next
-call with ``ModelBudget``. Since every strategy reaches the model only through it, "model calls"
+the real client, adds the completion to the solve's ``Usage`` (the model turns, one per completion
+the strategy asked for; the HTTP requests the server saw, retries included; and the tokens it
+reported) and, once the ``Budget`` is spent, refuses the next call with ``ModelBudget``. Turns
+and requests are counted apart because a server that answers 429 and then 200 cost one turn of
+the strategy's and two requests of the server's: an evaluation compares strategies by turns. Since every strategy reaches the model only through it, "model calls"
 and "tokens" mean the same thing for all of them, and ``--max-model-calls`` / ``--max-tokens``
 hold them to the same cost.
 
@@ -29,11 +31,14 @@ __all__ = ["Usage", "Budget", "Meter"]
 
 @dataclass
 class Usage:
-    """Model usage of one solve: HTTP requests the model server saw, and tokens it reported."""
+    """Model usage of one solve: HTTP requests the model server saw (``llm_calls``, retries
+    included), the tokens it reported, and the model turns (``model_turns``: completions the
+    strategy asked for, each counted once however many requests it took)."""
 
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    model_turns: int = 0
 
     @property
     def tokens(self) -> int:
@@ -43,16 +48,19 @@ class Usage:
         self.llm_calls += completion.requests
         self.prompt_tokens += completion.prompt_tokens
         self.completion_tokens += completion.completion_tokens
+        self.model_turns += 1
 
     def merge(self, counts: dict[str, int]) -> None:
-        """Add a retriever's model usage (``SearchResult.usage``)."""
+        """Add a retriever's model usage (``SearchResult.usage``); a retriever that counts no
+        turns of its own is taken to have made one per request."""
         self.llm_calls += counts.get("llm_calls", 0)
         self.prompt_tokens += counts.get("prompt_tokens", 0)
         self.completion_tokens += counts.get("completion_tokens", 0)
+        self.model_turns += counts.get("model_turns", counts.get("llm_calls", 0))
 
     def to_dict(self) -> dict[str, int]:
         return {"llm_calls": self.llm_calls, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens}
+                "completion_tokens": self.completion_tokens, "model_turns": self.model_turns}
 
 
 @dataclass(frozen=True)

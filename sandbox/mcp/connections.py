@@ -140,7 +140,12 @@ class McpServers:
             return self._loop
 
     def _submit(self, coro: Any, timeout: float, what: str) -> Any:
-        future = asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())
+        try:
+            loop = self._ensure_loop()
+        except BaseException:  # no SDK: the coroutine never runs (and must not warn that it never ran)
+            coro.close()
+            raise
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:

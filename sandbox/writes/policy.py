@@ -23,7 +23,7 @@ from typing import Any
 from protocols.errors import UsageError
 from sandbox.writes.ledger import WriteLedger, canonical
 
-__all__ = ["WRITE_MODES", "WriteRequest", "Approver", "Guard", "WritePolicy", "Writes", "Decision"]
+__all__ = ["WRITE_MODES", "WriteRequest", "Approver", "Guard", "WritePolicy", "Writes", "Decision", "NoApprover"]
 
 WRITE_MODES = ("allow", "deny", "ask")
 
@@ -55,6 +55,11 @@ class WriteRequest:
         args = args if len(args) <= 400 else args[:397] + "..."
         where = f"redirected (hop {self.hop}) to " if self.hop else ""
         return f"{self.tool}: {self.method} {where}{self.url}\n  arguments: {args}"
+
+
+class NoApprover(Exception):
+    """Raised by an approver that finds no one to ask (an MCP client without elicitation): the
+    write is refused, and the message says why."""
 
 
 #: An approver answers a write request: True sends it. It may block (a person deciding).
@@ -104,6 +109,8 @@ class WritePolicy:
         with _ASKING:
             try:
                 yes = bool(self.approve(request))
+            except NoApprover as exc:
+                return Decision(f"{exc}: the write was not sent", waited=time.monotonic() - started)
             except Exception as exc:  # an approver that breaks refuses: nothing is sent on doubt
                 return Decision(f"the approver failed ({type(exc).__name__}: {str(exc)[:200]}); the write was not "
                                 "sent", waited=time.monotonic() - started)

@@ -9,7 +9,9 @@ same key again answers the first payment). Some routes misbehave on purpose, as 
 - ``fail_next``: the next ``fail_next`` order requests get this status (e.g. ``[503]``) and are NOT
   applied;
 - ``redirect_writes``: ``PATCH``/``DELETE`` on ``/orders/{id}`` answer ``307`` to
-  ``/vault/orders/{id}`` (another resource on the same server, which tests count).
+  ``/vault/orders/{id}`` (another resource on the same server, which tests count);
+- ``slow_reads``: ``GET /products`` sleeps this long before it answers (a program held in a read
+  after it wrote, for a test to interrupt).
 
 Every request that reaches the server is recorded (``requests``), and ``orders`` holds what
 was really made, so a test asserts what the API saw, not what atc says it did.
@@ -111,6 +113,7 @@ class OrdersAPI:
     slow_seconds: float = 0.0
     fail_next: list[int] = field(default_factory=list)
     redirect_writes: bool = False
+    slow_reads: float = 0.0
     vault_hits: int = 0
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -128,6 +131,7 @@ class OrdersAPI:
             self.orders.clear()
             self.payments.clear()
             self.slow_seconds, self.fail_next, self.redirect_writes, self.vault_hits = 0.0, [], False, 0
+            self.slow_reads = 0.0
 
     def writes_seen(self, method: str = "POST", path: str = "/orders") -> int:
         with self._lock:
@@ -191,6 +195,8 @@ class OrdersAPI:
     def route(self, h: Any, method: str, path: str, query: dict[str, list[str]], body: Any) -> None:
         segments = [s for s in path.split("/") if s]
         if method == "GET" and path == "/products":
+            if self.slow_reads:
+                time.sleep(self.slow_reads)
             q = (query.get("q") or [""])[0]
             return h._answer(200, [p for p in PRODUCTS if q in p["name"]])
         if path == "/orders" and method == "GET":

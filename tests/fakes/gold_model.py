@@ -6,7 +6,8 @@ order, each once, every required argument filled (a path parameter with the firs
 the previous response, so that ``atc mock`` resolves it; an enum with its first value; numbers
 with 1; text with a name), every call guarded so that one refusal does not stop the chain, then
 prints the answer. ``router_for`` plays the same oracle in the protocol of each built-in strategy
-(function calls for ``react`` and ``dfsdt``, snippets for ``codeact``). The gold is read here, on its own terms (``gold_tools``), not with
+(function calls for ``react`` and ``dfsdt``, the text protocol for ``react-text``, snippets for
+``codeact``). The gold is read here, on its own terms (``gold_tools``), not with
 ``atc.evaluation``'s matching: the tests compare the two.
 """
 
@@ -20,8 +21,8 @@ from typing import Any
 from protocols.model import Collection, Tool
 from tests.fakes.openai_server import Reply, call
 
-__all__ = ["GoldModel", "gold_tools", "program", "template", "agent", "snippets", "router_for", "protocol_of",
-           "every_protocol"]
+__all__ = ["GoldModel", "gold_tools", "program", "template", "agent", "text_agent", "snippets", "router_for",
+           "protocol_of", "every_protocol"]
 
 
 def template(path: str) -> str:
@@ -187,10 +188,29 @@ def snippets(gold: GoldModel) -> Callable[[dict[str, Any]], str]:
     return reply
 
 
+def text_agent(gold: GoldModel) -> Callable[[dict[str, Any]], str]:
+    """``react-text``: one gold call per reply in the Thought / Action / Action Input format (ids
+    read from the last observation), then the final answer."""
+
+    def reply(body: dict[str, Any]) -> str:
+        i = gold.index_of(body)
+        seen = [str(m.get("content") or "") for m in body["messages"]
+                if m["role"] == "user" and str(m.get("content") or "").startswith("Observation:")]
+        if len(seen) < len(gold.gold[i]):
+            tool = gold.gold[i][len(seen)]
+            args = json.dumps(_arguments(tool, seen[-1] if seen else None))
+            return f"Thought: next, {tool.name}.\nAction: {tool.name}\nAction Input: {args}"
+        return f"Thought: done.\nFinal Answer: {gold.answer(i)}"
+
+    return reply
+
+
 def router_for(strategy: str, gold: GoldModel) -> Callable[[dict[str, Any]], Any]:
     """The oracle of ``gold`` in the protocol of a built-in strategy."""
     if strategy in ("chain", "chain-plain"):
         return gold
+    if strategy == "react-text":
+        return text_agent(gold)
     if strategy == "react":
         return agent(gold, lambda answer: {"answer": answer})
     if strategy == "dfsdt":
@@ -209,10 +229,12 @@ def protocol_of(body: dict[str, Any]) -> str:
         finish = functions.get("finish") or {}
         return "dfsdt" if "return_type" in (finish.get("parameters") or {}).get("properties", {}) else "react"
     system = next((str(m.get("content") or "") for m in body["messages"] if m["role"] == "system"), "")
+    if "Action Input:" in system:
+        return "react-text"
     return "codeact" if "step by step by writing Python" in system else "chain"
 
 
 def every_protocol(gold: GoldModel) -> Callable[[dict[str, Any]], Any]:
     """One router for every built-in strategy at once (``atc eval --strategy chain,react,...``)."""
-    routers = {name: router_for(name, gold) for name in ("chain", "react", "dfsdt", "codeact")}
+    routers = {name: router_for(name, gold) for name in ("chain", "react", "react-text", "dfsdt", "codeact")}
     return lambda body: routers[protocol_of(body)](body)
