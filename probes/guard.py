@@ -21,7 +21,9 @@ ends the call there, the API's redirect answer is the call's answer. The rules:
   of one this probe created (``/buckets/throwaway``, ``/posts/atc-probe-1f2e``). A delete follows
   a redirect only to the object it deletes; a read by POST only to its own path. A target whose
   path climbs (``..``) or hides a slash in a segment (``%2F``) is refused, as is one on another
-  origin (the transport refuses those anyway).
+  origin (the transport refuses those anyway). The gateway shows the guard a hop's URL without
+  its query (it may hold a credential), so a request that sends arguments in its query follows no
+  redirect that keeps its method: the new query may name other objects.
 
 Paths are compared segment by segment after percent-decoding, relative to the API's base URL.
 Everything the guard refused is kept (``refusals``) for the report.
@@ -50,6 +52,13 @@ __all__ = ["ScopeGuard", "guarded_toolset", "filled_path", "Segments"]
 Segments = tuple[str, ...]
 _PARAM = re.compile(r"\{([^{}/]+)\}")
 _CLIMBS = "the target path may climb out (a '.' or '..' segment, or an encoded slash in one)"
+_QUERY = ("the request names things in its query, and a redirect's query is not shown to the guard "
+          "(it may name other objects): not followed")
+
+
+def _queried(tool: Tool, args: Mapping[str, Any]) -> bool:
+    """Whether the request sends arguments in its query string."""
+    return any((b := tool.bindings.get(name)) is not None and b.location == "query" for name in args)
 
 
 def filled_path(tool: Tool, args: Mapping[str, Any]) -> tuple[Segments, list[int]] | None:
@@ -179,6 +188,8 @@ class ScopeGuard:
             return None if target == sending.path else "it goes to another path than the step's"
         if strange:
             return _CLIMBS
+        if _queried(tool, request.args):
+            return _QUERY
         if sending.path is not None and target == sending.path:
             return None
         if sending.delete:
@@ -208,6 +219,8 @@ class ScopeGuard:
         target, strange = found
         if request.hop == 0:
             return None if target == path else "it goes to another path than its arguments make"
+        if _queried(tool, request.args):
+            return _QUERY
         if not strange and target == path:
             return None
         return "a read by POST follows a redirect that keeps its method only to its own path"

@@ -152,3 +152,21 @@ def test_the_guard_keeps_path_arguments_inside_the_pinned_folder() -> None:
         assert guard(request(inside)) is None
     with guard.sending(tool, outside):
         assert "outside the scope" in (guard(request(outside)) or "")
+
+
+def test_a_write_that_names_things_in_its_query_follows_no_redirect() -> None:
+    """The guard sees a hop's path, not its query: ``DELETE /items?id=mine`` redirected to
+    ``/items?id=yours`` has the same path."""
+    tool = Tool(name="delete_item", collection="b", method="DELETE", path="/items",
+                parameters={"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+                bindings={"id": Binding("query", "id")})
+    guard = ScopeGuard(Scope((("id", "mine"),)), {"delete_item": tool}, lambda name: "http://h:1")
+    args = {"id": "mine"}
+
+    def request(hop: int) -> WriteRequest:
+        return WriteRequest(tool="delete_item", collection="b", method="DELETE", path="/items",
+                            url="http://h:1/items", args=args, hop=hop)
+
+    with guard.sending(tool, args, delete=True):
+        assert guard(request(0)) is None
+        assert "query" in (guard(request(1)) or "")
