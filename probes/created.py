@@ -113,14 +113,17 @@ def _has_key_value(data: Any, key: str, value: Any, depth: int = 0) -> bool:
 def seen_in_kind(value: Any, key: str, collection: str | None, observations: Sequence[Observation],
                  tools: dict[str, Tool], before: int) -> bool:
     """Whether an answer before observation ``before`` of a tool about the same collection (its list
-    ``/posts``, or one of its objects ``/posts/{}``) showed an object whose ``key`` is ``value``:
-    then the id a create answered with may name something that existed."""
+    ``/posts``, one of its objects ``/posts/{}``, a search of it ``/posts/filter``) showed an object
+    whose ``key`` is ``value``: then the id a create answered with may name something that existed."""
     if collection is None:
         return False
-    kinds = {collection.rstrip("/"), collection.rstrip("/") + "/{}"}
+    base = collection.rstrip("/")
     for obs in observations[:before]:
         tool = tools.get(obs.tool)
-        if tool is None or not obs.ok or template(tool.path) not in kinds:
+        if tool is None or not obs.ok:
+            continue
+        path = template(tool.path).rstrip("/")
+        if path != base and not path.startswith(base + "/"):
             continue
         if _has_key_value(obs.data, key, value):
             return True

@@ -240,3 +240,20 @@ def test_the_page_lists_the_tools_not_documented_once_and_briefly(tmp_path: Path
     listing = page[page.index("## Not documented"):]
     assert all(listing.count(f"`{name}`") == 1 for name in undone)
     assert len(listing.splitlines()) < len(undone) and len(listing) < 150 * len(undone)
+
+
+def test_an_upsert_that_answers_201_with_an_object_seen_before_is_not_deleted() -> None:
+    """A sloppy artifact store answers a create with 201 and an artifact that already existed (one
+    its search had shown): the probe cannot show it made it, so it deletes nothing of it."""
+    class Sloppy(FleetAPI):
+        def _create_artifact(self, args: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+            return 201, self.data["artifacts"][0]
+
+    with Sloppy() as api:
+        before = copy.deepcopy(api.data)
+        report = _probe(api, allow_unsafe=True, scope=SCOPE)
+        deleted = [p for m, p, _ in api.requests if m == "DELETE" and p.startswith("/api/artifacts/")]
+        after = copy.deepcopy(api.data)
+    assert deleted == [] and after["artifacts"] == before["artifacts"]
+    said = [x for x in report.left_behind if "artifact" in x]
+    assert said and "nothing shows it did not exist before" in said[0]
