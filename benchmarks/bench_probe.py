@@ -332,7 +332,7 @@ def redirect_rows() -> None:
     print("| probe | writes sent | reached objects outside the scope | left behind | wall s |")
     print("|---|---|---|---|---|")
     keep = probes.probing.guarded_toolset
-    for label, guarded in (("unguarded (the probe before issue 29)", False), ("with the scope guard", True)):
+    for label, guarded in (("this probe without its scope guard", False), ("with the scope guard", True)):
         if not guarded:
             probes.probing.guarded_toolset = lambda toolset, guard: toolset  # type: ignore[assignment]
         try:
