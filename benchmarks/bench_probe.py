@@ -23,7 +23,21 @@ Two more servers, written for the tests (issue 21), each against the same naive 
   process over stdio): documented read-only tools, requests, and how many paths the server was
   sent that it never handed out (made up).
 
-Usage: .venv/bin/python benchmarks/bench_probe.py [--n 3] [--spec tmdb|spotify|rest|mcp-text|all]
+And two for unsafe probing (issues 29, 30):
+
+- ``orchestrator``: the Prefect-like API of the tests (tests/apis/orchestrator_fleet.py: reads by
+  POST with nested filter bodies, names in paths, upserts): tools documented read-only (no POST
+  read sent), with its POST reads marked ``--read-only``, and with ``--allow-unsafe --scope``
+  twice on the same server (what was left behind, and whether the server's state is as before);
+  then the size of ``openapi.json`` against the served spec, with the named schemas in
+  ``components`` and, as the baseline in the same run, written inline (what the probe wrote
+  before), and of ``probe.md``;
+- ``redirects``: a store whose in-scope PATCH/DELETE answer 307/308 towards the user's bucket
+  (tests/apis/redirecting.py): requests that reached an object outside the scope, with the scope
+  guard and, as the baseline, with the probe's toolset ungarded.
+
+Usage: .venv/bin/python benchmarks/bench_probe.py [--n 3]
+    [--spec tmdb|spotify|rest|mcp-text|orchestrator|redirects|all]
 """
 
 from __future__ import annotations
@@ -255,11 +269,94 @@ def _made_up(log: Path, root: Path) -> int:
     return count
 
 
+def orchestrator_rows() -> None:
+    """The Prefect-like API: reads by POST, clean-up, output size."""
+    import copy
+
+    import probes.outputs
+    from tests.apis.orchestrator_fleet import FleetAPI
+
+    scope = {"work_pool_name": "atc-scratch", "key": "atc-scratch"}
+    rows: list[tuple[str, Any, float, str]] = []
+    with FleetAPI() as api:
+        before = copy.deepcopy(api.data)
+        collection = load_data(api.spec(), source="orchestrator")
+        served = len(json.dumps(api.spec(), indent=1))
+        for label, options in (("read-only (no POST read sent)", {}),
+                               ("--read-only '*_filter_post' '*_count_post'",
+                                {"read_only": ("*_filter_post", "*_count_post")}),
+                               ("--allow-unsafe --scope work_pool_name=... --scope key=...",
+                                {"allow_unsafe": True, "scope": scope}),
+                               ("the same, a second run", {"allow_unsafe": True, "scope": scope})):
+            started = time.perf_counter()
+            out = Path(tempfile.mkdtemp(prefix="atc-bench-orch-"))
+            report = probe(collection, no_llm=True, cache=False, on_event=lambda e, s: None, out=out, **options)
+            same = "yes" if api.data == before else "NO"
+            rows.append((label, report, time.perf_counter() - started, same))
+        written = (out / "openapi.json").stat().st_size
+        page = (out / "probe.md").stat().st_size
+        keep = probes.outputs.factor
+        probes.outputs.factor = lambda doc: doc  # the document as the probe wrote it before (issue 30 item 4)
+        try:
+            inline = len(json.dumps(probes.outputs.openapi_document(
+                probes.outputs.learnt_collection(collection, report), report), indent=1, ensure_ascii=False))
+        finally:
+            probes.outputs.factor = keep
+        largest = max(len(json.dumps(op)) for item in json.loads((out / "openapi.json").read_text())["paths"].values()
+                      for op in item.values())
+    total = len(collection.tools)
+    print(f"\nPrefect-like orchestrator ({total} tools, {sum(1 for t in collection.tools if t.method == 'POST')} POST), "
+          "127.0.0.1")
+    print("| probe | documented | requests | left behind | outside the scope refused | state as before | wall s |")
+    print("|---|---|---|---|---|---|---|")
+    for label, report, secs, same in rows:
+        print(f"| {label} | {report.count('documented')}/{total} | {report.calls} | {len(report.left_behind)} | "
+              f"{len(report.outside_scope)} | {same} | {secs:.2f} |")
+    undocumented = sum(1 for t in rows[-1][1].tools if t.status != "documented")
+    print(f"openapi.json: {written} bytes (served spec {served}: x{written / served:.2f}); inline, as before: {inline} "
+          f"bytes (x{inline / served:.2f}); ratio new/inline x{written / inline:.3f}; largest operation {largest} bytes; "
+          f"probe.md {page} bytes ({undocumented} tools not documented, in one list)")
+
+
+def redirect_rows() -> None:
+    """In-scope writes that answer 307/308 out of the scope: requests that reached the user's objects."""
+    import probes.probing
+    from tests.apis.redirecting import RedirectingStore
+
+    def away(method: str, path: str) -> tuple[int, str] | None:
+        if method in ("PATCH", "DELETE") and path.startswith(("/buckets/throwaway/", "/buckets/prod/")):
+            return (307 if method == "PATCH" else 308), "/buckets/prod/items/p1"
+        return None
+
+    print("\nRedirects out of the scope (PATCH 307, DELETE 308 towards /buckets/prod/...), 127.0.0.1")
+    print("| probe | writes sent | reached objects outside the scope | left behind | wall s |")
+    print("|---|---|---|---|---|")
+    keep = probes.probing.guarded_toolset
+    for label, guarded in (("this probe without its scope guard", False), ("with the scope guard", True)):
+        if not guarded:
+            probes.probing.guarded_toolset = lambda toolset, guard: toolset  # type: ignore[assignment]
+        try:
+            with RedirectingStore(redirect=away) as api:
+                started = time.perf_counter()
+                report = probe(load_data(api.spec(), source="buckets"), no_llm=True, cache=False,
+                               on_event=lambda e, s: None, allow_unsafe=True, scope={"bucket_id": "throwaway"})
+                secs = time.perf_counter() - started
+                outside = [w for w in api.writes() if w[1].startswith("/buckets/prod")]
+                print(f"| {label} | {len(api.writes())} | {len(outside)} | {len(report.left_behind)} | {secs:.2f} |")
+        finally:
+            probes.probing.guarded_toolset = keep
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=3, help="calls per tool of the naive baseline (the paper's N)")
-    parser.add_argument("--spec", choices=[*SPECS, "rest", "mcp-text", "all"], default="all")
+    parser.add_argument("--spec", choices=[*SPECS, "rest", "mcp-text", "orchestrator", "redirects", "all"],
+                        default="all")
     args = parser.parse_args()
+    if args.spec in ("orchestrator", "all"):
+        orchestrator_rows()
+    if args.spec in ("redirects", "all"):
+        redirect_rows()
     if args.spec in ("rest", "all"):
         rest_rows(args.n)
     if args.spec in ("mcp-text", "all"):

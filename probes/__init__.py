@@ -8,9 +8,13 @@ made from schemas), ``calls`` (budget, cache, gateway, what an answer means) wit
 ``harvest`` (values seen in responses and how they fit parameters), ``planner`` (coherent
 arguments), ``chain`` (the model-free chain of probing) and ``llm`` (the model's rounds),
 ``findings`` (how each tool was documented, for re-runs), ``state`` and ``document`` (from
-responses to protocols), ``outputs`` (OpenAPI, Markdown, store), ``safety``
-(the one "may we call this" decision), ``report`` (the result dataclasses) and ``probing`` (the
-entry point). Names are imported lazily so that importing one module stays light.
+responses to protocols), ``outputs`` and ``components`` (OpenAPI with its named schemas,
+Markdown, store), ``safety`` (the one "may we call this" decision) and ``postreads`` (reads by
+POST), the writes of ``--allow-unsafe`` -- ``actions`` (what a write does), ``scope``, ``plan``,
+``filling``, ``announce``, ``writes`` (sending the plan), ``created`` (what the probe can show it
+made) and ``guard`` (the scope guard at the gateway, on every write and redirect hop) --, ``report``
+(the result dataclasses) and ``probing`` (the entry point). Names are imported lazily so that
+importing one module stays light.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from probes.safety import DESTRUCTIVE_WORDS, call_safety
 from probes.text import is_path_like
 from protocols.model import Collection, Tool
 
-__all__ = ["Action", "Target", "action_of", "template", "PATH_WORDS", "is_path_like"]
+__all__ = ["Action", "Target", "action_of", "reference", "template", "PATH_WORDS", "is_path_like"]
 
 _PARAM = re.compile(r"^\{([^{}/]+)\}$")
 #: First words of MCP tool names (and operation ids) by what they do.
@@ -155,6 +155,18 @@ def _http_action(tool: Tool) -> Action:
         targets[-1] = _with_role(targets[-1], "own")
     entity = singular(nouns[-1]) if nouns else (targets[-1].entity if targets else None)
     targets += _refs(tool, exclude={t.param for t in targets})
+    upsert = _upsert(tool, method, tail, verbs, targets)
+    if upsert is not None:
+        # ``POST /work_pools/{name}/workers/heartbeat {"name"}``: registers the worker it names (the API
+        # makes it when it is new): a create in ``/workers``, deleted like one
+        kind, naming = upsert
+        parents = [_with_role(t, "parent") for t in targets if t.position >= 0]
+        return Action("create", singular(kind), (*parents, naming), template(
+            "/" + "/".join(segments[: len(segments) - 1])))
+    if creating and not any(t.role == "own" for t in targets) and tail:
+        named = _naming_field(tool, tail[-1], exclude={t.param for t in targets})
+        if named is not None:
+            targets.append(named)  # ``POST /work_pools/ {"name"}``: the name it gives what it makes
     own = next((t for t in targets if t.role == "own"), None)
     if own is not None and own.position >= 0:
         collection = template("/".join(segments[: params[own.position][0]]))
@@ -188,11 +200,73 @@ def _refs(tool: Tool, exclude: set[str]) -> list[Target]:
     return out
 
 
+def reference(tool: Tool, pname: str, entity: str | None, attribute: str) -> Target:
+    """Parameter ``pname`` of ``tool`` as a reference to something (what a ``--scope`` pin matches)."""
+    return Target(pname, "ref", _key(entity, attribute, pname, tool), entity, attribute)
+
+
 def _key(entity: str | None, attribute: str, pname: str, tool: Tool) -> str:
     if entity and attribute:
+        binding = tool.bindings.get(pname)
+        if binding is not None and binding.location == "path":
+            # ``{name}`` under ``/work_pools/`` is a ``work_pool_name``, as the API's other paths call it
+            compound = _segment_before(tool.path, binding.name or pname)
+            if compound and compound != entity and compound.endswith("_" + entity):
+                entity = compound
         return f"{entity}_{singular(attribute)}"
     binding = tool.bindings.get(pname)
     return norm(binding.name if binding and binding.name else pname)
+
+
+def _segment_before(path: str, wire: str) -> str | None:
+    """The literal segment before path parameter ``wire``, made singular (``work_pools`` -> ``work_pool``)."""
+    previous: str | None = None
+    for seg in [s for s in path.strip("/").split("/") if s]:
+        m = _PARAM.match(seg)
+        if m and m.group(1) == wire:
+            return "_".join(singular(w) if i == len(words(previous)) - 1 else w
+                            for i, w in enumerate(words(previous))) if previous else None
+        if not m:
+            previous = seg
+    return None
+
+
+#: Wire names of a body field that names what a create makes (``{"name": "atc-scratch"}``).
+_NAMING_FIELDS = frozenset({"name", "key", "slug", "handle"})
+
+
+def _naming_field(tool: Tool, collection: str, exclude: set[str]) -> Target | None:
+    """The top-level body field by which a POST to ``collection`` names what it makes, as its own
+    target (``name`` of ``POST /work_pools/``, pinned by ``--scope work_pool_name=...``)."""
+    noun = "_".join(singular(w) if i == len(words(collection)) - 1 else w
+                    for i, w in enumerate(words(collection))) or None
+    for pname in tool.properties:
+        binding = tool.bindings.get(pname)
+        if pname in exclude or binding is None or binding.location != "body" or not binding.name:
+            continue
+        wire = binding.name
+        attribute = words(wire)[-1] if words(wire) else wire
+        if wire in _NAMING_FIELDS or (noun and norm(wire) == norm(f"{noun}_{attribute}") and attribute in _NAMING_FIELDS):
+            return Target(pname, "own", f"{noun}_{attribute}" if noun else attribute, singular(words(collection)[-1])
+                          if words(collection) else None, attribute, required=pname in tool.required)
+    return None
+
+
+def _upsert(tool: Tool, method: str, tail: list[str], verbs: frozenset[str],
+            targets: list[Target]) -> tuple[str, Target] | None:
+    """A POST to ``<collection>/<action>`` that names a thing of the collection in its body
+    (``/workers/heartbeat {"name"}``, ``/tags/ensure {"name"}``): (the collection, its naming
+    target), or None."""
+    if method != "POST" or len(tail) != 2 or _PARAM.match(tail[0]) or any(t.role == "own" and t.position < 0
+                                                                           for t in targets):
+        return None
+    kind = words(tail[0])
+    if not kind or singular(kind[-1]) == kind[-1] or kind[-1] in verbs or set(words(tail[1])) & DELETE_WORDS:
+        return None
+    named = _naming_field(tool, tail[0], exclude={t.param for t in targets})
+    if named is None or not named.required:
+        return None
+    return tail[0], named
 
 
 def _with_role(target: Target, role: str) -> Target:

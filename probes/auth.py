@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from probes.calls import Observation
-from probes.safety import call_safety
 from protocols.model import Collection, Tool
 from sandbox.api import Toolset
 
@@ -94,7 +93,7 @@ class AuthWatch:
             self.since_check = 0
             self.streak = []
         if obs.ok and obs.status is not None and 200 <= obs.status < 300:
-            if not call_safety(tool, self.s.caller.toolset.collection_of(tool.name)).safe:
+            if not self.s.reads(tool):
                 return
             if self.canary is None:
                 self.canary = _Canary(tool, dict(obs.args), obs.status)
@@ -110,7 +109,7 @@ class AuthWatch:
         """A 401/403 answer: the reason to stop the probe, or None to go on."""
         self.refusals += 1
         s = self.s
-        reads = call_safety(tool, s.caller.toolset.collection_of(tool.name)).safe
+        reads = s.reads(tool)
         if tool.name not in self.streak and (reads or obs.status == 401):
             self.streak.append(tool.name)  # (a write refused with 403 is about permission, not the credential)
         if len(self.streak) >= AUTH_WALL:

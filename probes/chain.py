@@ -61,7 +61,9 @@ class ChainProber:
     def run(self, *, first_round: int = 0, finish: bool = True) -> int:
         """Round 0 (unless ``first_round`` > 0: the model had the first rounds), then up to beta-1
         rounds with helpers, the guessing round and the extra samples; returns the rounds used.
-        ``finish=False`` leaves the tools not decided pending (for ``more``)."""
+        ``finish=False`` leaves the tools not decided pending and the guessing round, the filters and
+        the extra samples for ``tail``, after ``more`` (a probe with writes: what the writes create
+        is a better guess than a made-up value)."""
         s = self.s
         beta = s.settings.rounds
         if first_round == 0:
@@ -77,22 +79,29 @@ class ChainProber:
             used = round_ + 1
             if not self._round(round_):
                 break
+        if finish:
+            self.tail(used)
+            self.finish()
+        return used
+
+    def tail(self, round_: int) -> None:
+        """The guessing round for the tools still pending, the optional filters that link, and the
+        extra samples."""
+        s = self.s
         if not s.stopped:
             for state in s.pending():
                 if s.stopped:
                     break
-                self.attempt(state, used, threshold=0.0, tries=1)
+                self.attempt(state, round_, threshold=0.0, tries=1)
         if not s.stopped:
-            probe_filters(s, used)
+            probe_filters(s, round_)
         if not s.stopped:
-            self.extra_samples(used)
-        if finish:
-            self.finish()
-        return used
+            self.extra_samples(round_)
 
     def more(self, round_: int) -> bool:
         """One more round for the tools still pending (after the writes created what they need);
         True when it documented something."""
+        self.s.waiting.clear()
         if self.s.stopped or not self.s.pending():
             return False
         return self._round(round_)
@@ -142,6 +151,8 @@ class ChainProber:
                 alone: bool = False) -> bool:
         """Up to ``tries`` requests for ``state``'s tool with the best untried plans; True on success."""
         s = self.s
+        if not s.reads(state.tool):
+            return False  # a write is sent only as a step of the write plan (``probes.writes``)
         invalid = 0
         made = 0  # answers from the cache count too, so a re-run retraces the first run exactly
         while made < tries and not s.stopped:
@@ -250,6 +261,8 @@ class ChainProber:
         for state in list(s.states.values()):
             if s.stopped:
                 return
+            if not s.reads(state.tool):
+                continue  # a write is sent only as a step of the write plan (``probes.writes``)
             open_gaps = gaps(state.schema()) if state.status == "documented" else 0
             while (open_gaps > 0 and len(state.successes) < s.settings.samples
                    and s.caller.budget.left(state.name) > 0 and not s.stopped):
@@ -273,6 +286,7 @@ class ChainProber:
     def finish(self) -> None:
         """Decide every tool still pending: failed (it was tried) or skipped (it never could be)."""
         s = self.s
+        s.waiting.clear()
         for state in s.pending():
             if state.observations:
                 s.settle(state, "failed", state.reason or "no request succeeded")

@@ -118,8 +118,9 @@ def probe_filters(session: Session, round_: int) -> None:
     for state in list(session.states.values()):
         if session.stopped:
             return
-        if state.status != "documented" or not state.successes or state.tool.method.upper() not in ("GET", "MCP"):
-            continue
+        if state.status != "documented" or not state.successes or state.tool.method.upper() not in ("GET", "MCP") \
+                or not session.reads(state.tool):
+            continue  # (a write is sent only as a step of the write plan)
         baseline = state.successes[0]
         for pname in filter_params(session, state):
             if pname in baseline.args or session.caller.budget.left(state.name) <= 0:

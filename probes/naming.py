@@ -57,7 +57,7 @@ VIEW_WORDS = frozenset(
     "search discover similar recommendations recommended popular top rated latest upcoming now playing on the "
     "air airing today trending new recent related featured me browse list all api find lookup query by current "
     "my stats count info details detail summary v1 v2 v3 v4 v5 public private of for and in week day get fetch "
-    "show view random".split()
+    "show view random filter filters paginate".split()
 )
 #: Last words of parameter names that identify one instance of something.
 ID_WORDS = frozenset("id ids uuid guid key slug code ref handle number no num sku isbn".split())
@@ -192,7 +192,8 @@ def param_role(tool: Tool, pname: str) -> ParamRole:
         norm(wire) in TEXT_PARAM_WORDS or (bool(ws) and ws[-1] in TEXT_PARAM_WORDS and ws[-1] not in ("name", "title")))
     if len(ws) > 1:
         entity = "_".join(singular(w) for w in ws[:-1])
-    elif location == "path" and ws and ws[0] in ID_WORDS:
+    elif location == "path" and ws and (ws[0] in ID_WORDS or ws[0] == "name"):
+        # ``/work_pools/{name}``: the name of the thing the segment before names, not a "name" entity
         entity = _path_noun_before(tool.path, wire)
     elif location == "path" and ws and not has_choices and not text and kind != "boolean":
         # ``/repos/{owner}/{repo}``: a bare noun names the thing; any identifier of it will do.

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from probes.components import factor
 from probes.report import ProbeReport, ToolReport
 from protocols.files import atomic_write
 from protocols.model import Collection, Tool
@@ -189,6 +190,7 @@ def openapi_document(collection: Collection, report: ProbeReport | None = None) 
             schemes[name]["description"] = scheme.description
     if schemes:
         doc["components"] = {"securitySchemes": schemes}
+    factor(doc)  # named schemas once, in components, as the spec had them
     if report is not None:
         doc["x-atc-probe"] = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "base_url": report.base_url,
                               "mode": report.mode, "calls": report.calls, "documented": report.count("documented"),
@@ -251,13 +253,13 @@ def markdown_page(collection: Collection, report: ProbeReport) -> str:
     for tool in collection.tools:
         rep = by_name.get(tool.name)
         status = rep.status if rep else "skipped"
+        if status != "documented":
+            continue  # listed once, in "Not documented" below
         body += [f"## {tool.name}", "", f"`{tool.method.upper()} {tool.path}` — **{status}**"
                  + (f" (round {rep.round}, {rep.calls} request{'s' if rep.calls != 1 else ''})"
                     if rep and status == "documented" else ""), ""]
         if tool.description:
             body += [_md(tool.description), ""]
-        if rep and rep.reason and status != "documented":
-            body += [f"Not documented: {_md(rep.reason)}", ""]
         if tool.properties:
             body += ["| parameter | in | type | required | example |", "|---|---|---|---|---|"]
             for pname, schema in tool.properties.items():
@@ -290,7 +292,28 @@ def markdown_page(collection: Collection, report: ProbeReport) -> str:
                         ["```", "", "</details>", ""]
         if rep and rep.status_codes:
             body += ["Status codes seen: " + ", ".join(f"{c} ({n}x)" for c, n in rep.status_codes.items()), ""]
-    return "\n".join(head + body).rstrip() + "\n"
+    return "\n".join(head + body + _undocumented(collection, by_name)).rstrip() + "\n"
+
+
+def _undocumented(collection: Collection, by_name: dict[str, ToolReport]) -> list[str]:
+    """The tools not documented, in one short list: one line per reason, naming its tools."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for tool in collection.tools:
+        rep = by_name.get(tool.name)
+        status = rep.status if rep else "skipped"
+        if status == "documented":
+            continue
+        reason = _md(rep.reason if rep and rep.reason else "not probed")
+        reason = reason if len(reason) <= 160 else reason[:157] + "..."
+        groups.setdefault((status, reason), []).append(tool.name)
+    if not groups:
+        return []
+    total = sum(len(v) for v in groups.values())
+    lines = ["## Not documented", "", f"{total} tool{'s' if total != 1 else ''}, by what stopped them.", ""]
+    for (status, reason), names in groups.items():
+        shown = ", ".join(f"`{n}`" for n in names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        lines.append(f"- **{status}** ({len(names)}): {reason} -- {shown}")
+    return [*lines, ""]
 
 
 # -- files ------------------------------------------------------------------------------------------

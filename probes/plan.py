@@ -37,7 +37,7 @@ from probes.scope import Scope, fresh_name
 from probes.values import MARK, coerce, made_value
 from protocols.model import Tool
 
-__all__ = ["Bound", "Planned", "Step", "WritePlan", "plan_writes", "made_value", "shown", "MARK"]
+__all__ = ["Bound", "Planned", "Step", "WritePlan", "plan_writes", "path_prefixes", "made_value", "shown", "MARK"]
 
 _PARAM = re.compile(r"^\{([^{}/]+)\}$")
 
@@ -108,12 +108,14 @@ class Step:
     result: str | None = None
     sent_args: dict[str, Any] | None = None
     created: Any = None
+    #: For a create of a pinned name: the read asked first whether it exists (``GET /buckets/{}``).
+    check: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"step": self.index, "tool": self.tool, "action": self.verb, "method": self.method, "path": self.path,
                 "args": self.sent_args if self.sent_args is not None else shown(self.args),
                 "status": self.status, "says": self.says, "result": self.result, "created": self.created,
-                "uses": self.uses, "deletes": self.deletes}
+                "uses": self.uses, "deletes": self.deletes, **({"check": self.check} if self.check else {})}
 
 
 @dataclass
@@ -138,7 +140,7 @@ def shown(value: Any) -> Any:
     return value
 
 
-def _prefixes(tool: Tool) -> list[str]:
+def path_prefixes(tool: Tool) -> list[str]:
     """For each path parameter, the template of the path up to and including it."""
     segments = [s for s in tool.path.strip("/").split("/") if s]
     out = []
@@ -189,7 +191,7 @@ class _Planner:
     def _bind(self, tool: Tool, action: Action, verb: str, *, for_object: Planned | None = None) -> tuple[dict[Target, Bound], list[int], bool, bool] | str:
         """How each target of ``tool`` is filled for a step of ``verb``: (bounds, steps used,
         anchored, conditional), or why the step cannot be made."""
-        prefixes = _prefixes(tool) if not action.mcp else []
+        prefixes = path_prefixes(tool) if not action.mcp else []
         bounds: dict[Target, Bound] = {}
         parents: list[Bound] = []
         uses: list[int] = []
@@ -447,7 +449,7 @@ def _deletes(tool: Tool, action: Action, obj: Planned) -> bool:
     deepest = action.own if action.verb == "delete" else (positional[-1] if positional else None)
     if deepest is None or deepest.position < 0:
         return False
-    prefixes = _prefixes(tool)
+    prefixes = path_prefixes(tool)
     return deepest.position < len(prefixes) and prefixes[deepest.position] == obj.template.rstrip("/") + "/{}"
 
 

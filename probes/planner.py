@@ -68,6 +68,9 @@ class Planner:
         #: More values for a parameter, from outside the harvest (what the probe's writes
         #: created, the --scope pins: ``probes.writes.created_candidates``).
         self.pins: Callable[[Tool, str], list[Candidate]] | None = None
+        #: Tools whose path parameters take only those values (the pins and what the probe created,
+        #: never one seen in an answer): reads by POST, whose guess that they only read may be wrong.
+        self.scoped: set[str] = set()
 
     def role(self, tool: Tool, pname: str) -> ParamRole:
         key = (tool.name, pname)
@@ -79,11 +82,16 @@ class Planner:
     def candidates(self, tool: Tool, pname: str, bad: Sequence[Any] = (), *, weak: bool = False) -> list[Candidate]:
         """Every value worth trying for one parameter, best first (harvested before made on ties)."""
         role = self.role(tool, pname)
-        found = self.harvest.candidates(tool, pname, role, weak=weak)
-        if self.pins is not None:
-            found = self.pins(tool, pname) + found
-        made = [Candidate(m.value, m.score, {"kind": m.source}) for m in
-                schema_values(tool.properties.get(pname), role)]
+        binding = tool.bindings.get(pname)
+        if tool.name in self.scoped and binding is not None and binding.location == "path":
+            found = self.pins(tool, pname) if self.pins is not None else []
+            made: list[Candidate] = []
+        else:
+            found = self.harvest.candidates(tool, pname, role, weak=weak)
+            if self.pins is not None:
+                found = self.pins(tool, pname) + found
+            made = [Candidate(m.value, m.score, {"kind": m.source}) for m in
+                    schema_values(tool.properties.get(pname), role)]
         merged = sorted(found + made, key=lambda c: -c.score)
         out: list[Candidate] = []
         seen: list[Any] = []

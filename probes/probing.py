@@ -26,17 +26,21 @@ from atc.config import atc_home
 from atc.errors import ConfigError, UsageError
 from atc.model import ModelClient, make_client
 from probes.actions import Action, action_of
+from probes.announce import describe
 from probes.cache import ResponseCache
 from probes.calls import Budget, Caller
 from probes.chain import ChainProber
+from probes.created import absence_checks
 from probes.findings import remember
+from probes.guard import ScopeGuard, guarded_toolset
 from probes.outputs import learnt_collection, write_outputs
-from probes.plan import plan_writes
+from probes.plan import path_prefixes, plan_writes
+from probes.postreads import marked_post_read, marked_toolset, read_evidence
 from probes.report import ProbeInterrupted, ProbeReport, ProbeSettings
 from probes.safety import call_safety
 from probes.scope import Scope
 from probes.state import Event, Session, ToolState
-from probes.writes import WriteRunner, created_candidates, describe
+from probes.writes import WriteRunner, created_candidates, pinned_later
 from protocols.model import Collection, Tool
 from sandbox.api import Backend, Limits, Toolset
 from sandbox.execute import BaseUrl, as_toolset, check_toolset
@@ -137,12 +141,26 @@ class _Run:
         tools = [t for c in toolset.collections for t in c.tools]
         unsafe: dict[str, str] = {}
         writers: list[tuple[Tool, Action]] = []
+        #: POSTs probed as reads, with the evidence (``probes.postreads``); ``guessed``: recognised by
+        #: their names only (not marked), so their paths stay in the scope
+        self.post_reads: dict[str, str] = {}
+        guessed: set[str] = set()
         for collection in toolset.collections:
             for tool in collection.tools:
                 verdict = call_safety(tool, collection)
+                marked = marked_post_read(tool, collection)
+                if marked is not None:
+                    self.post_reads[tool.name] = marked
                 if verdict.safe:
                     continue
-                if settings.allow_unsafe or settings.dry_run:
+                evidence = read_evidence(tool, collection)
+                if evidence is not None and (settings.allow_unsafe or settings.dry_run):
+                    self.post_reads[tool.name] = evidence  # probed as a read, its path kept in the scope
+                    guessed.add(tool.name)
+                elif evidence is not None:
+                    unsafe[tool.name] = (f"{verdict.reason}; it looks like a read ({evidence}): --allow-unsafe "
+                                         f"probes it as a read, --read-only {tool.name} vouches that it is one")
+                elif settings.allow_unsafe or settings.dry_run:
                     writers.append((tool, action_of(tool, collection)))
                 else:
                     unsafe[tool.name] = verdict.reason
@@ -157,8 +175,15 @@ class _Run:
         self.name = "+".join(c.name for c in toolset.collections)
         self.cache = ResponseCache(atc_home(), self.name, toolset.base_url or "", credentials=toolset.credentials,
                                    refresh=settings.refresh, enabled=settings.cache)
-        self.session = Session(tools, Caller(toolset, self.limits, self.budget, self.cache), settings,
+        # Every call that may write passes the scope guard at the gateway: the planned request and
+        # each redirect that would send it again (``probes.guard``).
+        self.guard = ScopeGuard(Scope(settings.scope), {t.name: t for t in tools}, toolset.base_url_for,
+                                reads=dict(self.post_reads), guessed=set(guessed))
+        self.wire = guarded_toolset(toolset, self.guard)
+        self.session = Session(tools, Caller(self.wire, self.limits, self.budget, self.cache), settings,
                                on_event=self._event)
+        self.session.reads_by_post = dict(self.post_reads)
+        self.session.planner.scoped = guessed
         for name, reason in unsafe.items():
             self.session.settle(self.session.states[name], "skipped", reason)
         for tool, _ in writers:
@@ -167,7 +192,11 @@ class _Run:
             for name, why in self.plan.never.items():  # said first, before anything is sent
                 self.session.settle(self.session.states[name], "skipped", f"never sent: {why}")
         if self.plan is not None and not settings.dry_run:
-            self.writes = WriteRunner(self.session, self.plan, say=self._say if on_event is None else None)
+            made = {x.creates.template.rstrip("/") + "/{}" for x in self.plan.steps
+                    if x.creates is not None and x.creates.template is not None}
+            self.session.waiting = {st.name for st in self.session.pending() if set(path_prefixes(st.tool)) & made}
+            self.writes = WriteRunner(self.session, self.plan, say=self._say if on_event is None else None,
+                                      guard=self.guard)
 
     def _say(self, text: str) -> None:
         """Before an unsafe call, with no progress hook: the library says it on stderr itself."""
@@ -186,7 +215,8 @@ class _Run:
             model=getattr(self.llm, "model", None), usage=dict(self.usage), sandbox=self.sandbox,
             writes=[step.to_dict() for step in self.plan.steps] if self.plan is not None else [],
             scope=dict(self.settings.scope), dry_run=self.settings.dry_run, stopped=stopped,
-            left_behind=self.writes.left_behind() if self.writes is not None else [])
+            left_behind=self.writes.left_behind() if self.writes is not None else [],
+            outside_scope=self.guard.to_list())
 
     def finish(self, *, interrupted: bool = False, update: bool = False) -> ProbeReport:
         """The final report, with the ``--out`` files and the store written from it."""
@@ -208,10 +238,17 @@ class _Run:
         """``--dry-run``: nothing is sent; every tool says what the probe would do with it."""
         s = self.session
         for state in s.states.values():
-            if state.status == "pending":
+            evidence = self.post_reads.get(state.name)
+            if state.status == "pending" and evidence is not None:
+                how = "" if self.settings.allow_unsafe or evidence.endswith("marked read-only") else \
+                    " (sent only with --allow-unsafe, or once --read-only marks it)"
+                s.settle(state, "skipped", f"dry run: a read by POST: {evidence}{how}")
+            elif state.status == "pending":
                 s.settle(state, "skipped", "dry run: a read; it would be probed with arguments found while probing")
         if self.plan is None:
             return
+        absence_checks(self.plan, {n: st.tool for n, st in s.states.items()},
+                       [st.tool for st in s.states.values() if s.reads(st.tool)])
         for step in self.plan.steps:
             step.says = describe(step, s.states[step.tool].tool, None, len(self.plan.steps))
             s.settle(s.states[step.tool], "skipped", f"dry run: {step.says}")
@@ -225,13 +262,17 @@ class _Run:
         if self.settings.dry_run:
             self.dry()
             return
+        if self.writes is not None:
+            # Reads name what the user pinned, but a pinned object the plan creates only once it exists.
+            self.session.planner.pins = created_candidates(self.session, self.writes,
+                                                           later=pinned_later(self.writes.plan))
         first_round = 0
         if self.llm is not None:
             from probes.llm import ModelProber
             from sandbox.execute import get_backend
 
             backend = sandbox if isinstance(sandbox, Backend) else get_backend(sandbox)
-            model_prober = ModelProber(self.session, self.llm, self.toolset, sandbox=backend, limits=self.limits)
+            model_prober = ModelProber(self.session, self.llm, self.wire, sandbox=backend, limits=self.limits)
             try:
                 self.rounds = model_prober.run()
             finally:
@@ -251,6 +292,7 @@ class _Run:
                     self.session.planner.pins = created_candidates(self.session, writes)
                     if chain.more(self.rounds + 1):
                         self.rounds += 1
+                chain.tail(self.rounds)  # guesses come after what the creates made
                 writes.run(("update", "other", "delete", "bulk"), self.rounds)
             finally:
                 writes.finish()
@@ -308,6 +350,7 @@ def probe(
     # What would make every request fail is said before the first one: a credential that names
     # neither a scheme nor a placement or reads an unset variable, a collection with no server.
     check_toolset(toolset)
+    toolset = marked_toolset(toolset, settings.read_only, settings.writes_op)
     llm, note = _pick_client(settings, client, model)
     run = _Run(toolset, settings, llm, note, out, on_event)
     try:

@@ -49,6 +49,10 @@ class ProbeSettings:
     scope: tuple[tuple[str, str], ...] = ()
     allow_bulk: tuple[str, ...] = ()
     dry_run: bool = False
+    #: Tool patterns (a name glob or ``METHOD /path``) marked read-only for this probe (a POST that
+    #: only searches: probed as a read) and marked as writes (never probed as a read).
+    read_only: tuple[str, ...] = ()
+    writes_op: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         from probes.scope import parse_scope
@@ -59,8 +63,9 @@ class ProbeSettings:
         elif scope and all(isinstance(x, tuple | list) and len(x) == 2 for x in scope):
             scope = [f"{k}={v}" for k, v in scope]
         object.__setattr__(self, "scope", parse_scope(list(scope or ())))
-        object.__setattr__(self, "allow_bulk", tuple(str(x) for x in ([self.allow_bulk] if isinstance(
-            self.allow_bulk, str) else self.allow_bulk or ())))
+        for name in ("allow_bulk", "read_only", "writes_op"):
+            value: Any = getattr(self, name)
+            object.__setattr__(self, name, tuple(str(x) for x in ([value] if isinstance(value, str) else value or ())))
         if (self.scope or self.allow_bulk) and not self.allow_unsafe and not self.dry_run:
             raise UsageError("--scope and --allow-bulk only matter with --allow-unsafe (or --dry-run)",
                              hint="add --allow-unsafe to send unsafe calls under the scope, or --dry-run to see the plan")
@@ -176,6 +181,9 @@ class ProbeReport:
     dry_run: bool = False
     stopped: str | None = None
     left_behind: list[str] = field(default_factory=list)
+    #: What the scope guard refused to send (``probes.guard``): a request or a redirect hop that
+    #: would have written outside the scope, ``{"tool", "method", "url", "hop", "reason"}``.
+    outside_scope: list[dict[str, Any]] = field(default_factory=list)
 
     def count(self, status: str) -> int:
         return sum(1 for t in self.tools if t.status == status)
@@ -215,6 +223,7 @@ class ProbeReport:
             "dry_run": self.dry_run,
             "stopped": self.stopped,
             "left_behind": self.left_behind,
+            "outside_scope": self.outside_scope,
         }
 
 

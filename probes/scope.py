@@ -34,7 +34,7 @@ from probes.text import is_path_like
 from protocols.errors import UsageError
 from protocols.model import Tool
 
-__all__ = ["Scope", "parse_scope", "fresh_name", "PREFIX"]
+__all__ = ["Scope", "parse_scope", "fresh_name", "outside_roots", "PREFIX"]
 
 #: The prefix of every name the probe makes up for what it creates.
 PREFIX = "atc-probe-"
@@ -144,3 +144,19 @@ def fresh_name(schema: Any, *, root: str | None = None, entity: str | None = Non
     if isinstance(longest, int) and len(token) > longest:
         return None
     return token
+
+
+def outside_roots(scope: Scope, args: Any) -> str | None:
+    """A path-like value among ``args`` (at any depth) that is not inside one of the scope's
+    pinned roots; None when every one is, or when the scope pins no root."""
+    if not scope.roots:
+        return None
+    values = args.values() if isinstance(args, dict) else args if isinstance(args, list) else [args]
+    for value in values:
+        if isinstance(value, dict | list):
+            found = outside_roots(scope, value)
+            if found is not None:
+                return found
+        elif is_path_like(value) and not scope.under_root(value):
+            return str(value)
+    return None

@@ -30,6 +30,7 @@ from atc.errors import UsageError
 from probes.groups import probe_groups
 from probes.many import ProbeJob, probe_task
 from probes.outputs import write_outputs
+from probes.postreads import marked_toolset
 from probes.probing import WRITE_EVERY, ToolsArg, publish, resolve_toolset
 from probes.report import ProbeInterrupted, ProbeReport, ProbeSettings, ToolReport
 from sandbox.api import Toolset
@@ -112,6 +113,9 @@ def probe_spread(
     started = time.perf_counter()
     toolset = resolve_toolset(tools, base_url, credentials)
     check_toolset(toolset)
+    # marked once here: the workers get the marked tools (a group may hold none of a pattern's)
+    toolset = marked_toolset(toolset, settings.read_only, settings.writes_op)
+    settings = replace(settings, read_only=(), writes_op=())
     groups = probe_groups(toolset, allow_unsafe=settings.allow_unsafe)
     budgets = _shares(settings.max_calls, [len(g) for g in groups])
     tasks = [GroupTask(narrowed(toolset, names), share) for names, share in zip(groups, budgets, strict=True)]
@@ -182,4 +186,5 @@ def _merge(toolset: Toolset, reports: list[ProbeReport], started: float, interru
         sandbox=next((r.sandbox for r in reports if r.sandbox), None),
         writes=[w for r in reports for w in r.writes], scope=next((r.scope for r in reports if r.scope), {}),
         dry_run=any(r.dry_run for r in reports), stopped=next((r.stopped for r in reports if r.stopped), None),
-        left_behind=[x for r in reports for x in r.left_behind])
+        left_behind=[x for r in reports for x in r.left_behind],
+        outside_scope=[x for r in reports for x in r.outside_scope])

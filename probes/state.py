@@ -18,6 +18,7 @@ from probes.document import choose_examples, condense_value, dependencies, examp
 from probes.harvest import Harvest
 from probes.planner import Planner
 from probes.report import ProbeSettings, ToolReport
+from probes.safety import call_safety
 from probes.schemas import combine
 from protocols.model import Tool
 
@@ -82,6 +83,12 @@ class Session:
         self.tool_names = [t.name for t in tools]
         self.on_event = on_event
         self.stop_reason: str | None = None
+        #: Tools whose method may write that this probe sends as reads (tool -> the evidence:
+        #: ``probes.postreads``).
+        self.reads_by_post: dict[str, str] = {}
+        #: Reads that wait for the write plan's creates: their path names an object the plan makes
+        #: (``GET /work_pools/{name}`` of a pinned pool it creates), so a guess before would be wasted.
+        self.waiting: set[str] = set()
         from probes.auth import AuthWatch
 
         self.auth = AuthWatch(self)
@@ -89,8 +96,15 @@ class Session:
 
     # -- bookkeeping --------------------------------------------------------------------------
 
+    def reads(self, tool: Tool) -> bool:
+        """Whether this probe sends ``tool`` as a read (a GET, a read-only MCP tool, a read by POST)."""
+        if tool.name in self.reads_by_post:
+            return True
+        return call_safety(tool, self.caller.toolset.collection_of(tool.name)).safe
+
     def pending(self) -> list[ToolState]:
-        return [s for s in self.states.values() if s.status == "pending"]
+        """The tools still to probe (B), but those waiting for what the write plan creates."""
+        return [s for s in self.states.values() if s.status == "pending" and s.name not in self.waiting]
 
     def emit(self, event: str, state: ToolState) -> None:
         if self.on_event is not None:

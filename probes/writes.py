@@ -2,240 +2,63 @@
 
 For each step, in the plan's order:
 
-1. Its placeholders are filled: a pinned value as pinned, what an earlier step created (the id its
-   answer gave, or the name the step gave it), a new ``atc-probe-...`` name. A step whose object
-   was not created -- its create failed, its answer named no id, a pinned object that existed
-   before (``conditional``) -- is **not sent**, and says why.
+1. Its placeholders are filled (``probes.filling``). A step whose object was not created -- its
+   create failed, its answer named no id, the probe stopped -- is **not sent**, and says why. A
+   create of a pinned name first asks a read whether it exists (``probes.created``): if it does,
+   the create is not sent (the object is the user's: written to as pinned, never deleted).
 2. It is **said** before it is sent: one line on stderr (``on_event("unsafe", state)``; the
    library prints it itself when no hook is given) and the same text in the report's ``writes``.
-3. It is sent, never from nor into the response cache (a recorded answer to a write must never
-   stand in for doing it). A 401/403 goes to ``probes.auth``, which stops the probe when the
-   credential that worked is gone; a stopped probe sends no further step.
-4. What it created is remembered: for a pinned name only when the API says it created it (HTTP
-   201, or an MCP answer that holds the name), for anything else on any 2xx.
+3. It is sent through the gateway, whose scope guard (``probes.guard``) lets this step through and
+   no other write, and follows a redirect only inside the scope. Never from nor into the response
+   cache (a recorded answer to a write must never stand in for doing it). A 401/403 goes to
+   ``probes.auth``, which stops the probe when the credential that worked is gone; a stopped probe
+   sends no further step.
+4. What it created is remembered, with the proof that it is this probe's (``probes.created``:
+   a name it made up, an id never seen before, a read that answered 404 just before). A delete is
+   sent only with a proof; what has none is never deleted and is listed in ``left_behind`` with
+   the reason, as is what was created and not deleted.
 
 The tool is documented from its answer like a read (a 204 counts: the status is the answer).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from probes.calls import Observation, Source
+from probes.announce import describe
+from probes.calls import Observation
+from probes.created import ID_KEYS, Proof, absence_checks, field_of, holds, new_id, seen_in_kind
+from probes.filling import StepFiller
+from probes.guard import ScopeGuard
 from probes.harvest import Candidate, field_path
 from probes.naming import singular
-from probes.plan import Bound, Step, WritePlan, shown
-from probes.scope import Scope, fresh_name
+from probes.plan import Bound, Step, WritePlan
 from probes.state import BUDGET_SPENT, Session, ToolState
-from probes.values import coerce, type_ok
+from probes.text import is_path_like
+from probes.values import coerce
 from protocols.model import Tool
 
-__all__ = ["WriteRunner", "describe", "new_id", "created_candidates"]
-
-#: Wrappers an API puts around the object it created (``{"data": {"id": ...}}``).
-_WRAPPERS = ("data", "result", "item", "object", "record", "resource", "created")
-_ID_KEYS = ("id", "uuid", "key", "slug", "name")
+__all__ = ["WriteRunner", "describe", "new_id", "created_candidates", "pinned_later"]
 
 
-def new_id(data: Any, entity: str | None) -> tuple[Any, list[str | int]] | None:
-    """The id of the object a create answer describes, and where it was: ``id`` (or
-    ``<entity>_id``, ``uuid``, ``key``, ``slug``, ``name``) at the top or inside one wrapper."""
-    if isinstance(data, list) and len(data) == 1:
-        found = new_id(data[0], entity)
-        return (found[0], [0, *found[1]]) if found is not None else None
-    if not isinstance(data, dict):
-        return None
-    keys = [*((f"{entity}_id", f"{entity}Id") if entity else ()), *_ID_KEYS]
-    for key in keys:
-        value = data.get(key)
-        if isinstance(value, str | int) and not isinstance(value, bool) and value != "":
-            return value, [key]
-    for wrapper in (*_WRAPPERS, entity or ""):
-        inner = data.get(wrapper) if wrapper else None
-        if isinstance(inner, dict):
-            found = new_id(inner, entity)
-            if found is not None:
-                return found[0], [wrapper, *found[1]]
-    return None
 
-
-def _field(data: Any, want: str, entity: str | None) -> tuple[Any, list[str | int]] | None:
-    """The ``want`` field (``number``, ``slug``, ``<entity>_<want>``) of a create answer, at the top
-    or inside one wrapper."""
-    if not isinstance(data, dict):
-        return None
-    for key in (want, f"{entity}_{want}" if entity else ""):
-        value = data.get(key) if key else None
-        if isinstance(value, str | int) and not isinstance(value, bool) and value != "":
-            return value, [key]
-    for wrapper in (*_WRAPPERS, entity or ""):
-        inner = data.get(wrapper) if wrapper else None
-        if isinstance(inner, dict):
-            found = _field(inner, want, entity)
-            if found is not None:
-                return found[0], [wrapper, *found[1]]
-    return None
-
-
-def _holds(data: Any, value: Any, depth: int = 0) -> bool:
-    """Whether an answer holds ``value`` anywhere (a pinned name the API says it created)."""
-    if depth > 20:
-        return False
-    if data == value:
-        return True
-    if isinstance(data, dict):
-        return any(_holds(v, value, depth + 1) for v in data.values())
-    if isinstance(data, list):
-        return any(_holds(v, value, depth + 1) for v in data[:200])
-    return isinstance(data, str) and isinstance(value, str) and len(value) > 3 and value in data
-
-
-def describe(step: Step, tool: Tool, args: dict[str, Any] | None, total: int) -> str:
-    """One line saying what a step will do: the verb, the object, the request as sent."""
-    given = args if args is not None else step.args
-    if tool.method.upper() == "MCP":
-        wire = {k: (tool.bindings[k].name if k in tool.bindings and tool.bindings[k].name else k) for k in given}
-        call = f"{tool.path or tool.name}({_short({wire[k]: v for k, v in given.items()})})"
-    else:
-        path = tool.path
-        for pname, binding in tool.bindings.items():
-            if binding.location == "path" and pname in given:
-                value = given[pname]
-                text = _in_path(value) if isinstance(value, Bound) else quote(str(value), safe="")
-                path = path.replace("{" + binding.name + "}", text)
-        where = {k: (tool.bindings[k].location if k in tool.bindings else "body") for k in given}
-        body = {k: v for k, v in given.items() if where[k] in ("body", "query")}
-        headers = " ".join(f"[{tool.bindings[k].name}: {shown(v)}]" for k, v in given.items() if where[k] == "header")
-        call = f"{tool.method.upper()} {path}" + (f" {headers}" if headers else "") + (f" {_short(body)}" if body else "")
-    thing = step.entity or "object"
-    verb = {"create": f"create {_a(thing)}", "update": f"change the {thing}", "other": f"{tool.name} on the {thing}",
-            "delete": f"delete the {thing} that step {step.deletes} created" if step.deletes else f"delete the {thing}",
-            "bulk": f"delete every {thing} (named with --allow-bulk)"}.get(step.verb, step.verb)
-    if step.verb == "create" and step.creates is not None and step.creates.conditional:
-        verb += " (it counts as this probe's only if the API says it created it)"
-    return f"step {step.index}/{total}: {verb}: {call}"
-
-
-def _in_path(bound: Bound) -> str:
-    if bound.kind == "scope":
-        return quote(str(bound.value), safe="")
-    if bound.kind == "created":
-        return f"<id from step {bound.step}>"
-    return "<new atc-probe-... name>"
-
-
-def _a(word: str) -> str:
-    low = word.lower()
-    vowel = low[:1] in "aeio" or (low[:1] == "u" and not low.startswith(("us", "uni", "ut", "ur")))
-    return f"an {word}" if vowel else f"a {word}"
-
-
-def _short(value: Any, limit: int = 160) -> str:
-    text = json.dumps(shown(value), ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
-
-
-class WriteRunner:
+class WriteRunner(StepFiller):
     """Sends a ``WritePlan`` over a ``Session`` (see the module docstring)."""
 
-    def __init__(self, session: Session, plan: WritePlan, *, say: Callable[[str], None] | None = None) -> None:
-        self.s = session
-        self.plan = plan
+    def __init__(self, session: Session, plan: WritePlan, *, say: Callable[[str], None] | None = None,
+                 guard: ScopeGuard | None = None) -> None:
+        super().__init__(session, plan, guard)
         self.say = say
-        self.scope = Scope(session.settings.scope)
-        self.values: dict[int, Any] = {}
-        self.origin: dict[int, Source] = {}
-        self.own_param: dict[int, str] = {}
-        self.made: set[int] = set()
-        self._moves: dict[int, tuple[list[int], list[Any]]] = {}
-        self.answers: dict[int, tuple[Any, int]] = {}
-
-    # -- filling a step -------------------------------------------------------------------------
-
-    def _value(self, bound: Bound, step: Step, schema: Any) -> tuple[Any, Source] | str:
-        if bound.kind == "scope":
-            return bound.value, {"kind": "scope"}
-        if bound.kind == "created":
-            if bound.step not in self.made:
-                done = self.plan.step(bound.step)
-                why = done.result or done.status
-                return f"step {bound.step} ({done.tool}) created nothing this probe owns ({why})"
-            answer = self.answers.get(bound.step)
-            if bound.want and bound.want != "id" and answer is not None and bound.step not in self.own_param:
-                # ``{issue_number}`` takes the new issue's ``number``, not its ``id``
-                found = _field(answer[0], bound.want, self.plan.step(bound.step).entity)
-                if found is not None:
-                    return found[0], {"kind": "harvest", "obs": answer[1], "path": list(found[1]),
-                                      "tool": self.plan.step(bound.step).tool, "field": field_path(tuple(found[1]))}
-            if self.values.get(bound.step) is None:
-                return f"the answer of step {bound.step} did not say what it created"
-            return self.values[bound.step], dict(self.origin.get(bound.step) or {"kind": "created"})
-        root = bound.root
-        made = fresh_name(schema, root=root, entity=step.entity)
-        if made is None:
-            return "no new name fits the parameter"
-        return made, {"kind": "new"}
-
-    def _fill(self, step: Step, tool: Tool) -> tuple[dict[str, Any], dict[str, Source]] | str:
-        args: dict[str, Any] = {}
-        provenance: dict[str, Source] = {}
-        for pname, value in step.args.items():
-            schema = tool.properties.get(pname)
-            schema = schema if isinstance(schema, dict) else {}
-            filled = self._resolve(value, step, schema, provenance, pname, True)
-            if isinstance(filled, _Missing):
-                return filled.why
-            if isinstance(value, Bound) and pname not in tool.required:
-                fitted = coerce(filled, schema)
-                if fitted is None or not type_ok(fitted, schema):
-                    provenance.pop(pname, None)
-                    continue  # an optional link whose value does not fit (a string id for a number): left out
-                filled = fitted
-            args[pname] = filled
-            provenance.setdefault(pname, {"kind": "made"})
-        return args, provenance
-
-    def _resolve(self, value: Any, step: Step, schema: dict[str, Any], provenance: dict[str, Source],
-                 pname: str, top: bool = False) -> Any:
-        if isinstance(value, Bound):
-            got = self._value(value, step, schema)
-            if isinstance(got, str):
-                return _Missing(got)
-            provenance.setdefault(pname, got[1])
-            moves = self._moves.setdefault(step.index, ([], []))
-            if value.kind == "created":
-                moves[0].append(value.step)
-            elif value.kind == "new" and not value.own:
-                moves[1].append(got[0])
-            if value.own and step.index not in self.values:
-                self.values[step.index] = got[0]  # the name this step gives what it creates
-                if top:
-                    self.own_param[step.index] = pname
-            return got[0]
-        if isinstance(value, list):
-            items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
-            out = []
-            for item in value:
-                filled = self._resolve(item, step, items or {}, provenance, pname)
-                if isinstance(filled, _Missing):
-                    return filled
-                out.append(filled)
-            return out
-        if isinstance(value, dict):
-            props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-            result = {}
-            for key, item in value.items():
-                sub = props.get(key) if isinstance(props, dict) else None
-                filled = self._resolve(item, step, sub if isinstance(sub, dict) else {}, provenance, pname)
-                if isinstance(filled, _Missing):
-                    return filled
-                result[key] = filled
-            return result
-        return value
+        #: Why the probe may delete what a step made (``probes.created``).
+        self.proofs: dict[int, Proof] = {}
+        #: The reads that tell whether a pinned object exists, by create step (``probes.created``).
+        self.checks: dict[int, Tool] = absence_checks(plan, {n: st.tool for n, st in session.states.items()},
+                                                      [st.tool for st in session.states.values()
+                                                       if session.reads(st.tool)])
+        self.absent: dict[int, str] = {}
 
     # -- sending ---------------------------------------------------------------------------------
 
@@ -260,38 +83,54 @@ class WriteRunner:
         if not state.observations and state.status == "queued":
             state.reason = f"not sent: {why}"
 
+    def _not_owned(self, step: Step) -> str | None:
+        """Why a delete of what step ``step.deletes`` made must not be sent (None: it may)."""
+        assert step.deletes is not None
+        done = self.plan.step(step.deletes)
+        if step.deletes in self.proofs:
+            return None
+        if step.deletes in self.unproven:
+            return f"{self.unproven[step.deletes]}: never deleted"
+        return f"step {step.deletes} ({done.tool}) created nothing this probe owns ({done.result or done.status})"
+
     def _send(self, step: Step, round_: int) -> None:
         s = self.s
         state = s.states[step.tool]
         tool = state.tool
         if s.stopped and not (step.verb in ("delete", "bulk") and s.stop_reason == BUDGET_SPENT):
             return self._skip(step, state, f"the probe stopped first ({s.stop_reason})")
-        if step.deletes is not None and step.deletes not in self.made:
-            done = self.plan.step(step.deletes)
-            if done.creates is not None and done.creates.conditional and done.status in ("done", "failed"):
-                why = f"it existed before this probe ({done.result}): never deleted"
-            else:
-                why = f"step {step.deletes} ({done.tool}) created nothing this probe owns ({done.result or done.status})"
-            return self._skip(step, state, why)
+        if step.deletes is not None:
+            why = self._not_owned(step)
+            if why is not None:
+                return self._skip(step, state, why)
         filled = self._fill(step, tool)
         if isinstance(filled, str):
             return self._skip(step, state, filled)
         args, provenance = filled
-        stray = outside_roots(self.scope, args)
-        if stray is not None:
-            # The plan only fills arguments from the scope and from what this probe made; this
-            # is the last look before anything is sent, should a path have slipped through.
-            return self._skip(step, state, f"{stray!r} is outside the scope's roots: never written")
+        if step.deletes is not None:
+            why = self._addressed_by_proof(step, args)
+            if why is not None:
+                return self._skip(step, state, why)
         problem = s.caller.valid(tool, args)
         if problem is not None:
             return self._skip(step, state, f"its arguments do not fit the tool's schema: {problem}")
         if s.caller.budget.left(tool.name) <= 0:
             return self._skip(step, state, "the request budget is spent (--max-calls, --per-tool)")
+        if step.index in self.checks:
+            why = self._absence(step, tool, args, round_)
+            if why is not None:
+                return self._skip(step, state, why)
         step.says = describe(step, tool, args, len(self.plan.steps))
         step.sent_args = args
         state.notice = step.says
         self._announce(state)
-        obs = s.caller.call(tool, args, provenance=provenance, round_=round_, cache=False)
+        if self.guard is not None:
+            # The gateway asks the guard about this request and every redirect that would repeat
+            # it: this step, with these arguments, is the one write it lets through now.
+            with self.guard.sending(tool, args, delete=step.verb in ("delete", "bulk")):
+                obs = s.caller.call(tool, args, provenance=provenance, round_=round_, cache=False)
+        else:
+            obs = s.caller.call(tool, args, provenance=provenance, round_=round_, cache=False)
         s.observe(state, obs)
         s.auth.wrote(f"step {step.index} ({tool.method.upper()} {tool.path}, {tool.name})")
         if obs.kind == "budget" or obs.kind == "invalid":
@@ -323,6 +162,58 @@ class WriteRunner:
                     s.stop_reason = stop
         return None
 
+    def _addressed_by_proof(self, step: Step, args: dict[str, Any]) -> str | None:
+        """A delete addresses what it deletes by the value the proof is about: an artifact proven new
+        by its new ``id`` is deleted by that id, never by the pinned ``key`` it was made with (a key
+        that may name others too)."""
+        assert step.deletes is not None
+        proof = self.proofs[step.deletes]
+        if proof.kind not in ("new",):
+            return None
+        own = [v for v in step.args.values() if isinstance(v, Bound) and v.kind == "created" and v.step == step.deletes]
+        if not own:
+            return None
+        pinned = {str(v) for _, v in self.s.settings.scope}
+        used = [args[p] for p, v in step.args.items() if v in own and p in args]
+        if any(str(u) in pinned for u in used):
+            return (f"it would name the object by the pinned {used[0]!r}, and only its new id "
+                    f"{proof.value!r} shows it is this probe's: never deleted")
+        return None
+
+    def _absence(self, step: Step, tool: Tool, args: dict[str, Any], round_: int) -> str | None:
+        """Before a create of a pinned name: a read asks whether it exists. None: it does not (the
+        create is sent and what it makes is this probe's); else why the create is not sent."""
+        s = self.s
+        read = self.checks[step.index]
+        order = _path_params(tool)
+        values = [args[p] for p in order if p in args]
+        own = self.own_param.get(step.index)
+        if own is not None and own not in order:
+            values.append(args[own])
+        params = _path_params(read)
+        if len(params) != len(values):
+            return None
+        if s.caller.budget.left(tool.name) < 2:
+            return "the request budget is spent (--max-calls, --per-tool): no request left to check first"
+        read_args = dict(zip(params, values, strict=True))
+        obs = s.caller.call(read, read_args, fresh=True, cache=False, round_=round_, charge_to=tool.name)
+        s.observe(s.states[read.name], obs)
+        where = read.path
+        for pname, value in read_args.items():
+            where = where.replace("{" + (read.bindings[pname].name or pname) + "}", quote(str(value), safe=""))
+        said = f"GET {where} answered {obs.status if obs.status is not None else obs.kind}"
+        if obs.status in (404, 410):
+            self.absent[step.index] = said
+            return None
+        if obs.status is not None and 200 <= obs.status < 300:
+            self.unproven[step.index] = f"it existed before this probe ({said})"
+            return f"{self.unproven[step.index]}: not created; it may be written as pinned, never deleted"
+        if obs.status in (401, 403, 407):
+            stop = s.auth.refused(read, obs)
+            if stop is not None:
+                s.stop_reason = stop
+        return f"the probe could not tell whether it exists ({said}): not created"
+
     def _announce(self, state: ToolState) -> None:
         if self.say is not None:
             self.say(state.notice)
@@ -337,12 +228,8 @@ class WriteRunner:
         if planned is None:
             return
         self.answers[step.index] = (obs.data, obs.id)
-        if planned.conditional:
-            value = self.values.get(step.index)
-            said = obs.status == 201 if obs.status is not None else _holds(obs.data, value)
-            if not said:
-                step.result = (step.result or "") + ": it existed before (the API did not say it created it)"
-                return
+        tool = self.s.states[step.tool].tool
+        pinned = self.values.get(step.index) if planned.conditional else None
         if step.index not in self.values or self.values[step.index] is None:
             found = new_id(obs.data, planned.entity)
             if found is not None:
@@ -356,8 +243,62 @@ class WriteRunner:
             self.origin[step.index] = {"kind": "inherit", "obs": obs.id, "arg": self.own_param[step.index]}
         else:
             self.origin[step.index] = {"kind": "new"}
+        proof = self._proof(step, obs, tool, pinned)
+        if isinstance(proof, Proof):
+            self.proofs[step.index] = proof
+        else:
+            self.unproven[step.index] = proof
+            step.result = f"{step.result}: {proof}"
         self.made.add(step.index)
         step.created = self.values.get(step.index)
+        if self.guard is not None:
+            self.guard.know(step.created)
+            for key in (*ID_KEYS, "number"):  # how later steps may name it: its id, its name, its number
+                found = field_of(obs.data, key, planned.entity)
+                if found is not None:
+                    self.guard.know(found[0])
+
+    def _proof(self, step: Step, obs: Observation, tool: Tool, pinned: Any) -> Proof | str:
+        """Why what ``step`` made is this probe's (``probes.created``), or why nothing shows it is."""
+        planned = step.creates
+        assert planned is not None
+        value = self.values.get(step.index)
+        if planned.conditional:
+            if tool.method.upper() == "MCP":
+                if holds(obs.data, pinned):
+                    return Proof("answer", "the answer says it made it", pinned)
+                return "it existed before (the answer does not say it made it)"
+            if step.index in self.absent:
+                return Proof("absent", f"it did not exist before ({self.absent[step.index]})", pinned)
+            found = new_id(obs.data, planned.entity)
+            if obs.status == 201 and found is not None and str(found[0]) != str(pinned) and not seen_in_kind(
+                    found[0], str(found[1][-1]), planned.template, self.s.caller.observations, self._tools(),
+                    obs.id):
+                return Proof("new", f"the API answered 201 with a new id {found[0]!r}", found[0])
+            return (f"the API answered HTTP {obs.status} for the pinned {pinned!r}, and nothing shows it did not exist "
+                    "before (no read of it answered 404 first)")
+        if step.index in self.own_param and value is not None and str(value) in self.named_here(step.index):
+            return Proof("named", f"named {value!r} by this probe", value)
+        if tool.method.upper() == "MCP" and any(holds(obs.data, n) for n in self.named_here(step.index)):
+            return Proof("answer", "the answer holds the new name this probe gave it", value)
+        if tool.method.upper() == "MCP" and planned.refs:
+            # a relation, an observation: named by what it hangs on, which must all be this probe's
+            owners = {str(self.values.get(k)) for k in self.proofs}
+            hung = [str(self._ref_value(b)) for b in planned.refs.values()]
+            if hung and all(h in owners for h in hung):
+                return Proof("parts", "it hangs only on what this probe made", value)
+            return f"it hangs on {next(h for h in hung if h not in owners)!r}, which this probe did not show it made"
+        if value is None:
+            return "its answer named no id"
+        origin = self.origin.get(step.index) or {}
+        path = origin.get("path") or ["id"]
+        if tool.method.upper() != "MCP" and seen_in_kind(value, str(path[-1]), planned.template,
+                                                         self.s.caller.observations, self._tools(), obs.id):
+            return f"its answer names {value!r}, which an earlier answer showed: it may have existed before"
+        return Proof("new", f"a new id {value!r}", value)
+
+    def _tools(self) -> dict[str, Tool]:
+        return {name: st.tool for name, st in self.s.states.items()}
 
     # -- the end ---------------------------------------------------------------------------------
 
@@ -383,30 +324,48 @@ class WriteRunner:
                 s.settle(state, "skipped", f"never sent: {self.plan.never.get(name, 'not in the plan')}")
 
     def left_behind(self) -> list[str]:
-        """What this probe created and did not delete (said in the report)."""
+        """What this probe made and did not delete, each with why (said in the report): what it
+        created and could not delete, what it cannot show it created (never deleted), and the new
+        names an action sent that may name something it made."""
         deleted = {x.deletes for x in self.plan.steps if x.status == "done" and x.deletes is not None}
         out = []
         for step in self.plan.steps:
-            if step.index in self.made and step.index not in deleted and step.creates is not None \
-                    and step.creates.named:
-                value = self.values.get(step.index)
-                out.append(f"{step.entity or 'object'} {value!r} (step {step.index}, {step.tool})"
-                           if value is not None else f"a {step.entity or 'object'} (step {step.index}, {step.tool}; "
-                           "its answer named no id)")
+            if step.index not in self.made or step.index in deleted or step.creates is None:
+                continue
+            if not step.creates.named and step.index in self.proofs:
+                continue  # (an MCP ``add_observations``: nothing names it again but its arguments)
+            value = self.values.get(step.index)
+            what = f"{step.entity or 'object'} {value!r}" if value is not None else f"a {step.entity or 'object'}"
+            where = f"step {step.index}, {step.tool}"
+            if step.index in self.proofs:
+                gone = next((x for x in self.plan.steps if x.deletes == step.index), None)
+                why = f"its delete: {gone.result or gone.status}" if gone is not None else "nothing in the plan deletes it"
+                out.append(f"{what} ({where}): created by this probe, not deleted ({why})")
+            else:
+                out.append(f"{what} ({where}): not deleted: {self.unproven.get(step.index, 'not shown to be new')}")
+        for step in self.plan.steps:
+            if step.creates is None and step.status == "done" and step.verb == "other" and self.named.get(step.index):
+                names = ", ".join(repr(n) for n in self.named[step.index])
+                out.append(f"what {step.tool} may have made under the new name {names} (step {step.index}): "
+                           "no step of the plan deletes it")
         return out
 
 
-class _Missing:
-    def __init__(self, why: str) -> None:
-        self.why = why
+def _path_params(tool: Tool) -> list[str]:
+    """A tool's path parameters in the order its path names them."""
+    names = [p for p, b in tool.bindings.items() if b.location == "path"]
+    return sorted(names, key=lambda p: tool.path.find("{" + (tool.bindings[p].name or p) + "}"))
 
 
-def created_candidates(session: Session, writes: WriteRunner) -> Callable[[Tool, str], list[Candidate]]:
-    """Values for the reads of the pass after the creates: what the probe created where a read's
-    path parameter names it (``GET /buckets/{bucket_id}/collections/{id}`` <- the collection step
-    2 created), and the pinned values."""
-    from probes.actions import Target
-    from probes.plan import _prefixes
+def created_candidates(session: Session, writes: WriteRunner, *,
+                       later: frozenset[str] = frozenset()) -> Callable[[Tool, str], list[Candidate]]:
+    """Values for reads from outside their answers: the pinned values (a read names what the user
+    pinned, ``GET /work_pools/{name}`` <- ``atc-scratch``), except those in ``later`` (a pinned
+    object the plan creates: not asked about before it exists), and what the probe created where a
+    read's path parameter names it (``GET /buckets/{bucket_id}/collections/{id}`` <- the collection
+    step 2 created)."""
+    from probes.actions import reference
+    from probes.plan import path_prefixes
     from probes.scope import Scope
 
     scope = Scope(session.settings.scope)
@@ -417,11 +376,12 @@ def created_candidates(session: Session, writes: WriteRunner) -> Callable[[Tool,
         out: list[Candidate] = []
         role = session.planner.role(tool, pname)
         binding = tool.bindings.get(pname)
-        key = f"{role.entity}_{role.attribute}" if role.entity and role.attribute else pname
-        pin = scope.pin_for(tool, Target(pname, "ref", key, role.entity, role.attribute))
+        pin = scope.pin_for(tool, reference(tool, pname, role.entity, role.attribute))
+        if pin is not None and str(pin[1]) in later:
+            pin = None
         schema = tool.properties.get(pname)
         schema = schema if isinstance(schema, dict) else {}
-        if pin is not None and not is_root(pin[1]):
+        if pin is not None and not is_path_like(pin[1]):
             value = coerce(pin[1], schema)
             if value is not None:
                 out.append(Candidate(value, 0.96, {"kind": "scope"}))
@@ -429,11 +389,11 @@ def created_candidates(session: Session, writes: WriteRunner) -> Callable[[Tool,
             names = [p for p, b in tool.bindings.items() if b.location == "path"]
             order = sorted(names, key=lambda p: tool.path.find("{" + (tool.bindings[p].name or p) + "}"))
             position = order.index(pname)
-            prefixes = _prefixes(tool)
+            prefixes = path_prefixes(tool)
             for step, planned in reversed(objects):
                 if planned.template is not None and position < len(prefixes) and \
                         prefixes[position] == planned.template.rstrip("/") + "/{}":
-                    got = writes._value(Bound("created", step=step.index, want=role.attribute), step, schema)
+                    got = writes.identity(step.index, role.attribute)
                     value = coerce(got[0], schema) if not isinstance(got, str) else None
                     if value is not None and not isinstance(got, str):
                         out.append(Candidate(value, 0.97, dict(got[1])))
@@ -448,23 +408,7 @@ def created_candidates(session: Session, writes: WriteRunner) -> Callable[[Tool,
     return provide
 
 
-def is_root(value: Any) -> bool:
-    from probes.text import is_path_like
-
-    return is_path_like(value)
-
-
-def outside_roots(scope: Scope, args: Any) -> str | None:
-    """A path-like value among ``args`` (at any depth) that is not inside one of the scope's
-    pinned roots; None when every one is, or when the scope pins no root."""
-    if not scope.roots:
-        return None
-    values = args.values() if isinstance(args, dict) else args if isinstance(args, list) else [args]
-    for value in values:
-        if isinstance(value, (dict, list)):
-            found = outside_roots(scope, value)
-            if found is not None:
-                return found
-        elif is_root(value) and not scope.under_root(value):
-            return str(value)
-    return None
+def pinned_later(plan: WritePlan) -> frozenset[str]:
+    """The pinned values the plan's creates make (a pinned work pool the probe creates)."""
+    return frozenset(str(b.value) for step in plan.steps if step.creates is not None and step.creates.conditional
+                     for b in step.args.values() if isinstance(b, Bound) and b.kind == "scope" and b.own)

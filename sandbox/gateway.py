@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 from protocols.building import RESERVED_ARGUMENTS
 from protocols.errors import ToolError
 from protocols.model import Collection, Tool
+from protocols.writes import READ_METHODS
 from sandbox.api import Limits, ToolCall, Toolset
 from sandbox.hostbounds import LOG_TAIL_BYTES, HostBounds
 from sandbox.http.credentials import env_var
@@ -105,8 +106,6 @@ def _target(hops: list[dict[str, Any]]) -> str | None:
     return str(followed[-1].get("location")) if followed else None
 
 
-def _without_query(url: str) -> str:
-    return url.split("?", 1)[0]
 
 
 def shared_client() -> httpx.Client:
@@ -356,7 +355,14 @@ class Gateway:
                                     tool=name)
                 sending = Sending(admission.entry)
                 record.outcome = "unknown"  # in flight: a run cut off here reports it so
-            hop_check = self._hop_check(planned) if planned is not None else None
+            if planned is not None:
+                hop_check: HopCheck | None = self._hop_check(planned)
+            elif spec.method.upper() not in READ_METHODS and spec.method.upper() != "MCP":
+                # Marked read-only, yet its method repeats its body on a 307/308: a guard still
+                # sees where a redirect would take it.
+                hop_check = self._hop_check(self.gate.plan_read(spec, args, extra_query), marked_read=True)
+            else:
+                hop_check = None
             reply = self._tapped(spec, args, extra_query, hop_check)
             reply.data, record.redacted = self._scrub(reply.data, reply.raw)
             record.redacted += reply.redacted  # taken out before it got here (a replayed answer)
@@ -445,12 +451,15 @@ class Gateway:
                 if transport is not None:
                     transport.deadline = self.deadline
 
-    def _hop_check(self, planned: Planned) -> HopCheck:
+    def _hop_check(self, planned: Planned, *, marked_read: bool = False) -> HopCheck:
         """Asked before a redirect would send the write again elsewhere: the policy (a guard, an
-        approver) must admit the new target too."""
+        approver) must admit the new target too. It sees the target's query with the host's
+        credentials taken out."""
 
         def check(method: str, url: str, hop: int) -> tuple[str | None, float]:
-            decision = self.gate.decide(planned, hop, _without_query(url), method)
+            base, _, query = url.partition("?")
+            decision = self.gate.decide(planned, hop, base, method, query=self._redacted_text(query),
+                                        marked_read=marked_read)
             self._wait(decision.waited)
             return decision.refused, decision.waited
 

@@ -79,7 +79,7 @@ def test_human_output_progress_and_markdown(catalog: CatalogAPI, tmp_path: Path)
     assert "documented 2 of 3 tools with 2 requests" in done.stderr
     page = (tmp_path / "out" / "probe.md").read_text()
     assert "```mermaid" in page and "list_shelves -->|shelf_id| list_shelf_items" in page
-    assert "## list_shelf_items" in page and "Not documented: POST may change data" in page
+    assert "## list_shelf_items" in page and "## Not documented" in page and "POST may change data" in page
     assert "Traceback" not in done.stderr
 
 

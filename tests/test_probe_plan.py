@@ -17,9 +17,8 @@ from probes.actions import action_of
 from probes.filters import narrowing
 from probes.plan import Bound, plan_writes
 from probes.schemas import MAX_BYTES, cap, combine
-from probes.scope import Scope, fresh_name, parse_scope
+from probes.scope import Scope, fresh_name, outside_roots, parse_scope
 from probes.text import text_records
-from probes.writes import outside_roots
 from protocols.errors import UsageError
 from protocols.model import Binding, Collection, Tool
 

@@ -106,7 +106,10 @@ def test_a_pinned_object_that_existed_is_never_deleted(store: StoreAPI) -> None:
     before = store.snapshot()
     report = _probe(store, allow_unsafe=True, scope=SCOPE)
     methods = [(w.method, w.path, w.status) for w in store.writes()]
-    assert ("PUT", "/buckets/throwaway", 412) in methods  # create only: If-None-Match: * kept it
+    # asked first (GET answered 200): the create is not sent at all, and the bucket is never deleted
+    asked = [i for i, r in enumerate(store.log) if (r.method, r.path, r.status) == ("GET", "/buckets/throwaway", 200)]
+    assert asked and asked[0] < store.log.index(store.writes()[0])
+    assert not any(m == "PUT" and p == "/buckets/throwaway" for m, p, _ in methods)
     assert not any(m == "DELETE" and p == "/buckets/throwaway" for m, p, _ in methods)
     assert not any("/keep" in p for _, p, _ in methods)
     after = store.snapshot()
@@ -117,6 +120,30 @@ def test_a_pinned_object_that_existed_is_never_deleted(store: StoreAPI) -> None:
     assert after["children"]["buckets"]["main"] == before["children"]["buckets"]["main"]
     step = next(x for x in report.writes if x["tool"] == "delete_bucket")
     assert step["status"] == "not sent" and "existed before" in step["result"]
+    assert report.left_behind == []  # the user's bucket is not something the probe left behind
+
+
+def test_a_201_for_a_bucket_that_existed_does_not_get_it_deleted(store: StoreAPI) -> None:
+    """A sloppy store answers ``PUT`` with 201 whether or not the bucket was there (and ignores
+    ``If-None-Match``): the probe deletes only what it can show it created."""
+    store.sloppy_puts = True
+    store.state["children"]["buckets"]["throwaway"] = {"attrs": {"id": "throwaway", "title": "mine"}, "children": {}}
+    _probe(store, allow_unsafe=True, scope=SCOPE)
+    assert "throwaway" in store.snapshot()["children"]["buckets"]
+    assert not any(w.method == "DELETE" and w.path == "/buckets/throwaway" for w in store.writes())
+    # Without a read to ask first, the 201 is taken at its word for nothing: the bucket stays, and
+    # the report says why.
+    spec = store.spec()
+    del spec["paths"]["/buckets/{bucket_id}"]["get"]
+    with StoreAPI(sloppy_puts=True) as fresh:
+        fresh.state["children"]["buckets"]["throwaway"] = {"attrs": {"id": "throwaway"}, "children": {}}
+        report = probe(load_data({**spec, "host": fresh.url.split("//")[1]}, source="store"), no_llm=True,
+                       credentials=CRED, cache=False, allow_unsafe=True, scope=SCOPE, on_event=lambda e, s: None)
+        assert ("PUT", "/buckets/throwaway", 201) in [(w.method, w.path, w.status) for w in fresh.writes()]
+        assert "throwaway" in fresh.snapshot()["children"]["buckets"]
+        assert not any(w.method == "DELETE" and w.path == "/buckets/throwaway" for w in fresh.writes())
+    said = [x for x in report.left_behind if "'throwaway'" in x]
+    assert said and "nothing shows it did not exist before" in said[0]
 
 
 def test_a_bulk_delete_is_sent_only_when_named(store: StoreAPI) -> None:
@@ -133,7 +160,11 @@ def test_a_bulk_delete_is_sent_only_when_named(store: StoreAPI) -> None:
 
 
 def test_a_credential_that_stops_working_stops_the_probe(store: StoreAPI) -> None:
-    store.expire_after = 8  # the token expires in the middle of the probe
+    with StoreAPI() as first:  # how many reads come before the first write
+        _probe(first, allow_unsafe=True, scope=SCOPE)
+        reads = first.log.index(first.writes()[0])
+    assert reads >= 4
+    store.expire_after = reads - 1  # the token expires before the first write (the read that asks first)
     report = _probe(store, allow_unsafe=True, scope=SCOPE)
     refused = [i for i, r in enumerate(store.log) if r.status == 401]
     assert refused
@@ -328,3 +359,26 @@ def test_a_created_thing_is_addressed_by_the_field_its_path_wants() -> None:
     assert repos == {"ada/work": {1: {"id": 7000, "number": 1, "title": "keep me"}}, "ada/sandbox": {}}
     assert report.tool("get_issue").status == "documented" and report.left_behind == []
     assert report.tool("delete_issues").calls == 0
+
+
+def test_the_last_line_says_plainly_what_was_left_behind(store: StoreAPI, tmp_path: Path) -> None:
+    """Without a read to ask first, a bucket the store answered 201 for cannot be shown to be the
+    probe's own: it stays, and the command's last lines say so; with the read, nothing is left."""
+    env = {**os.environ, "STORE_AUTH": f"{USER}:{PASSWORD}"}
+    spec = store.spec()
+    args = ["--allow-unsafe", "--scope", "bucket_id=throwaway", "--credential", "basicAuth=env:STORE_AUTH",
+            "--no-llm", "--no-cache"]
+    whole = tmp_path / "whole.json"
+    whole.write_text(json.dumps(spec))
+    done = subprocess.run([str(ATC), "probe", str(whole), *args], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.rstrip().splitlines()[-1].startswith("nothing left behind")
+    del spec["paths"]["/buckets/{bucket_id}"]["get"]
+    blind = tmp_path / "blind.json"
+    blind.write_text(json.dumps(spec))
+    done = subprocess.run([str(ATC), "probe", str(blind), *args], capture_output=True, text=True, env=env, timeout=120)
+    lines = done.stderr.rstrip().splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("LEFT BEHIND on the API: 1 thing"))
+    assert lines[head + 1:] and all(line.startswith("  - ") for line in lines[head + 1:])
+    assert "'throwaway'" in lines[head + 1] and "nothing shows it did not exist before" in lines[head + 1]
+    assert "throwaway" in store.snapshot()["children"]["buckets"]

@@ -263,10 +263,29 @@ def test_a_redirected_write_is_asked_again_at_its_new_target(shop: Collection, a
     result = atc.run("update_order(order_id=1, quantity=2)", shop, base_url=api.url, sandbox="local", writes="ask",
                      approve=approve)
     assert not result.ok and result.calls[0].failure == "redirect" and result.calls[0].outcome == "failed"
-    assert [(r.hop, r.url) for r in asked] == [(0, f"{api.url}/orders/1"), (1, f"{api.url}/vault/orders/1")]
+    assert [(r.hop, r.url, r.query) for r in asked] == [(0, f"{api.url}/orders/1", ""),
+                                                        (1, f"{api.url}/vault/orders/1", "from=orders")]
     assert api.vault_hits == 0
     allowed = atc.run("print(update_order(order_id=1, quantity=2))", shop, base_url=api.url, sandbox="local")
     assert allowed.ok and api.vault_hits == 1  # allow: a same-origin redirect of a write is followed
+
+
+def test_a_guard_sees_the_redirect_of_a_post_marked_read_only(shop: Collection, api: OrdersAPI) -> None:
+    api.redirect_writes = True
+    seen: list[WriteRequest] = []
+
+    def guard(request: WriteRequest) -> str | None:
+        seen.append(request)
+        return "outside the scope" if request.url.split("/")[3:4] == ["vault"] else None
+
+    writes = Writes(WritePolicy("allow", guard=guard), WriteLedger())
+    result = atc.run("print(search_orders(product_id=1))", shop, base_url=api.url, sandbox="local", writes=writes)
+    assert not result.ok and result.calls[0].failure == "redirect" and not result.calls[0].write
+    assert [(r.marked_read, r.hop, r.query) for r in seen] == [(True, 1, "scope=all")]
+    assert api.vault_hits == 0
+    # without a guard a marked read follows its redirect (the policy's mode is for writes)
+    denied = atc.run("print(search_orders(product_id=1))", shop, base_url=api.url, sandbox="local", writes="deny")
+    assert denied.ok and api.vault_hits == 1
 
 
 # -- other strategies ---------------------------------------------------------------------------------

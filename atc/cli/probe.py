@@ -1,5 +1,6 @@
 """``atc probe T [RUN OPTIONS] [--out DIR] [--no-llm] [--max-calls N] [--allow-unsafe [--scope NAME=VALUE]...
-[--allow-bulk TOOL]...] [--dry-run] [--executor local|ray] [--json]``.
+[--allow-bulk TOOL]...] [--read-only PATTERN]... [--writes-op PATTERN]... [--dry-run] [--executor local|ray]
+[--json]``.
 
 Black-box probing: call the API's read-only tools, learn their response schemas, record working
 examples and which tool feeds which. Progress goes to stderr, one line per tool as it is decided
@@ -49,6 +50,12 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                    "--scope bucket_id=throwaway, --scope path=/tmp/scratch)")
     p.add_argument("--allow-bulk", action="append", default=[], metavar="TOOL",
                    help="also send this bulk delete (one that names no single object, e.g. DELETE /accounts); repeatable")
+    p.add_argument("--read-only", action="append", default=[], metavar="PATTERN",
+                   help="treat the matching tools (a name glob, or 'METHOD /path') as reads for this probe: a POST "
+                   "that only searches or filters is then probed like a GET, without --allow-unsafe (repeatable)")
+    p.add_argument("--writes-op", action="append", default=[], metavar="PATTERN",
+                   help="treat the matching tools as writes: never probed as reads, even when their names look like "
+                   "a read (repeatable)")
     p.add_argument("--dry-run", action="store_true",
                    help="send nothing: print the plan (the reads, then every unsafe call in order, and why the others "
                    "are never sent)")
@@ -99,10 +106,14 @@ def _unsafe_only(event: str, state: Any) -> None:
 
 def _plan(report: Any) -> str:
     """``--dry-run`` without ``--json``: the plan, for a person."""
-    reads = [t.name for t in report.tools if (t.reason or "").startswith("dry run: a read")]
+    reads = [t.name for t in report.tools if (t.reason or "").startswith("dry run: a read;")]
+    by_post = [t for t in report.tools if (t.reason or "").startswith("dry run: a read by POST")]
     lines = ["dry run: nothing was sent to the API."]
     lines.append(f"reads, probed first (GET/HEAD, MCP tools annotated readOnlyHint): {len(reads)}"
                  + (f" ({', '.join(reads[:12])}{', ...' if len(reads) > 12 else ''})" if reads else ""))
+    if by_post:
+        lines.append(f"reads by POST, probed as reads, each with the evidence that it reads: {len(by_post)}")
+        lines += [f"  {t.name}: {(t.reason or '')[len('dry run: a read by POST: '):]}" for t in by_post]
     steps = report.writes
     scope = ", ".join(f"{k}={v}" for k, v in report.scope.items()) or "none"
     if steps:
@@ -132,10 +143,20 @@ def _summary(report: Any) -> str:
     if report.writes:
         done = sum(1 for w in report.writes if w["status"] == "done")
         line += f"  unsafe calls: {done} of {len(report.writes)} planned were sent and worked\n"
-    if report.left_behind:
-        line += f"  left behind (created, not deleted): {'; '.join(report.left_behind)}\n"
+    for hop in report.outside_scope[:5]:
+        where = f"redirect {hop['hop']} to " if hop["hop"] else ""
+        line += f"  not sent (outside the scope): {hop['tool']} {hop['method']} {where}{hop['url']}: {hop['reason']}\n"
+    if len(report.outside_scope) > 5:
+        line += f"  ... and {len(report.outside_scope) - 5} more not sent (outside the scope): see the JSON report\n"
     for kind, path in report.outputs.items():
         line += f"  {kind}: {path}\n"
+    # The last line says plainly whether the probe left anything behind on the API.
+    if report.left_behind:
+        line += (f"LEFT BEHIND on the API: {len(report.left_behind)} thing{'s' if len(report.left_behind) != 1 else ''}"
+                 " this probe made and did not delete:\n")
+        line += "".join(f"  - {x}\n" for x in report.left_behind)
+    elif any(w["status"] in ("done", "failed") for w in report.writes):
+        line += "nothing left behind: everything this probe created was deleted again\n"
     return line
 
 
@@ -175,7 +196,8 @@ def _handle(args: argparse.Namespace) -> int:
         max_calls=args.max_calls, per_tool=args.per_tool, samples=args.samples, rounds=args.rounds,
         allow_unsafe=args.allow_unsafe, use_llm=not args.no_llm, request_timeout=args.request_timeout,
         timeout=args.timeout, memory_mb=args.memory, cache=not args.no_cache, refresh=args.refresh,
-        scope=tuple(args.scope), allow_bulk=tuple(args.allow_bulk), dry_run=args.dry_run)
+        scope=tuple(args.scope), allow_bulk=tuple(args.allow_bulk), dry_run=args.dry_run,
+        read_only=tuple(args.read_only), writes_op=tuple(args.writes_op))
     if args.dry_run and args.executor is not None:
         raise UsageError("--dry-run sends nothing: it needs no --executor")
     progress: Any = _unsafe_only if args.json else _Progress(0)

@@ -163,11 +163,18 @@ class WriteGate:
                                  idempotency_key=planned.idempotency_key, entry=entry)
         return Admission("send", sent, waited=decision.waited)
 
-    def decide(self, planned: Planned, hop: int, url: str, method: str | None = None) -> Decision:
+    def decide(self, planned: Planned, hop: int, url: str, method: str | None = None, *, query: str = "",
+               marked_read: bool = False) -> Decision:
         request = WriteRequest(tool=planned.tool.name, collection=planned.tool.collection,
                                method=method or planned.tool.method.upper(), path=planned.tool.path, url=url,
-                               args=_shown_args(planned), reason=planned.reason, hop=hop)
+                               args=_shown_args(planned), reason=planned.reason, hop=hop, query=query,
+                               marked_read=marked_read)
         return self.policy.decide(request)
+
+    def plan_read(self, tool: Tool, args: dict[str, Any], extra_query: dict[str, Any] | None) -> Planned:
+        """A call marked read-only whose method could write: not in the ledger, but a redirect
+        that would repeat it elsewhere is shown to the policy's guard (``decide(marked_read=True)``)."""
+        return Planned(tool, args, extra_query, "", 0, None, False, "marked read-only")
 
     def request_url(self, tool: Tool, args: dict[str, Any]) -> str:
         """Where the planned request goes, as a person reads it: the server and the path with its

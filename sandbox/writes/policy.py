@@ -34,7 +34,11 @@ class WriteRequest:
     (scheme, host, path and query without the host's credentials; for an MCP tool, the server
     and tool); ``args`` are the program's arguments (they never hold the host's secrets: those are
     added later, on the host); ``hop`` is 0 for the planned request and n for the n-th redirect
-    that would send it again; ``reason`` why it counts as a write."""
+    that would send it again; ``reason`` why it counts as a write. ``query`` is a redirect
+    target's query string, the host's credentials taken out ("" for a planned request: its query
+    values are in ``args``). ``marked_read``: a call marked read-only whose method could write (a
+    ``POST .../filter``), asked about a redirect that would repeat it elsewhere (only a guard is
+    asked: a marked read needs no approval)."""
 
     tool: str
     collection: str
@@ -44,17 +48,21 @@ class WriteRequest:
     args: dict[str, Any]
     reason: str = ""
     hop: int = 0
+    query: str = ""
+    marked_read: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"tool": self.tool, "collection": self.collection, "method": self.method, "path": self.path,
-                "url": self.url, "args": self.args, "reason": self.reason, "hop": self.hop}
+                "url": self.url, "args": self.args, "reason": self.reason, "hop": self.hop, "query": self.query,
+                "marked_read": self.marked_read}
 
     def describe(self) -> str:
         """The request in one or two lines: what a person is asked to confirm."""
         args = canonical(self.args)
         args = args if len(args) <= 400 else args[:397] + "..."
         where = f"redirected (hop {self.hop}) to " if self.hop else ""
-        return f"{self.tool}: {self.method} {where}{self.url}\n  arguments: {args}"
+        query = f"?{self.query}" if self.query else ""
+        return f"{self.tool}: {self.method} {where}{self.url}{query}\n  arguments: {args}"
 
 
 class NoApprover(Exception):
@@ -97,7 +105,7 @@ class WritePolicy:
             reason = self.guard(request)
             if reason:
                 return Decision(reason)
-        if self.mode == "allow":
+        if self.mode == "allow" or request.marked_read:
             return Decision()
         if self.mode == "deny":
             return Decision("this run is read-only (--writes deny): writes are refused before they are sent, "

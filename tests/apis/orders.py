@@ -9,7 +9,8 @@ same key again answers the first payment). Some routes misbehave on purpose, as 
 - ``fail_next``: the next ``fail_next`` order requests get this status (e.g. ``[503]``) and are NOT
   applied;
 - ``redirect_writes``: ``PATCH``/``DELETE`` on ``/orders/{id}`` answer ``307`` to
-  ``/vault/orders/{id}`` (another resource on the same server, which tests count);
+  ``/vault/orders/{id}?from=orders`` (another resource on the same server, which tests count), and
+  ``POST /orders/search`` (marked read-only) answers ``308`` to ``/vault/search?scope=all``;
 - ``slow_reads``: ``GET /products`` sleeps this long before it answers (a program held in a read
   after it wrote, for a test to interrupt).
 
@@ -205,6 +206,8 @@ class OrdersAPI:
         if path == "/orders" and method == "POST":
             return self._place(h, body)
         if path == "/orders/search" and method == "POST":
+            if self.redirect_writes:
+                return h._answer(308, {"moved": True}, {"Location": "/vault/search?scope=all"})
             pid = (body or {}).get("product_id")
             with self._lock:
                 return h._answer(200, [o for o in self.orders.values() if pid is None or o["product_id"] == pid])
@@ -217,7 +220,7 @@ class OrdersAPI:
         if len(segments) == 2 and segments[0] == "orders" and segments[1].isdigit():
             oid = int(segments[1])
             if self.redirect_writes and method in ("PATCH", "DELETE", "PUT"):
-                return h._answer(307, {"moved": True}, {"Location": f"/vault/orders/{oid}"})
+                return h._answer(307, {"moved": True}, {"Location": f"/vault/orders/{oid}?from=orders"})
             with self._lock:
                 found = self.orders.get(oid)
                 if found is None:

@@ -21,6 +21,8 @@ N requests (a token that expires mid-probe).
 
 ``log`` holds every request as the server saw it (method, path, status, the id it created);
 ``snapshot()`` the state, for tests that assert nothing outside a scope changed.
+``sloppy_puts=True`` makes ``PUT`` answer 201 whether it created or replaced, ignoring
+``If-None-Match`` (as sloppy real ones do).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class Logged:
 class StoreAPI(LoopbackServer):
     port: int = 0
     expire_after: int | None = None
+    sloppy_puts: bool = False
     state: dict[str, Any] = field(default_factory=initial_state)
     log: list[Logged] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -226,7 +229,7 @@ class StoreAPI(LoopbackServer):
                 children = node["children"].setdefault(name, {})
                 data = body.get("data") if isinstance(body.get("data"), dict) else {}
                 existing = children.get(ident)
-                if existing is not None and self.headers.get("If-None-Match") == "*":
+                if existing is not None and self.headers.get("If-None-Match") == "*" and not api.sloppy_puts:
                     return 412, {"message": "it exists already"}, None
                 if existing is not None and existing["attrs"].get("owner") not in (None, user):
                     return 403, {"message": "forbidden"}, None
@@ -236,7 +239,7 @@ class StoreAPI(LoopbackServer):
                 attrs = {**data, "id": ident}
                 if existing is not None:
                     existing["attrs"] = attrs
-                    return 200, {"data": _public(attrs)}, None
+                    return (201 if api.sloppy_puts else 200), {"data": _public(attrs)}, None
                 children[ident] = {"attrs": attrs, "children": {}}
                 return 201, {"data": _public(attrs)}, ident
 
