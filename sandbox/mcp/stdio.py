@@ -52,6 +52,16 @@ def _session_message(data: bytes) -> Any:
     return SessionMessage(jsonrpc_message_adapter.validate_json(data, by_name=False))
 
 
+def _as_text_error(line: bytes, exc: ValueError) -> ValueError:
+    from mcp.types import jsonrpc_message_adapter
+
+    try:
+        jsonrpc_message_adapter.validate_json(line.decode("utf-8", "replace"), by_name=False)
+    except ValueError as text_exc:
+        return text_exc
+    return exc
+
+
 async def _stop(process: Any) -> None:
     """Close the server's stdin; SIGTERM then SIGKILL to its group if it does not exit."""
     import anyio
@@ -112,8 +122,8 @@ async def bounded_stdio_client(command: str, args: list[str], env: dict[str, str
         except ValueError as exc:  # pydantic's ValidationError included
             if ledger.state(rid) is not None:
                 await refuse(rid, parse_problem(exc))
-            else:
-                await deliver(exc)
+            else:  # non-MCP output, quoted as text (as the SDK's reader would) for the connection's record
+                await deliver(_as_text_error(line, exc))
             return
         if hasattr(message.message, "result") or hasattr(message.message, "error"):
             ledger.answered(message.message.id)
