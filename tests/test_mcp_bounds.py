@@ -208,6 +208,7 @@ def test_a_ledger_charges_an_answer_to_its_request_or_to_every_waiting_one() -> 
     assert ledger.bounds(1) is small.bounds and ledger.bounds(2) is large.bounds  # "2" and 2 are one id
     assert ledger.bounds(None) is small.bounds and ledger.reading_limit(None) == 5000
     assert ledger.refuse(1, "too big") == [1] and small.refused == "too big" and large.refused is None
+    assert ledger.refuse(1, "again") == [] and small.refused == "too big"  # a late answer refuses nothing
     assert ledger.refuse(None, "no id") == ["2"] and large.refused == "no id"
     assert ledger.bounds(None) is DEFAULT
 

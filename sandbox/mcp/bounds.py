@@ -132,10 +132,14 @@ class Ledger:
         return max((s.bounds.bytes for _, s in self._waiting.values()), default=DEFAULT.bytes)
 
     def refuse(self, rid: Any, reason: str) -> list[Any]:
-        """Record ``reason`` on the request ``rid`` (every waiting one when ``rid`` is None or
-        unknown) and stop waiting for it; returns the ids (as sent) to answer with an error."""
-        found = self._waiting.get(_key(rid)) if rid is not None else None
-        targets = [found] if found else list(self._waiting.values())
+        """Record ``reason`` on the request ``rid`` (on every waiting one when ``rid`` is None: an
+        answer that names no request) and stop waiting for it; returns the ids (as sent) to answer
+        with an error. An id no request waits for (a late answer) refuses nothing."""
+        if rid is None:
+            targets = list(self._waiting.values())
+        else:
+            found = self._waiting.get(_key(rid))
+            targets = [found] if found else []
         for sent, state in targets:
             state.refused = state.refused or reason
             self._waiting.pop(_key(sent), None)

@@ -122,9 +122,9 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         request.headers["accept-encoding"] = "identity"
         rid = None
-        if request.method == "POST":
-            body = request.content
-            rid = message_id(body[:HEAD_BYTES])
+        if request.method == "POST" and b'"method"' in request.content[:HEAD_BYTES]:
+            # A request of ours (an answer of ours to the server's request carries its id, not ours)
+            rid = message_id(request.content[:HEAD_BYTES])
         response = await self._inner.handle_async_request(request)
         headers = httpx2.Headers(response.headers)
         bounds = self._ledger.bounds(rid)
