@@ -36,7 +36,7 @@ from sandbox.hostbounds import HostBounds
 from sandbox.jsonbounds import count_values
 
 __all__ = ["MessageBounds", "CallState", "CURRENT", "DEFAULT", "REFUSED", "Ledger", "TrackedWriter", "Pieces",
-           "message_id", "refusal", "too_large", "error_json", "HEAD_BYTES", "parse_problem"]
+           "message_id", "refusal", "too_large", "error_json", "HEAD_BYTES", "parse_problem", "MAX_DEPTH", "TOO_DEEP"]
 
 #: The JSON-RPC error code of atc's answer to a request whose answer it refused (the range of
 #: implementation-defined server errors; the SDK uses -32000 and -32001).
@@ -264,10 +264,15 @@ def too_large(bounds: MessageBounds, limit: int | None = None) -> str:
             f"{bounds.basis} may take")
 
 
+#: The SDK's parser (pydantic's) stops at this depth of nesting.
+MAX_DEPTH = 200
+TOO_DEEP = f"the MCP server's answer is nested more than {MAX_DEPTH} levels deep"
+
+
 def parse_problem(exc: Exception) -> str:
     """What is wrong with a message the SDK could not parse, in a few words."""
     if "recursion limit" in str(exc):
-        return "the MCP server's answer is nested more than 200 levels deep"
+        return TOO_DEEP
     return "the MCP server's answer is not a valid JSON-RPC message"
 
 

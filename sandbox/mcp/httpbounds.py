@@ -24,8 +24,11 @@ from typing import Any
 
 import httpx2
 
+from sandbox.jsonbounds import max_depth
 from sandbox.mcp.bounds import (
     HEAD_BYTES,
+    MAX_DEPTH,
+    TOO_DEEP,
     Ledger,
     MessageBounds,
     Pieces,
@@ -35,10 +38,13 @@ from sandbox.mcp.bounds import (
     too_large,
 )
 
-__all__ = ["BoundedTransport", "bounded_client"]
+__all__ = ["BoundedTransport", "bounded_client", "GET_EVENT_BYTES"]
 
 #: The SDK's timeouts for MCP over HTTP: 30 s to connect and send, 300 s between two reads of a stream.
 _TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+#: The most of one event of a GET stream that is passed on (the SDK's cap there is 1 MB).
+GET_EVENT_BYTES = (1 << 20) - 1024
+
 _TAIL = 512
 
 
@@ -74,7 +80,18 @@ class _Events(httpx2.AsyncByteStream):
 
     def _limit(self, head: bytes) -> tuple[Any, int]:
         rid = self._id(_data(head))
-        return rid, self._ledger.reading_limit(rid)
+        limit = self._ledger.reading_limit(rid)
+        # The SDK reads a GET stream with its own 1 MB cap per event, and one past it ends the
+        # stream (with every call of the older SSE transport): refused here first, the stream lives.
+        return rid, limit if self._rid is not None else min(limit, GET_EVENT_BYTES)
+
+    def _problem(self, data: bytes, bounds: MessageBounds) -> str | None:
+        reason = refusal(data, bounds)
+        if reason is None and self._rid is None and data.count(b"[") + data.count(b"{") > MAX_DEPTH \
+                and max_depth(data) > MAX_DEPTH:
+            # On a GET stream the SDK's parser would stop at this depth too, with no request to tell
+            reason = TOO_DEEP
+        return reason
 
     def _refused(self, rid: Any, reason: str) -> bytes:
         return b"".join(_event(error_json(target, reason)) for target in self._ledger.refuse(rid, reason))
@@ -89,17 +106,21 @@ class _Events(httpx2.AsyncByteStream):
                 carry = b"\r" if chunk.endswith(b"\r") else b""
                 for found in events.feed(chunk[:-1] if carry else chunk):
                     if found[0] == "over":
-                        out, end = self._refused(found[1], too_large(self._ledger.bounds(found[1]), found[2])), True
+                        bounds = self._ledger.bounds(found[1])
+                        big = too_large(bounds, found[2]) if found[2] >= bounds.bytes else (
+                            f"the MCP server's answer is larger than {found[2]} bytes, more than an event of its SSE "
+                            "stream may hold")
+                        out, end = self._refused(found[1], big), True
                     else:
                         data = _data(found[1])
                         rid = self._id(data, data[-_TAIL:])
-                        reason = refusal(data, self._ledger.bounds(rid)) if data else None
-                        if reason is None:
+                        problem = self._problem(data, self._ledger.bounds(rid)) if data else None
+                        if problem is None:
                             if self._rid is None and rid is not None:
                                 self._ledger.answered(rid)
                             out, end = found[1] + b"\n\n", False
                         else:
-                            out, end = self._refused(rid, reason), True
+                            out, end = self._refused(rid, problem), True
                     if out:
                         yield out
                     if end and self._rid is not None:
@@ -140,7 +161,7 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         body, refused = await self._read(response, bounds)
         if refused is not None:
             return self._replaced(response, request, headers, rid, refused)
-        if rid is not None:
+        if rid is not None and body.strip():  # the answer itself (a 202 says it comes on the GET stream)
             self._ledger.answered(rid)
         return httpx2.Response(response.status_code, headers=headers, request=request, content=body,
                                extensions=response.extensions)

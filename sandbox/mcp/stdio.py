@@ -29,6 +29,7 @@ from typing import IO, Any
 
 from sandbox.mcp.bounds import (
     HEAD_BYTES,
+    TOO_DEEP,
     Ledger,
     Pieces,
     error_json,
@@ -120,8 +121,9 @@ async def bounded_stdio_client(command: str, args: list[str], env: dict[str, str
         try:
             message = _session_message(line)
         except ValueError as exc:  # pydantic's ValidationError included
-            if ledger.state(rid) is not None:
-                await refuse(rid, parse_problem(exc))
+            if ledger.state(rid) is not None or (rid is None and line.lstrip()[:1] == b"{" and
+                                                 parse_problem(exc) == TOO_DEEP):
+                await refuse(rid, parse_problem(exc))  # an answer (one naming none: every waiting call's)
             else:  # non-MCP output, quoted as text (as the SDK's reader would) for the connection's record
                 await deliver(_as_text_error(line, exc))
             return

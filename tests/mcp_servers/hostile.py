@@ -1,6 +1,8 @@
 """A hostile MCP server that speaks raw JSON-RPC (no SDK, so that every byte is its choice):
 ``python -m tests.mcp_servers.hostile`` (stdio) or ``... --http PORT`` (streamable HTTP on
-127.0.0.1; with ``--sse`` it answers each request as an SSE stream instead of a JSON body).
+127.0.0.1 at ``/mcp``; with ``--sse`` it answers each request as an SSE stream instead of a JSON
+body; with ``--legacy-sse`` it speaks the older SSE transport at ``/sse``: every answer an event
+of the one GET stream).
 
 Its tools answer results that are cheap to send and costly to decode (issue 29):
 
@@ -16,6 +18,7 @@ Its tools answer results that are cheap to send and costly to decode (issue 29):
 
 import json
 import os
+import queue
 import sys
 import threading
 import time
@@ -112,12 +115,21 @@ def serve_stdio() -> None:
 
 class _Handler(BaseHTTPRequestHandler):
     sse = False
+    legacy = False
+    stream: "queue.Queue[bytes]" = queue.Queue()  # the latest GET stream's (the older SSE transport)
 
     def log_message(self, *args: Any) -> None:
         pass
 
     def do_POST(self) -> None:
         message = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        if self.legacy:  # the answer goes out on the GET stream
+            self.send_response(202)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            out = _Handler.stream
+            threading.Thread(target=lambda: out.put(answer(message) or b""), daemon=True).start()
+            return
         data = answer(message)
         if data is None:
             self.send_response(202)
@@ -136,6 +148,21 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client stopped reading (it refused the answer)
 
     def do_GET(self) -> None:
+        if self.legacy and self.path.startswith("/sse"):
+            mine = _Handler.stream = queue.Queue()  # a new client: answers go to its stream only
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            try:
+                self.wfile.write(b"event: endpoint\ndata: /messages?session_id=hostile\n\n")
+                self.wfile.flush()
+                while True:
+                    data = mine.get()
+                    if data:
+                        self.wfile.write(b"event: message\ndata: " + data + b"\n\n")
+                        self.wfile.flush()
+            except OSError:
+                return
         self.send_response(405)
         self.send_header("content-length", "0")
         self.end_headers()
@@ -149,6 +176,7 @@ class _Handler(BaseHTTPRequestHandler):
 def main(argv: list[str]) -> None:
     if "--http" in argv:
         _Handler.sse = "--sse" in argv
+        _Handler.legacy = "--legacy-sse" in argv
         port = int(argv[argv.index("--http") + 1])
         ThreadingHTTPServer(("127.0.0.1", port), _Handler).serve_forever()
     else:
