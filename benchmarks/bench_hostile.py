@@ -12,13 +12,14 @@ The hostile MCP server's answers (``tests.hostile_host.MCP_CASES``, issue 29: a 
 items, four million numbers, a million keys, a 120 MB text item, a value nested 100,000 deep, with
 the id first, last or left out, and the largest answer the values bound lets in) are measured the
 same way, once per MCP transport of ``--mcp``: ``stdio`` (the server started by atc), ``http``
-(streamable HTTP answering JSON bodies) and ``sse`` (streamable HTTP answering SSE streams), with
+(streamable HTTP answering JSON bodies), ``sse`` (streamable HTTP answering SSE streams) and
+``legacy-sse`` (the older SSE transport: every answer an event of one GET stream), with
 ``--mcp-timeout`` as the run's deadline (the SDK takes seconds to decode the largest answer let in).
 
 Usage::
 
     .venv/bin/python benchmarks/bench_hostile.py [--backends local,docker] [--memory 64,256]
-        [--timeout 5] [--cases NAME,...] [--mcp stdio,http,sse] [--mcp-timeout 15] [--code DIR]
+        [--timeout 5] [--cases NAME,...] [--mcp stdio,http,sse,legacy-sse] [--mcp-timeout 15] [--code DIR]
         [--json OUT]
 
 ``--code DIR`` measures the code of another checkout (its ``sandbox`` package; this corpus and
@@ -75,7 +76,7 @@ def _mcp_source(transport: str, code: Path) -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    flags = ["--sse"] if transport == "sse" else []
+    flags = {"sse": ["--sse"], "legacy-sse": ["--legacy-sse"]}.get(transport, [])
     proc = subprocess.Popen([sys.executable, "-m", "tests.mcp_servers.hostile", "--http", str(port), *flags], cwd=code,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -88,7 +89,7 @@ def _mcp_source(transport: str, code: Path) -> Iterator[str]:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit("the hostile MCP server did not start") from None
                 time.sleep(0.05)
-        yield f"mcp+http://127.0.0.1:{port}/mcp"
+        yield f"mcp+sse://127.0.0.1:{port}/sse" if transport == "legacy-sse" else f"mcp+http://127.0.0.1:{port}/mcp"
     finally:
         proc.kill()
         proc.wait()
