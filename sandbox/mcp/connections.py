@@ -10,9 +10,9 @@ SDK's streamable HTTP / SSE client over ``sandbox.mcp.httpbounds``) and the ``Cl
 initializes it within ``start_timeout``, then waits until it is told to stop. Every transport
 judges the server's messages before the SDK parses them (``sandbox.mcp.bounds``): a call's answer
 beyond the bounds of its run's limits (``call(..., bounds=)``) is refused, the call fails at once
-(``failure`` ``response``) and the connection stays up for the next. Entering and leaving happen in that one task (anyio's cancel scopes demand
-it); stopping cancels its scope and the SDK's shutdown closes the server's stdin, then terminates
-its process group. Connections are keyed by ``McpServer.key()`` and reused across program runs and
+(``failure`` ``response``) and the connection stays up for the next. Entering and leaving happen
+in that one task (anyio's cancel scopes demand it); stopping cancels its scope and the transport's
+shutdown closes the server's stdin, then terminates its process group. Connections are keyed by ``McpServer.key()`` and reused across program runs and
 attempts. A server that died (a call saw the connection close) is dropped, and the next use starts
 it again.
 
