@@ -69,8 +69,11 @@ class Resolver:
         self.dialect = dialect
         self.warnings: list[SpecWarning] = []
         self._seen_warnings: set[tuple[str, str]] = set()
-        self._cache: dict[str, Any] = {}
+        #: A referenced schema expanded without a cut -> (it, its size in nodes, its height).
+        self._cache: dict[str, tuple[Any, int, int]] = {}
         self._budget = MAX_NODES
+        self._deepest = 0  # the deepest node the current expansion reached
+        self._cuts = 0  # cut markers made so far (a subtree made without one may be shared)
 
     def warn(self, message: str, pointer: str) -> None:
         """Record a warning once (a node visited from several places reports once)."""
@@ -122,46 +125,33 @@ class Resolver:
         """A deep copy of a schema with every local reference expanded and ``allOf`` merged.
 
         Recursive references are expanded once, then cut to a marker object. A node budget
-        bounds the work on documents whose references fan out combinatorially."""
+        bounds the *expanded* schema, counting a subtree that several references share once per
+        reference: documents whose references fan out combinatorially (ten references to a
+        schema of ten references to ..., 3 KB that would inline to 10^9 nodes) are cut, with a
+        warning, in time proportional to the budget, and so is every later walk over the result
+        (copying, rendering, validating, generating data)."""
         self._budget = MAX_NODES
+        self._deepest = 0
         return finish_root(self._schema(node, at, (), 0), at, self.warn)
 
     def _schema(self, node: Any, at: str, stack: tuple[str, ...], depth: int, is_schema: bool = True) -> Any:
         if depth > MAX_DEPTH:
+            self._cuts += 1
             return {"description": "(nesting too deep: cut)"}
         self._budget -= 1
         if self._budget < 0:
+            self._cuts += 1
+            if self._budget == -1:
+                self.warn(f"the schema expands to more than {MAX_NODES} nodes (its references fan out): the rest "
+                          "is cut", at)
             return {"description": "(schema too large: cut)"}
+        self._deepest = max(self._deepest, depth)
         if isinstance(node, list):
             return [self._schema(v, f"{at}/{i}", stack, depth + 1, is_schema) for i, v in enumerate(node)]
         if not isinstance(node, dict):
             return node
         if "$ref" in node:
-            ref = node["$ref"]
-            if isinstance(ref, str) and ref in stack:
-                name = ref.rsplit("/", 1)[-1]
-                return {"type": "object", "description": f"(recursive: {name})"}
-            if isinstance(ref, str) and ref in self._cache:
-                resolved = self._cache[ref]  # (the siblings below still apply to this use)
-            else:
-                target, pointer = self.follow(node, at)
-                # Every ref of the chain is now on the stack, so a schema that refers back is cut.
-                chain = stack + (ref,) if isinstance(ref, str) else stack
-                resolved = self._schema(target, pointer, chain, depth + 1, is_schema)
-                named = component_name(ref) if is_schema else None
-                if named and isinstance(resolved, dict) and resolved.get(NAME_KEY) != named:
-                    # A copy: ``resolved`` may be the cached expansion of another name in the chain.
-                    resolved = {**resolved, NAME_KEY: named}
-                if isinstance(ref, str) and not _has_cut(resolved):
-                    self._cache[ref] = resolved
-            extra = {k: v for k, v in node.items() if k != "$ref"}
-            if extra and isinstance(resolved, dict):
-                # OpenAPI 3.1 allows siblings next to $ref (description, nullable...): they win.
-                resolved = {**resolved, **{k: self._schema(v, f"{at}/{escape(k)}", stack, depth + 1, False)
-                                           for k, v in extra.items()}}
-                if is_schema:
-                    resolved = repair_node(resolved, at, self.warn, dialect=self.dialect)
-            return resolved
+            return self._reference(node, at, stack, depth, is_schema)
         out: dict[str, Any] = {}
         tags = _discriminator_values(node) if is_schema else {}
         for key, value in node.items():
@@ -187,6 +177,44 @@ class Resolver:
             out = merge_all_of(out)
         return out
 
+    def _reference(self, node: dict[str, Any], at: str, stack: tuple[str, ...], depth: int,
+                   is_schema: bool) -> Any:
+        """A ``$ref`` node expanded (see ``_schema``). A referenced schema expanded without a cut is
+        kept with its size and height and shared by the later references to it, each of which
+        pays its size from the budget; one that no longer fits (in the budget or under
+        ``MAX_DEPTH`` from here) is expanded again, and cut where it runs out."""
+        ref = node["$ref"]
+        if isinstance(ref, str) and ref in stack:
+            self._cuts += 1
+            name = ref.rsplit("/", 1)[-1]
+            return {"type": "object", "description": f"(recursive: {name})"}
+        kept = self._cache.get(ref) if isinstance(ref, str) else None
+        if kept is not None and kept[1] <= self._budget + 1 and depth + kept[2] <= MAX_DEPTH:
+            resolved, size, height = kept
+            self._budget -= size - 1  # the visit of this node was paid already
+            self._deepest = max(self._deepest, depth + height)
+        else:
+            target, pointer = self.follow(node, at)
+            # Every ref of the chain is now on the stack, so a schema that refers back is cut.
+            chain = stack + (ref,) if isinstance(ref, str) else stack
+            budget, deepest, cuts = self._budget + 1, self._deepest, self._cuts
+            self._deepest = depth
+            resolved = self._schema(target, pointer, chain, depth + 1, is_schema)
+            named = component_name(ref) if is_schema else None
+            if named and isinstance(resolved, dict) and resolved.get(NAME_KEY) != named:
+                # A copy: ``resolved`` may be the cached expansion of another name in the chain.
+                resolved = {**resolved, NAME_KEY: named}
+            if isinstance(ref, str) and self._cuts == cuts:
+                self._cache[ref] = (resolved, budget - self._budget, self._deepest - depth)
+            self._deepest = max(deepest, self._deepest)
+        extra = {k: v for k, v in node.items() if k != "$ref"}
+        if extra and isinstance(resolved, dict):
+            # OpenAPI 3.1 allows siblings next to $ref (description, nullable...): they win.
+            resolved = {**resolved, **{k: self._schema(v, f"{at}/{escape(k)}", stack, depth + 1, False)
+                                       for k, v in extra.items()}}
+            if is_schema:
+                resolved = repair_node(resolved, at, self.warn, dialect=self.dialect)
+        return resolved
 
 def component_name(ref: Any) -> str | None:
     """The name of the component a local ``$ref`` names (``#/components/schemas/WorkPoolFilter`` ->
@@ -241,18 +269,6 @@ def _tagged(branch: Any, prop: str, value: str) -> Any:
     return {**branch, "properties": {**branch["properties"], prop: {**current, "enum": [value]}}}
 
 
-def _has_cut(schema: Any, depth: int = 0) -> bool:
-    """Whether a resolved schema contains a recursion cut (then it depends on where it was expanded)."""
-    if depth > MAX_DEPTH + 4:
-        return True
-    if isinstance(schema, dict):
-        d = schema.get("description")
-        if isinstance(d, str) and d.startswith(("(recursive: ", "(nesting too deep", "(schema too large")):
-            return True
-        return any(_has_cut(v, depth + 1) for v in schema.values())
-    if isinstance(schema, list):
-        return any(_has_cut(v, depth + 1) for v in schema)
-    return False
 
 
 def unshare(node: Any) -> Any:

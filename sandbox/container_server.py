@@ -183,13 +183,31 @@ def prepare_template(jail: Any, uid: int, gid: int) -> None:
     root = top + RUN_ROOT
     os.mkdir(root, 0o755)
     _mount("sandbox", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,nr_inodes=64,mode=755")
-    jail._populate_root(root, [])
+    binds = jail._populate_root(root, [])
     for place in ("/dev/shm", "/tmp", "/proc"):
         os.mkdir(root + place, 0o755)
+    _overlay_system_dirs(jail, root, binds)
     _mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     _mount(None, top, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _pivot_into(top)
     os.chdir("/")
+
+
+def _overlay_system_dirs(jail: Any, root: str, binds: list[tuple[str, str]]) -> None:
+    """Each bind of an image directory in the skeleton replaced by a read-only overlay of that
+    directory of the template's own (its second, empty layer the skeleton's ``/proc``, which each
+    run mounts over later and the overlay does not see). A bind would show the container's root
+    mount in every run's ``/proc/self/mountinfo``, whose options are the Docker host's storage
+    paths and layer ids; the overlay's are the paths given here. Where the kernel refuses the
+    overlay, the bind stays."""
+    for host, inside in binds:
+        target = root + inside
+        _check(_libc.umount2(target.encode(), MNT_DETACH), f"umount {target}")
+        try:
+            _mount("atc-system", target, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV,
+                   f"lowerdir={host}:{root}/proc")
+        except OSError:
+            jail.bind_readonly(host, target)
 
 
 def _pivot_into(root: str) -> None:

@@ -21,10 +21,12 @@ Three tools bound that cost by the *number of values*, before and after decoding
 from __future__ import annotations
 
 import json
+import struct
 import sys
+from itertools import accumulate
 from typing import Any
 
-__all__ = ["TooManyValues", "count_values", "loads", "host_size", "summarize", "VALUE_COST"]
+__all__ = ["TooManyValues", "count_values", "loads", "max_depth", "host_size", "summarize", "VALUE_COST"]
 
 #: Host bytes one counted value may cost once decoded (measured: an empty list in a list is 64,
 #: a one-key object 62 per counted value, a float 32, a short string 59): the factor between a
@@ -34,6 +36,8 @@ VALUE_COST = 64
 _STRUCTURE = b"[{,:"
 _DROP = bytes(b for b in range(256) if b not in b'[{,:"')
 _WINDOW = 1 << 16
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b'[{]}"')
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 
 
 class TooManyValues(ValueError):
@@ -81,6 +85,17 @@ def loads(raw: bytes | bytearray, max_values: int) -> Any:
     if count > max_values:
         raise TooManyValues(count, max_values)
     return json.loads(raw)
+
+
+def max_depth(raw: bytes | bytearray) -> int:
+    """How deep the arrays and objects of a (valid) JSON text nest, without decoding it: escaped
+    backslashes and quotes are dropped, everything but brackets and quotes is deleted, the strings
+    (now just quotes around brackets) are dropped, and the brackets are summed as +1/-1 -- every
+    step in C. (Callers first check ``raw.count(b"[") + raw.count(b"{")`` against their limit:
+    the text cannot nest deeper than that.)"""
+    skeleton = bytes(raw).replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_BRACKETS)
+    steps = b"".join(skeleton.split(b'"')[::2]).translate(_STEPS)  # the even pieces lie outside strings
+    return max(accumulate(struct.unpack(f"{len(steps)}b", steps)), default=0)
 
 
 def host_size(value: Any, stop: int | None = None) -> int:

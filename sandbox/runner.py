@@ -248,10 +248,12 @@ class Channel:
         self.next_id = 0
         self.last: Response | None = None
         self.streams: tuple[CappedText, CappedText] | None = None
+        # ONE pump per channel, for every snippet of a session: a thread per snippet lingered for
+        # its flush interval, and fast snippets piled them up (each with its stack and malloc
+        # arena, counted against the sandbox's address space).
         self._wake = threading.Event()
         self._pump: threading.Thread | None = None
         self._stopped = False
-        self._generation = 0  # one per program of a session: a pump serves its own only
         self.max_value_bytes = 1 << 20  # the largest final_answer value the host takes (set by start)
 
     def _pending(self) -> dict[str, str] | None:
@@ -296,22 +298,23 @@ class Channel:
 
     def wake(self) -> None:
         if self._pump is None and not self._stopped:
-            self._pump = threading.Thread(target=self._pump_loop, args=(self._wake, self._generation),
-                                          name="atc-output", daemon=True)
+            self._pump = threading.Thread(target=self._pump_loop, name="atc-output", daemon=True)
             try:
                 self._pump.start()
             except RuntimeError:  # no thread left (the program took them all): the done frame carries it
                 return
         self._wake.set()
 
-    def _pump_loop(self, wake: threading.Event, generation: int) -> None:
-        while not self._stopped and generation == self._generation:
-            wake.wait()
+    def _pump_loop(self) -> None:
+        """Sends what the running program printed, at most every ``FLUSH_SECONDS``; between two
+        snippets of a session (stopped) it sends nothing and waits for the next one's output."""
+        while True:
+            self._wake.wait()
             time.sleep(FLUSH_SECONDS)  # gather what a loop prints into one frame
-            wake.clear()
+            self._wake.clear()
             with self.send_lock:
-                if self._stopped or generation != self._generation:
-                    return
+                if self._stopped:
+                    continue
                 pending = self._pending()
                 if pending:
                     try:
@@ -323,16 +326,11 @@ class Channel:
         """No more output frames (the done frame carries everything)."""
         with self.send_lock:
             self._stopped = True
-        self._wake.set()
 
     def restart(self) -> None:
-        """Output frames again, for the next snippet of a session (a pump of the last one, still
-        winding down, sees the new generation and sends nothing)."""
+        """Output frames again, for the next snippet of a session (the same pump serves it)."""
         with self.send_lock:
-            self._generation += 1
             self._stopped = False
-            self._pump = None
-            self._wake = threading.Event()
 
 
 def _position(frame: FrameType) -> tuple[int | None, int | None]:

@@ -195,6 +195,30 @@ except ToolError as e:
 ]
 
 
+#: Hostile MCP results (issue 29), from ``tests/mcp_servers/hostile.py`` as collection ``hostile``
+#: (``measure(..., mcp=[source])``): each is refused at once with a ``ToolError`` the program
+#: catches, and the same server then answers a ``ping``.
+MCP_CASES = [HostCase(f"mcp_{name}", f"""
+try:
+    {call}
+    print('taken')
+except ToolError as e:
+    print('refused:', str(e)[:200])
+print(ping())
+""", ("ok",)) for name, call in (
+    ("items_1m", "items(n=1_000_000)"),
+    ("numbers_4m", "numbers(n=4_000_000)"),
+    ("keys_1m", "keys(n=1_000_000)"),
+    ("text_120mb", "text(mb=120)"),
+    ("deep_100k", "deep(n=100_000)"),
+    ("items_1m_id_last", "items(n=1_000_000, where='tail')"),
+    ("numbers_4m_no_id", "numbers(n=4_000_000, where='none')"),
+    ("items_180k", "items(n=180_000)"),  # under the byte cap, over the values cap
+    ("items_100k_taken", "items(n=100_000)"),  # the largest the values cap of --memory 64 lets in
+    ("numbers_500k_taken", "numbers(n=500_000)"),
+)]
+
+
 @dataclass
 class Measured:
     """What one case cost the atc process. ``peak_mb``: the highest resident size during the run
@@ -217,11 +241,13 @@ class Measured:
 
 
 def measure(backend: str, cases: list[HostCase], *, spec: Path, limits: dict[str, Any],
-            timeout: float = 600.0, root: Path = ROOT) -> list[Measured]:
+            timeout: float = 600.0, root: Path = ROOT, mcp: list[str] | None = None) -> list[Measured]:
     """Run ``cases`` on ``backend`` ("local" or "docker") in a child atc process (see the module
     docstring); ``spec`` is the echo API's spec file, ``limits`` the fields of ``Limits``, ``root``
-    the checkout whose code runs (it must hold this file and ``tests/apis/echo.py``)."""
-    job = {"backend": backend, "spec": str(spec), "limits": limits,
+    the checkout whose code runs (it must hold this file and ``tests/apis/echo.py``); ``mcp``:
+    MCP sources (``mcp:COMMAND``, ``mcp+http://...``) whose tools the runs get too, loaded (and,
+    for stdio, started) before the baseline is taken."""
+    job = {"backend": backend, "spec": str(spec), "limits": limits, "mcp": mcp or [],
            "cases": [{"name": c.name, "program": c.program, "validation": c.validation} for c in cases]}
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATC_") or k == "ATC_HOME"}
     proc = subprocess.run([sys.executable, "-m", "tests.hostile_host"], input=json.dumps(job), text=True,
@@ -262,7 +288,12 @@ def _child() -> int:
     from sandbox.api import Backend, Limits, Toolset
 
     limits = Limits(**job["limits"])
-    collection = load_spec(job["spec"])
+    collections = [load_spec(job["spec"])]
+    if job.get("mcp"):
+        from sandbox.mcp.sources import load_source
+
+        for source in job["mcp"]:
+            collections += load_source(source, name="hostile")
     backend: Backend
     if job["backend"] == "docker":
         from sandbox.docker_backend import DockerBackend
@@ -273,14 +304,17 @@ def _child() -> int:
 
         backend = LocalBackend(pool_size=1)
     with backend:
-        tools = Toolset([collection])
-        for warm in ("print(echo(blob='warm'))", "echo(items=['x'])", "x = echo(blob='y')\nprint(x['nope'])"):
+        tools = Toolset(collections)
+        warms = ["print(echo(blob='warm'))", "echo(items=['x'])", "x = echo(blob='y')\nprint(x['nope'])"]
+        if job.get("mcp"):
+            warms.append("print(ping())")
+        for warm in warms:
             backend.run(warm, tools, limits)
         time.sleep(0.5)
         _settle()
         baseline = _status_mb("VmRSS")
         for case in job["cases"]:
-            tools = Toolset([collection], validation=case["validation"])
+            tools = Toolset(collections, validation=case["validation"])
             program = case["program"].replace("LIMIT", repr(limits.timeout))
             _settle()
             with open("/proc/self/clear_refs", "w") as f:

@@ -10,8 +10,10 @@ with its expected error, by its deadline, with the process's peak resident memor
 from __future__ import annotations
 
 import json
+import shlex
 import socket
 import struct
+import sys
 import threading
 import time
 import tracemalloc
@@ -31,7 +33,7 @@ from sandbox.hostbounds import HostBounds
 from sandbox.jsonbounds import count_values, host_size, summarize
 from sandbox.lint import MAX_PROGRAM_CHARS, lint
 from tests.apis.echo import EchoAPI
-from tests.hostile_host import CASES, HostCase, measure
+from tests.hostile_host import CASES, MCP_CASES, HostCase, measure
 
 MEMORY_MB = 64
 LIMITS = Limits(timeout=3, memory_mb=MEMORY_MB)
@@ -391,21 +393,32 @@ TESTED = ("validation_bomb", "validation_bomb_400k", "validation_bomb_anyof", "v
           "huge_flat_program")
 
 
-def _cases() -> list[HostCase]:
-    by_name = {c.name: c for c in CASES}
-    return [by_name[name] for name in TESTED]
+#: And the hostile MCP server's answers (issue 29), over stdio: refused unparsed, and the largest
+#: one the values bound of --memory 64 lets in, the costliest for the SDK to decode.
+MCP_TESTED = ("mcp_items_1m", "mcp_numbers_4m", "mcp_keys_1m", "mcp_text_120mb", "mcp_deep_100k",
+              "mcp_items_1m_id_last", "mcp_numbers_4m_no_id", "mcp_items_180k", "mcp_items_100k_taken")
+MCP_SOURCE = "mcp:" + shlex.join([sys.executable, "-m", "tests.mcp_servers.hostile"])
 
 
-def _check_measured(backend: str, echo_api: EchoAPI, tmp_path: Path) -> None:
-    spec = echo_api.write_spec(tmp_path / "echo.json")
-    cases = _cases()
-    rows = measure(backend, cases, spec=spec, limits={"timeout": LIMITS.timeout, "memory_mb": MEMORY_MB})
+def _check_rows(cases: list[HostCase], rows: list[Any], deadline: float) -> None:
     report = "\n".join(f"{r.name}: {r.outcome} peak +{r.peak_mb} MB, {r.cpu_s} s CPU, {r.wall_s} s: {r.message[:120]}"
                        for r in rows)
     for case, row in zip(cases, rows, strict=True):
         assert row.outcome in case.types, f"{case.name} ended {row.outcome}\n{report}"
         assert row.peak_mb <= 4 * MEMORY_MB, f"{case.name} cost the host {row.peak_mb} MB\n{report}"
-        assert row.wall_s <= LIMITS.timeout + 10, f"{case.name} outlived its deadline\n{report}"
+        assert row.wall_s <= deadline + 10, f"{case.name} outlived its deadline\n{report}"
+
+
+def _check_measured(backend: str, echo_api: EchoAPI, tmp_path: Path) -> None:
+    spec = echo_api.write_spec(tmp_path / "echo.json")
+    by_name = {c.name: c for c in CASES + MCP_CASES}
+    cases = [by_name[name] for name in TESTED]
+    rows = measure(backend, cases, spec=spec, limits={"timeout": LIMITS.timeout, "memory_mb": MEMORY_MB})
+    _check_rows(cases, rows, LIMITS.timeout)
+    # The MCP cases get the time the SDK needs to decode the largest answer let in (seconds).
+    cases = [by_name[name] for name in MCP_TESTED]
+    rows = measure(backend, cases, spec=spec, limits={"timeout": 15, "memory_mb": MEMORY_MB}, mcp=[MCP_SOURCE])
+    _check_rows(cases, rows, 15)
 
 
 @pytest.mark.timeout(240)

@@ -341,10 +341,11 @@ def test_the_depth_check_reads_the_raw_text_right(value: Any, ascii_only: bool) 
     """The depth of a body is measured on its text (strings cut out, brackets summed in C), so that
     a large body is not walked in Python; it must agree with the parsed data whatever the strings
     hold (brackets, quotes, backslashes, escapes)."""
-    from sandbox.http.decoding import _has_lone_surrogate, _max_depth
+    from sandbox.http.decoding import _has_lone_surrogate
+    from sandbox.jsonbounds import max_depth
 
     raw = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
-    assert _max_depth(raw) == _depth(value)
+    assert max_depth(raw) == _depth(value)
     lone = any("\ud800" in s for s in _strings(value))
     assert _has_lone_surrogate(raw) == (lone and ascii_only) or not ascii_only
 

@@ -265,6 +265,20 @@ def test_no_process_of_a_run_shows_a_host_path_or_the_servers_arguments(backend:
     for where, text in views.items():
         for needle in (install, "zygote", "--control", "--connect", "--runner", "--uid", "--seccomp"):
             assert needle not in text, (where, needle, text[:2000])
+    # The mounts name no storage path of the host: no overlay's upper or work directory, and (in
+    # Docker) not the engine's root (its overlay2 layers, issue 29).
+    needles = ["upperdir=", "workdir="]
+    if backend.name == "docker":
+        from sandbox.docker_engine import connect
+
+        client = connect(timeout=10)
+        try:
+            needles.append(str(client.info()["DockerRootDir"]))
+        finally:
+            client.close()
+    for pid in ("1", "self"):
+        for needle in needles:
+            assert needle not in views[f"/proc/{pid}/mountinfo"], (pid, needle, views[f"/proc/{pid}/mountinfo"])
 
 
 def _container_host_pids(cid: str) -> list[int]:

@@ -192,6 +192,28 @@ def test_memory_is_the_whole_sessions(backend: Backend, tools: Toolset) -> None:
         assert _gone(traces)
 
 
+def test_threads_and_memory_stay_flat_over_500_printing_snippets(backend: Backend, tools: Toolset) -> None:
+    """Each snippet prints (so the output pump runs) and keeps 16 KB; the interpreter's threads and
+    address space stay where they were after the first snippets (issue 29: a pump per snippet
+    lingered, each with its stack and malloc arena, and a session of fast snippets ran out of
+    address space with a false MemoryLimit)."""
+    snippet = ("kept.append(bytearray(16384))\nprint(len(kept), len(os.listdir('/proc/self/task')), "
+               "[l.split()[1] for l in open('/proc/self/status') if l.startswith('VmSize')][0])")
+    limits = Limits(timeout=10, memory_mb=128, max_calls=20)
+    seen: list[tuple[int, int, int]] = []
+    with open_session(tools, limits, sandbox=backend) as s:
+        assert s.run("import os\nkept = []").ok
+        for _ in range(500):
+            r = s.run(snippet)
+            assert r.ok, (len(seen), r.to_dict())
+            count, threads, vm_kb = map(int, r.answer.split())
+            seen.append((count, threads, vm_kb))
+    assert [c for c, _, _ in seen] == list(range(1, 501))
+    assert max(t for _, t, _ in seen) <= 2, [t for _, t, _ in seen]  # the interpreter and one output pump
+    grown_mb = (seen[-1][2] - seen[9][2]) / 1024
+    assert grown_mb < 8 + 16, f"the address space grew {grown_mb:.0f} MB over 490 snippets holding 8 MB"
+
+
 def test_a_snippet_that_times_out_ends_the_session_and_its_processes(backend: Backend, tools: Toolset) -> None:
     limits = Limits(timeout=1, memory_mb=256)
     with open_session(tools, limits, sandbox=backend) as s:

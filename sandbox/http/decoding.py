@@ -24,14 +24,12 @@ import base64
 import codecs
 import json
 import re
-import struct
 import zlib
 from collections.abc import Callable, Iterator
-from itertools import accumulate
 from typing import Any
 
 from protocols.errors import ToolError
-from sandbox.jsonbounds import count_values
+from sandbox.jsonbounds import count_values, max_depth
 
 __all__ = ["read_body", "to_data", "accept_encoding", "binary_object", "is_binary_object", "MAX_RESPONSE_DEPTH",
            "CHUNK", "BodyTooLarge"]
@@ -265,7 +263,7 @@ def to_data(raw: bytes, content_type: str, max_values: int | None = None) -> Any
         except (ValueError, LookupError):
             pass
         else:
-            if raw.count(b"[") + raw.count(b"{") >= MAX_RESPONSE_DEPTH and _max_depth(raw) > MAX_RESPONSE_DEPTH:
+            if raw.count(b"[") + raw.count(b"{") >= MAX_RESPONSE_DEPTH and max_depth(raw) > MAX_RESPONSE_DEPTH:
                 raise ValueError(f"the response is nested more than {MAX_RESPONSE_DEPTH} levels deep")
             return _clean(data, has_escapes=True) if _has_lone_surrogate(raw) else data
     textual = is_json or not media or media.startswith(_TEXT_TYPES) or media.endswith(("+xml", "+json", "+yaml"))
@@ -285,24 +283,11 @@ def to_data(raw: bytes, content_type: str, max_values: int | None = None) -> Any
     return binary_object(raw, content_type)
 
 
-_KEEP = b'[{]}"'
-_NOT_KEPT = bytes(b for b in range(256) if b not in _KEEP)
-_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 #: Any \u escape of a surrogate (a quick test before the exact one).
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 #: A \u escape of a surrogate that is not half of a pair (json decodes it to a lone surrogate).
 _LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|"
                              rb"(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F]")
-
-
-def _max_depth(raw: bytes) -> int:
-    """How deep the arrays and objects of a (valid) JSON text nest, without walking the parsed
-    data: escaped backslashes and quotes are dropped, everything but brackets and quotes is
-    deleted, the strings (now just quotes around brackets) are dropped, and the brackets are
-    summed as +1/-1 -- every step in C."""
-    skeleton = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_KEPT)
-    steps = b"".join(skeleton.split(b'"')[::2]).translate(_STEPS)  # the even pieces lie outside strings
-    return max(accumulate(struct.unpack(f"{len(steps)}b", steps)), default=0)
 
 
 def _has_lone_surrogate(raw: bytes) -> bool:

@@ -8,6 +8,9 @@
   process-wide one is ``servers()``, closed by ``close_servers()`` (the CLI does, and atexit).
 - ``transport``: ``McpTransport.send``, the MCP side of one gateway call (``tools/call``, its
   result as program data, its errors as ``ToolError``).
+- ``bounds``, ``stdio``, ``httpbounds``: every server's messages read by atc and judged on their
+  bytes before the SDK parses them (size, JSON values; a refused answer fails its call at once),
+  over stdio (atc's own transport) and HTTP (a transport under the SDK's clients).
 
 The official SDK (``pip install 'atc[mcp]'``) is imported only when a server is used.
 """

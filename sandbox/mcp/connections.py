@@ -4,12 +4,15 @@ The SDK is asyncio/anyio; the gateway serves calls from plain threads. One backg
 an event loop that owns every session; ``list_tools`` and ``call`` are blocking wrappers that hand a
 coroutine to that loop and wait (bounded) for its answer.
 
-A connection is one task that enters the transport (``stdio_client``: the server is a child process
-in its own process group, its stderr kept in a temporary file for error messages; or the streamable
-HTTP / SSE client) and the ``ClientSession``, initializes it within ``start_timeout``, then waits
-until it is told to stop. Entering and leaving happen in that one task (anyio's cancel scopes demand
-it); stopping cancels its scope and the SDK's shutdown closes the server's stdin, then terminates
-its process group. Connections are keyed by ``McpServer.key()`` and reused across program runs and
+A connection is one task that enters the transport (``sandbox.mcp.stdio``: the server is a child
+process in its own process group, its stderr kept in a temporary file for error messages; or the
+SDK's streamable HTTP / SSE client over ``sandbox.mcp.httpbounds``) and the ``ClientSession``,
+initializes it within ``start_timeout``, then waits until it is told to stop. Every transport
+judges the server's messages before the SDK parses them (``sandbox.mcp.bounds``): a call's answer
+beyond the bounds of its run's limits (``call(..., bounds=)``) is refused, the call fails at once
+(``failure`` ``response``) and the connection stays up for the next. Entering and leaving happen
+in that one task (anyio's cancel scopes demand it); stopping cancels its scope and the transport's
+shutdown closes the server's stdin, then terminates its process group. Connections are keyed by ``McpServer.key()`` and reused across program runs and
 attempts. A server that died (a call saw the connection close) is dropped, and the next use starts
 it again.
 
@@ -24,15 +27,26 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import logging
 import tempfile
 import threading
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from protocols.errors import ToolError
 from protocols.model import McpServer
 from sandbox.mcp import require_sdk
+from sandbox.mcp.bounds import (
+    CURRENT,
+    REFUSED,
+    CallState,
+    Ledger,
+    MessageBounds,
+    TrackedWriter,
+    parse_problem,
+)
 
 __all__ = ["McpServers", "McpFailure", "servers", "close_servers", "close_mcp_servers", "DEFAULT_START_TIMEOUT"]
 
@@ -42,6 +56,7 @@ DEFAULT_START_TIMEOUT = 30.0
 _STOP_GRACE = 10.0
 _CONNECTION_CLOSED = -32000
 _REQUEST_TIMEOUT = -32001
+_PARSE_ERROR = -32700
 
 
 class McpFailure(ToolError):
@@ -64,6 +79,7 @@ class _Connection:
     dead: str | None = None
     garbage: list[str] = field(default_factory=list)
     stderr: Any = None
+    ledger: Ledger = field(default_factory=Ledger)
 
     @property
     def live(self) -> bool:
@@ -203,7 +219,8 @@ class McpServers:
                             if isinstance(message, Exception) and len(conn.garbage) < 3:
                                 conn.garbage.append(_garbage_line(message))
 
-                        async with ClientSession(streams[0], streams[1], message_handler=on_message) as session:
+                        writer = TrackedWriter(streams[1], conn.ledger)
+                        async with ClientSession(streams[0], writer, message_handler=on_message) as session:
                             with anyio.fail_after(self.start_timeout):
                                 await session.initialize()
                             conn.session = session
@@ -226,20 +243,13 @@ class McpServers:
     def _transport(self, conn: _Connection) -> Any:
         server = conn.server
         if server.transport == "stdio":
-            from mcp import StdioServerParameters, stdio_client
+            from sandbox.mcp.stdio import bounded_stdio_client
 
             conn.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed with the connection
             env = {k: v for k, v in server.env.items() if v is not None}
-            params = StdioServerParameters(command=server.command or "", args=list(server.args), env=env or None,
-                                           cwd=server.cwd)
-            return stdio_client(params, errlog=conn.stderr)
-        if server.transport == "sse":
-            from mcp.client.sse import sse_client
-
-            return sse_client(str(server.url))
-        from mcp.client.streamable_http import streamable_http_client
-
-        return streamable_http_client(str(server.url))
+            return bounded_stdio_client(server.command or "", list(server.args), env or None, server.cwd, conn.stderr,
+                                        conn.ledger)
+        return _http_transport(conn)
 
     def _start_error(self, conn: _Connection, exc: BaseException) -> McpFailure:
         where = f"MCP server {conn.server.describe()!r}"
@@ -307,16 +317,26 @@ class McpServers:
         return result
 
     def call(self, server: McpServer, name: str, arguments: dict[str, Any], timeout: float, *,
-             tool: str | None = None) -> dict[str, Any]:
-        """``tools/call`` of ``name``; the ``CallToolResult`` as JSON. ``timeout`` bounds the wait."""
+             tool: str | None = None, bounds: MessageBounds | None = None) -> dict[str, Any]:
+        """``tools/call`` of ``name``; the ``CallToolResult`` as JSON. ``timeout`` bounds the wait,
+        ``bounds`` (default: ``bounds.DEFAULT``) what the answer may hold before it is parsed."""
         conn = self.connection(server)
+        label = tool or name
 
         async def calling() -> dict[str, Any]:
-            result = await conn.session.call_tool(name, arguments, read_timeout_seconds=timeout)
+            state = CallState(bounds) if bounds is not None else CallState()
+            CURRENT.set(state)  # this task's own context: its request is recorded with these bounds
+            try:
+                result = await conn.session.call_tool(name, arguments, read_timeout_seconds=timeout)
+            except Exception:
+                if state.refused is not None:
+                    raise McpFailure(f"{label}: {state.refused}", tool=label, failure="response") from None
+                raise
+            finally:
+                conn.ledger.forget(state)
             dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
             return dumped
 
-        label = tool or name
         try:
             answer: dict[str, Any] = self._submit(calling(), timeout + 2.0, f"{label}: MCP server")
             return answer
@@ -336,6 +356,10 @@ class McpServers:
         if code == _REQUEST_TIMEOUT:
             within = f" within {timeout:.3g} s" if timeout is not None else " in time"
             return McpFailure(f"{label}: no answer from the MCP server{within}", tool=tool, failure="timeout")
+        if code == REFUSED:  # refused by atc's bounds (a call's own refusals are told in call())
+            return McpFailure(f"{label}: {message}", tool=tool, failure="response")
+        if code == _PARSE_ERROR:  # the SDK's, quoting what it could not parse: said in our words only
+            return McpFailure(f"{label}: {parse_problem(ValueError(message))}", tool=tool, failure="response")
         if code == _CONNECTION_CLOSED or conn.dead:
             conn.dead = conn.dead or "connection closed"
             self._stop(conn)
@@ -369,6 +393,29 @@ class McpServers:
         """The servers with a live connection now."""
         with self._lock:
             return [c.server for c in self._connections.values() if c.live]
+
+
+@contextlib.asynccontextmanager
+async def _http_transport(conn: _Connection) -> AsyncIterator[Any]:
+    """The SDK's streamable HTTP (or SSE) client, on an HTTP client of atc's that bounds what it
+    reads (``sandbox.mcp.httpbounds``)."""
+    from sandbox.mcp.httpbounds import bounded_client
+
+    url = str(conn.server.url)
+    if conn.server.transport == "sse":
+        from mcp.client.sse import sse_client
+
+        def factory(headers: Any = None, timeout: Any = None, auth: Any = None) -> Any:
+            return bounded_client(conn.ledger, headers=headers, timeout=timeout, auth=auth)
+
+        async with sse_client(url, httpx_client_factory=factory) as streams:
+            yield streams
+        return
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with bounded_client(conn.ledger) as client, \
+            streamable_http_client(url, http_client=client, max_sse_event_size=None) as streams:
+        yield streams
 
 
 def _close_log(conn: _Connection) -> None:

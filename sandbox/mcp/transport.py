@@ -34,6 +34,7 @@ from sandbox.api import Limits, Toolset
 from sandbox.hostbounds import HostBounds
 from sandbox.http.transport import Reply, SendFailure
 from sandbox.jsonbounds import TooManyValues, count_values, loads
+from sandbox.mcp.bounds import MessageBounds
 from sandbox.mcp.connections import McpFailure, McpServers
 from sandbox.mcp.sources import resolve_env
 
@@ -143,7 +144,8 @@ class McpTransport:
                                   failure="timeout")
         wire = {(tool.bindings[k].name if k in tool.bindings else k): v for k, v in args.items()}
         try:
-            result = self.servers.call(server, tool.path or tool.name, wire, timeout, tool=tool.name)
+            result = self.servers.call(server, tool.path or tool.name, wire, timeout, tool=tool.name,
+                                       bounds=MessageBounds.of(self.limits))
         except McpFailure as exc:
             raise SendFailure(exc.message, tool=tool.name, failure=exc.failure, hint=exc.hint) from None
         raw = json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
