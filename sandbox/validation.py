@@ -16,7 +16,8 @@ before it fails, and ``jsonschema`` costs 10-30 microseconds per keyword per val
 ``pattern`` is never checked on the host (a spec regex like ``^(a+)+$`` backtracks exponentially
 on a string the program chose; ``re`` cannot be interrupted) and ``uniqueItems`` only on arrays
 of up to ``MAX_UNIQUE_CHECK`` items (quadratic on arrays of objects); the API checks both itself.
-Validators are compiled once per schema and cached (``validator_for``).
+Validators are compiled once per schema and cached (``validator_for``). A call that
+``sandbox.fastcheck`` proves valid (most calls, on most schemas) skips jsonschema altogether.
 
 A problem names where the value is (``argument 'work_pools.name.any_'``, ``argument 'items[2]'``)
 and, for a value that has structure, what was expected (``expected WorkPoolFilterName = {any_:
@@ -33,6 +34,7 @@ from typing import Any
 
 from protocols.model import Tool
 from protocols.shapes import input_shape, schema_name
+from sandbox.fastcheck import quick_check
 from sandbox.hostbounds import HostBounds
 from sandbox.http.decoding import is_binary_object
 
@@ -184,12 +186,16 @@ def problems(tool: Tool, args: dict[str, Any], *, first_only: bool, bounds: Host
     values = count_values(args, bounds.checked_values)
     if values > bounds.checked_values:
         raise ValidationCut("values", f"they hold more than {bounds.checked_values} values")
+    checked = _for_validation(tool, args)
+    quick = quick_check(tool.parameters) if not out else None
+    if quick is not None and quick(checked):
+        return out, None  # proven valid without jsonschema (sandbox/fastcheck.py)
     wanted = 1 if first_only else MAX_WARNINGS + 1 - len(out)
     found: list[Any] = []
     _METER.meter = _Meter(bounds.validation_steps, bounds.validation_errors, deadline)
     try:
         validator = validator_for(tool.parameters)
-        for error in validator.iter_errors(_for_validation(tool, args)):
+        for error in validator.iter_errors(checked):
             if error.validator in ("additionalProperties", "required") and not error.absolute_path:
                 continue  # already said above, with the expected names
             found.append(error)
