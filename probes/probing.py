@@ -300,7 +300,25 @@ def probe(
     raises ``ProbeInterrupted`` with the report of what was learnt (also written to ``out`` and,
     with ``update``, the store). ``executor`` (``"local"`` or ``"ray"``) probes the tools as
     tasks, one per group of tools that depend on each other, at most ``concurrency`` at a time
-    (``probes.spread``; pass ``model=`` and a sandbox name, not objects)."""
+    (``probes.spread``; pass ``model=`` and a sandbox name, not objects).
+
+    Args:
+        tools: what ``atc.toolsets`` reads (spec paths, stored names, MCP sources, Collections).
+        base_url: one server URL for every collection, or ``{collection: URL}``.
+        credentials: ``{scheme or placement: "env:VAR"}``.
+        settings: how to probe (``ProbeSettings``); ``**options`` set its fields instead.
+        no_llm: probe without a model; ``model``/``client``: the model otherwise.
+        sandbox: where programs run; ``out``: a folder for the outputs; ``update``: write the store.
+        on_event: progress; ``executor``/``concurrency``: probe groups of tools as tasks.
+
+    Returns:
+        The ``ProbeReport``.
+
+    Raises:
+        UsageError: a bad argument or tools form.
+        ConfigError: a credential or server URL that cannot work.
+        ProbeInterrupted: Ctrl-C, carrying the report of what was learnt.
+    """
     if settings is None:
         settings = ProbeSettings(**options)
     elif options:

@@ -176,7 +176,20 @@ def prepare(sandbox: str | Backend | None, limits: Limits | None = None, *, one_
 def load(source: str | Path, *, name: str | None = None, base_url: str | None = None) -> Collection:
     """``atc.load``: a spec file or URL (``protocols.loaders.load_spec``), or a live MCP source that
     names one server (``mcp:COMMAND ARGS``, ``mcp+http://...``, a one-server ``mcpServers`` file;
-    the server is started now and reused by every run of the process)."""
+    the server is started now and reused by every run of the process).
+
+    Args:
+        source: a spec path or URL, or an MCP source naming one server.
+        name: the collection's name (default: from the spec or the server).
+        base_url: the server URL (a spec only).
+
+    Returns:
+        The ``Collection``.
+
+    Raises:
+        ProtocolError: the spec cannot be read.
+        UsageError: an MCP source that names several servers (use ``atc.load_mcp``).
+    """
     if isinstance(source, str):
         from sandbox.mcp.sources import is_mcp_source
 
