@@ -11,13 +11,19 @@ reflection.
     print(solution.answer)
 
 Attributes are imported lazily (PEP 562) so that ``import atc.errors`` from the lower layers
-(``protocols``, ``sandbox``) stays a leaf import, and ``import atc`` stays fast.
+(``protocols``, ``sandbox``) stays a leaf import, and ``import atc`` stays fast; a type checker
+reads the same names from the ``TYPE_CHECKING`` block below, so ``atc.solve`` has its real type.
+
+The public API is ``atc.<name>`` for the names of ``__all__`` (and the submodules ``atc.errors``,
+``atc.answers``, ``atc.functions``, ``atc.strategies``, ``atc.retrieval``, ``atc.evaluation``);
+the modules that implement them (``atc.solving``, ``atc.toolsets``, ``sandbox.*``...) are private
+and may change without notice.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -35,6 +41,7 @@ _LAZY: dict[str, str] = {
     "render_full": "protocols.render",
     # sandbox
     "Limits": "sandbox.api",
+    "Credentials": "sandbox.api",
     "Toolset": "sandbox.api",
     "ExecutionResult": "sandbox.api",
     "ToolCall": "sandbox.api",
@@ -54,7 +61,8 @@ _LAZY: dict[str, str] = {
     "WriteLedger": "sandbox.writes.ledger",
     "close_mcp_servers": "sandbox.mcp.connections",
     # solve
-    "solve": "atc.solving",
+    "solve": "atc.solver",
+    "Solver": "atc.solver",
     "asolve": "atc.solving",
     "solve_many": "atc.workflows.many",
     "Solution": "atc.solving",
@@ -78,6 +86,58 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]
+
+if TYPE_CHECKING:  # what a type checker sees; at run time each name is imported on first use
+    from atc.answers import AnswerSpec as AnswerSpec
+    from atc.errors import AtcError as AtcError
+    from atc.errors import ConfigError as ConfigError
+    from atc.errors import ModelError as ModelError
+    from atc.errors import ProtocolError as ProtocolError
+    from atc.errors import SandboxError as SandboxError
+    from atc.errors import SessionEnded as SessionEnded
+    from atc.errors import ToolError as ToolError
+    from atc.functions import tool as tool
+    from atc.retrieval.api import search as search
+    from atc.retrieval.base import SearchResult as SearchResult
+    from atc.running import arun as arun
+    from atc.running import run as run
+    from atc.sessions import AsyncSession as AsyncSession
+    from atc.sessions import asession as asession
+    from atc.sessions import session as session
+    from atc.solver import Solver as Solver
+    from atc.solver import solve as solve
+    from atc.solving import Attempt as Attempt
+    from atc.solving import Solution as Solution
+    from atc.solving import asolve as asolve
+    from atc.strategies import Strategy as Strategy
+    from atc.workflows.many import Solutions as Solutions
+    from atc.workflows.many import solve_many as solve_many
+    from probes.many import probe_many as probe_many
+    from probes.probing import probe as probe
+    from probes.report import ProbeReport as ProbeReport
+    from probes.report import ProbeSettings as ProbeSettings
+    from protocols.loaders import load_spec as load_spec
+    from protocols.model import Collection as Collection
+    from protocols.model import McpServer as McpServer
+    from protocols.model import Tool as Tool
+    from protocols.render import render_compact as render_compact
+    from protocols.render import render_full as render_full
+    from protocols.store import Store as Store
+    from sandbox.api import Credentials as Credentials
+    from sandbox.api import ErrorInfo as ErrorInfo
+    from sandbox.api import ExecutionResult as ExecutionResult
+    from sandbox.api import Limits as Limits
+    from sandbox.api import SessionLimits as SessionLimits
+    from sandbox.api import ToolCall as ToolCall
+    from sandbox.api import Toolset as Toolset
+    from sandbox.execute import load as load
+    from sandbox.interactive import Session as Session
+    from sandbox.mcp.connections import close_mcp_servers as close_mcp_servers
+    from sandbox.mcp.sources import load_mcp as load_mcp
+    from sandbox.writes.ledger import WriteLedger as WriteLedger
+    from sandbox.writes.policy import WritePolicy as WritePolicy
+    from sandbox.writes.policy import WriteRequest as WriteRequest
+    from sandbox.writes.policy import Writes as Writes
 
 
 def __getattr__(name: str) -> Any:

@@ -57,7 +57,17 @@ def tool(fn: Any = None, /, *, name: str | None = None, description: str | None 
     """Mark a function as a tool: ``@atc.tool`` or ``@atc.tool(name=..., description=...,
     read_only=...)``. ``name`` is what the program calls it (default: the function's name),
     ``description`` replaces the docstring's first paragraph, ``read_only=True`` says it only
-    reads (a function is otherwise counted as a write: ``--writes deny`` refuses it)."""
+    reads (a function is otherwise counted as a write: ``--writes deny`` refuses it).
+
+    Args:
+        fn: the function (``@atc.tool`` without parentheses).
+        name: what the program calls it.
+        description: replaces the docstring's first paragraph.
+        read_only: True when it only reads.
+
+    Returns:
+        The function, marked (or, with keywords only, the decorator that marks it).
+    """
     if read_only is not None and not isinstance(read_only, bool):
         raise UsageError(f"atc.tool(read_only=...) takes True, False or None, not {read_only!r}")
     options = ToolOptions(name=name, description=description, read_only=read_only)

@@ -38,7 +38,29 @@ def run(
     """Run ``program`` with ``tools`` in a sandbox (``sandbox.execute.run``: every outcome of the
     program is a result; bad input raises ``UsageError``/``ConfigError``; ``writes`` and
     ``approve`` are the write policy). ``answer``: the typed answer the program must hand to
-    ``final_answer`` (see the module docstring)."""
+    ``final_answer`` (see the module docstring).
+
+    Args:
+        program: Python source that calls the tools as functions.
+        tools: what ``atc.toolsets`` reads: Collections, a Toolset, spec paths, stored names, MCP
+            sources, Python functions.
+        limits: the run's limits (default ``Limits()``).
+        sandbox: ``"docker"``, ``"local"``, None (auto) or a ``Backend``; ``backend`` is its old name.
+        base_url: one server URL for every collection, or ``{collection: URL}``.
+        credentials: ``{scheme or placement: "env:VAR"}``.
+        validation: ``strict``, ``warn``, ``off``, or ``{collection: mode}``.
+        writes: ``allow``, ``deny``, ``ask`` or a ``Writes``; ``approve`` answers ``ask``.
+        answer: the type or JSON Schema of the value handed to ``final_answer``.
+
+    Returns:
+        The ``ExecutionResult``: the program's failures are in it, never raised.
+
+    Raises:
+        UsageError: a bad argument or tools form.
+        NotFound: a word that names no file and no stored collection.
+        ConfigError: a credential or server URL that cannot work.
+        SandboxError: the sandbox could not run at all.
+    """
     from sandbox.execute import run as run_in_sandbox
 
     spec = None
@@ -74,7 +96,18 @@ async def arun(
     answer: Any = None,
 ) -> ExecutionResult:
     """``run`` for asyncio callers (``sandbox.execute.arun``: cancelling the awaiting task stops
-    the program)."""
+    the program).
+
+    Args:
+        program: Python source that calls the tools as functions.
+        tools: as for ``atc.run``; the other keywords are ``atc.run``'s too.
+
+    Returns:
+        The ``ExecutionResult``.
+
+    Raises:
+        UsageError, NotFound, ConfigError, SandboxError: as ``atc.run``.
+    """
     from sandbox.execute import arun as arun_in_sandbox
 
     spec = None

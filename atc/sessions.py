@@ -46,7 +46,24 @@ def session(
     session) and ``session_limits``, torn down on ``close()`` or at the end of a ``with`` block.
     The session is one task: its snippets share one write ledger, so a snippet that repeats an
     earlier one's write gets the recorded answer instead of writing twice (``writes``/``approve``
-    as for ``atc.solve``). The other arguments are ``atc.run``'s."""
+    as for ``atc.solve``). The other arguments are ``atc.run``'s.
+
+    Args:
+        tools: as for ``atc.run``.
+        limits: ``timeout`` per snippet, the rest for the whole session.
+        session_limits: the session's own bounds (``SessionLimits``).
+        **keywords: ``sandbox``, ``base_url``, ``credentials``, ``validation``, ``writes``,
+            ``approve``: as for ``atc.run``.
+
+    Returns:
+        The open ``Session`` (a context manager).
+
+    Raises:
+        UsageError: a bad argument or tools form.
+        NotFound: a word that names no file and no stored collection.
+        ConfigError: a credential or server URL that cannot work.
+        SandboxError: no interpreter could be started.
+    """
     from sandbox.interactive import open_session
 
     toolset = task_writes(toolset_for(tools, base_url, credentials, validation), writes, approve)
@@ -117,7 +134,18 @@ def asession(
 ) -> AsyncSession:
     """``session`` for asyncio callers: ``async with atc.asession(tools) as s`` or
     ``s = await atc.asession(tools)``. The tools are read now (bad input raises here); the sandbox
-    opens in a worker thread."""
+    opens in a worker thread.
+
+    Args:
+        tools: as for ``atc.run``; the other keywords are ``atc.session``'s.
+
+    Returns:
+        An ``AsyncSession``, opened by ``await`` or ``async with``.
+
+    Raises:
+        UsageError: a bad argument or tools form.
+        NotFound: a word that names no file and no stored collection.
+    """
     from sandbox.interactive import open_session
 
     toolset = task_writes(toolset_for(tools, base_url, credentials, validation), writes, approve)

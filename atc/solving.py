@@ -394,7 +394,18 @@ async def asolve(
     answer: Any = None,
 ) -> Solution:
     """``solve`` without blocking the event loop (it runs in a worker thread, so many tasks can
-    be awaited together; see ``atc.solve_many`` for a bounded batch)."""
+    be awaited together; see ``atc.solve_many`` for a bounded batch).
+
+    Args:
+        query: the task, in words.
+        tools: as for ``atc.solve``; the other keywords are ``atc.solve``'s.
+
+    Returns:
+        The ``Solution``.
+
+    Raises:
+        UsageError, NotFound, ConfigError, ModelError, SandboxError: as ``atc.solve``.
+    """
     return await asyncio.to_thread(
         solve, query, tools, model=model, client=client, max_reflections=max_reflections, limits=limits,
         sandbox=pick_sandbox(sandbox, backend), base_url=base_url, credentials=credentials, top_k=top_k,

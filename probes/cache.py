@@ -30,6 +30,7 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ def _slug(text: str) -> str:
 class ResponseCache:
     """The recorded exchanges of one collection at one base URL."""
 
-    def __init__(self, home: Path | str, collection: str, base: str, *, credentials: dict[str, str] | None = None,
+    def __init__(self, home: Path | str, collection: str, base: str, *, credentials: Mapping[str, str] | None = None,
                  ttl: float = DEFAULT_TTL, refresh: bool = False, enabled: bool = True) -> None:
         digest = hashlib.sha256(base.encode()).hexdigest()[:12]
         self.dir = Path(home).expanduser() / "probe-cache" / f"{_slug(collection)}-{digest}"

@@ -97,7 +97,21 @@ def probe_many(
     the reports come back in the order of ``targets``. ``out``: a directory; each target's files
     go to ``out/<collection name>``. ``executor``: ``"local"`` (threads) or ``"ray"`` (``RAY_ADDRESS``,
     else a cluster on this machine). ``on_result(index, report)`` is called as each finishes. The
-    other keywords are ``probe``'s (``settings`` or its fields as keywords, ``no_llm=True``...)."""
+    other keywords are ``probe``'s (``settings`` or its fields as keywords, ``no_llm=True``...).
+
+    Args:
+        targets: each a spec path, a stored name, a Collection or a Toolset.
+        out: a directory (each target's files in ``out/<collection name>``).
+        executor: ``"local"`` or ``"ray"``; ``concurrency``: targets probed together.
+        on_result: called with ``(index, report)`` as each finishes.
+        **options: ``atc.probe``'s keywords.
+
+    Returns:
+        The ``ProbeReport`` of each target, in order (a target that fails says so in its note).
+
+    Raises:
+        UsageError: bad settings (executor, concurrency).
+    """
     if settings is None:
         no_llm = bool(options.pop("no_llm", False))
         settings = ProbeSettings(**options)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 from atc.config import atc_home
 from atc.errors import ConfigError, UsageError
 from atc.model import ModelClient, make_client
+from atc.toolsets import toolset_for
 from probes.actions import Action, action_of
 from probes.announce import describe
 from probes.cache import ResponseCache
@@ -43,7 +44,7 @@ from probes.state import Event, Session, ToolState
 from probes.writes import WriteRunner, created_candidates, pinned_later
 from protocols.model import Collection, Tool
 from sandbox.api import Backend, Limits, Toolset
-from sandbox.execute import BaseUrl, as_toolset, check_toolset
+from sandbox.execute import BaseUrl, check_toolset
 
 __all__ = ["probe", "resolve_toolset", "publish"]
 
@@ -53,45 +54,13 @@ WRITE_EVERY = 1.0
 
 
 def resolve_toolset(tools: ToolsArg, base_url: BaseUrl = None,
-                    credentials: dict[str, str] | None = None) -> Toolset:
-    """A ``Toolset`` from a Toolset, Collection(s), spec paths or URLs, live MCP sources
-    (``mcp:COMMAND ARGS``, ``mcp+http://...``, an ``mcpServers`` file) or stored collection names.
+                    credentials: Mapping[str, str] | None = None) -> Toolset:
+    """The ``Toolset`` of what ``atc.probe`` takes as tools, read by the one reader of every entry
+    point (``atc.toolsets.toolset_for``: files, URLs, stored names, MCP sources, Collections).
     ``base_url``: one URL for every collection, or ``{collection: URL}`` (as in ``atc.run``)."""
-    if isinstance(tools, Toolset):
-        return as_toolset(tools, base_url=base_url, credentials=credentials or None)
-    items: list[Any] = [tools] if isinstance(tools, Collection | str | Path) else list(tools)
-    if not items:
+    if not isinstance(tools, Toolset | Collection | str | Path) and not list(tools):
         raise UsageError("no tools given", hint="pass a spec file or the name of an imported collection")
-    collections: list[Collection] = []
-    for item in items:
-        if isinstance(item, Collection):
-            collections.append(item)
-        elif isinstance(item, str | Path):
-            path = Path(item).expanduser()
-            text = str(item)
-            if isinstance(item, str) and _mcp_source(text):
-                from sandbox.mcp.sources import load_source
-
-                collections += load_source(text)  # a live MCP server: its tools, and how to call them
-            elif path.exists() or text.startswith(("http://", "https://")):
-                from protocols.loaders import load_spec
-
-                collections.append(load_spec(text if text.startswith(("http://", "https://")) else path))
-            else:
-                from protocols.store import Store
-
-                collections.append(Store(atc_home()).get(str(item)))
-        else:
-            raise UsageError(f"tools must be Collections, spec paths or collection names, not {type(item).__name__}")
-    return as_toolset(collections, base_url=base_url, credentials=credentials)
-
-
-def _mcp_source(text: str) -> bool:
-    if not (text.startswith(("mcp:", "mcp+")) or text.endswith(".json")):
-        return False
-    from sandbox.mcp.sources import is_mcp_source
-
-    return is_mcp_source(text)
+    return toolset_for(tools, base_url, credentials)
 
 
 def publish(report: ProbeReport, collections: list[Collection], out: str | Path | None, *,
@@ -331,7 +300,25 @@ def probe(
     raises ``ProbeInterrupted`` with the report of what was learnt (also written to ``out`` and,
     with ``update``, the store). ``executor`` (``"local"`` or ``"ray"``) probes the tools as
     tasks, one per group of tools that depend on each other, at most ``concurrency`` at a time
-    (``probes.spread``; pass ``model=`` and a sandbox name, not objects)."""
+    (``probes.spread``; pass ``model=`` and a sandbox name, not objects).
+
+    Args:
+        tools: what ``atc.toolsets`` reads (spec paths, stored names, MCP sources, Collections).
+        base_url: one server URL for every collection, or ``{collection: URL}``.
+        credentials: ``{scheme or placement: "env:VAR"}``.
+        settings: how to probe (``ProbeSettings``); ``**options`` set its fields instead.
+        no_llm: probe without a model; ``model``/``client``: the model otherwise.
+        sandbox: where programs run; ``out``: a folder for the outputs; ``update``: write the store.
+        on_event: progress; ``executor``/``concurrency``: probe groups of tools as tasks.
+
+    Returns:
+        The ``ProbeReport``.
+
+    Raises:
+        UsageError: a bad argument or tools form.
+        ConfigError: a credential or server URL that cannot work.
+        ProbeInterrupted: Ctrl-C, carrying the report of what was learnt.
+    """
     if settings is None:
         settings = ProbeSettings(**options)
     elif options:

@@ -172,7 +172,20 @@ def load_spec(path: str | Path, *, name: str | None = None, base_url: str | None
     an http(s) URL that serves a spec (``headers``/``fetch_url``: see ``_load_url``).
 
     The collection name defaults to the spec's title as a slug, or the file stem when the title
-    is missing or says nothing (``API``)."""
+    is missing or says nothing (``API``).
+
+    Args:
+        path: a spec file, a ToolBench folder, or an http(s) URL.
+        name: the collection's name (default: from the title or the file stem).
+        base_url: the server URL.
+        headers: headers of the request for a URL; ``fetch_url``: the URL to fetch instead.
+
+    Returns:
+        The ``Collection``.
+
+    Raises:
+        ProtocolError: no such file, or not a spec of a known format.
+    """
     if isinstance(path, str) and is_url(path):
         return _load_url(path, name=name, base_url=base_url, headers=headers, fetch_url=fetch_url)
     p = Path(path).expanduser()

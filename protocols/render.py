@@ -143,7 +143,17 @@ def render_compact(tools: Sequence[Tool], *, max_depth: int = 3, max_props: int 
     ``param_notes`` adds the first sentence of each documented parameter's description;
     ``shapes`` the shape of each named type a parameter takes (once per rendering: the tools that
     take it again show its name). In a shape, ``?`` marks the optional fields of an object that
-    has required ones."""
+    has required ones.
+
+    Args:
+        tools: the tools to render.
+        max_depth: nesting shown in a shape; ``max_props``: fields shown per object.
+        param_notes: add each documented parameter's first sentence.
+        shapes: add the shape of each named type a parameter takes.
+
+    Returns:
+        The text, one block per tool.
+    """
     blocks = []
     defined: dict[str, str] = {}
     for tool in tools:
@@ -166,7 +176,16 @@ def render_full(tool: Tool, *, max_fields: int = 120, max_example_chars: int = 8
                 max_input_fields: int = 120) -> str:
     """Everything about one tool, for reflection. Parameters are never dropped; the fields of
     structured arguments are listed up to ``max_input_fields`` lines (then counted), the response
-    field list is condensed (to a shape) only past ``max_fields`` lines."""
+    field list is condensed (to a shape) only past ``max_fields`` lines.
+
+    Args:
+        tool: the tool.
+        max_fields: response field lines before condensing; ``max_input_fields``: argument field
+            lines before counting; ``max_example_chars``: the length of an example.
+
+    Returns:
+        The text.
+    """
     lines = [f"{_signature(tool)}", f"  {tool.method} {tool.path}"
              + (f"  [collection {tool.collection}" + (f", {tool.category}" if tool.category else "") + "]")]
     if tool.deprecated:

@@ -8,6 +8,8 @@ The result dataclasses mirror ``atc run --json`` of ``shared/interface.md`` fiel
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
@@ -17,7 +19,7 @@ from protocols.model import Collection, Tool
 if TYPE_CHECKING:
     from sandbox.writes.policy import Writes
 
-__all__ = ["Limits", "ToolCall", "ErrorInfo", "ExecutionResult", "Toolset", "Backend", "ERROR_TYPES",
+__all__ = ["Limits", "Credentials", "ToolCall", "ErrorInfo", "ExecutionResult", "Toolset", "Backend", "ERROR_TYPES",
            "FAILURE_KINDS", "VALIDATION_MODES", "SessionLimits", "SandboxSession", "SessionBackend"]
 
 #: The ``error.type`` values that are not Python exception class names.
@@ -50,6 +52,73 @@ class Limits:
     max_processes: int = 64
     max_file_bytes: int = 16_000_000
     cpu_seconds: int | None = None
+
+
+#: ``KEY=env:VAR`` of the command line: KEY a security scheme or a placement (``sandbox.http.credentials``).
+_CREDENTIAL = re.compile(r"^(?P<key>[^=]+)=env:(?P<var>[A-Za-z_][A-Za-z0-9_]*)$")
+
+
+@dataclass(frozen=True, eq=False)
+class Credentials(Mapping[str, str]):
+    """Where each secret of a run is read on the host: KEY -> the name of an environment variable.
+
+    KEY is a security scheme of a spec or a placement (``header:NAME``, ``bearer``...), maybe
+    prefixed by a collection (``sandbox.http.credentials``). The value itself is read only when a
+    request is built, in the gateway, and never crosses into the sandbox. This is the one place
+    that parses ``env:VAR``: the edges make a ``Credentials`` (``parse`` for the command line's
+    words, ``of`` for the Python API's ``{KEY: "env:VAR"}``) and pass it down. A mapping, so that
+    ``dict(credentials)`` and ``credentials == {...}`` work.
+    """
+
+    pairs: tuple[tuple[str, str], ...] = ()
+
+    def __getitem__(self, key: str) -> str:
+        for name, var in self.pairs:
+            if name == key:
+                return var
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict(self.pairs))
+
+    def __len__(self) -> int:
+        return len(dict(self.pairs))
+
+    def __repr__(self) -> str:
+        return f"Credentials({dict(self.pairs)!r})"
+
+    @staticmethod
+    def reference(value: str) -> str | None:
+        """The variable ``env:VAR`` names, or None when ``value`` is not an ``env:`` reference."""
+        return value[4:] if value.startswith("env:") else None
+
+    @classmethod
+    def of(cls, given: Mapping[str, str] | None) -> Credentials:
+        """``given`` as ``Credentials``: ``{KEY: "env:VAR"}`` (a bare ``VAR`` is taken as the
+        variable too), or a ``Credentials`` as it is. A later key replaces an earlier one."""
+        if isinstance(given, Credentials):
+            return given
+        latest = {key: cls.reference(source) or source for key, source in (given or {}).items()}
+        return cls(tuple(latest.items()))
+
+    @classmethod
+    def parse(cls, items: Iterable[str]) -> Credentials:
+        """The credentials of the command line's ``KEY=env:VAR`` words (``UsageError`` for any other)."""
+        from protocols.errors import UsageError
+
+        found: dict[str, str] = {}
+        for item in items:
+            m = _CREDENTIAL.match(item)
+            if not m:
+                raise UsageError(f"--credential {item!r} is not SCHEME=env:VAR (or PLACEMENT=env:VAR)",
+                                 hint="examples: --credential api_key=env:TMDB_TOKEN, "
+                                      "--credential header:Authorization=env:API_AUTH")
+            found[m.group("key")] = m.group("var")
+        return cls(tuple(found.items()))
+
+    def merged(self, other: Mapping[str, str] | None) -> Credentials:
+        """These credentials with ``other``'s on top (the same KEY: ``other``'s variable)."""
+        return Credentials.of({**self, **Credentials.of(other)})
 
 
 @dataclass(frozen=True)
@@ -232,14 +301,15 @@ class Toolset:
     ``base_url`` overrides every collection's server; ``base_urls`` overrides it per collection
     (collection name -> URL; wins over ``base_url``). ``credentials`` maps a security scheme name,
     or a placement such as ``header:Authorization`` (``sandbox.http.credentials``), to where its
-    secret is read on the host (``env:VAR``); the value itself is looked up only when a request is
+    secret is read on the host (``Credentials``: a ``{KEY: "env:VAR"}`` given here is parsed
+    into one); the value itself is looked up only when a request is
     built, in the gateway, and never crosses into the sandbox. ``validation`` is the mode of
     every collection (``VALIDATION_MODES``) unless ``validations`` names one for it.
     """
 
     collections: list[Collection]
     base_url: str | None = None
-    credentials: dict[str, str] = field(default_factory=dict)
+    credentials: Mapping[str, str] = field(default_factory=Credentials)
     base_urls: dict[str, str] = field(default_factory=dict)
     validation: str = "strict"
     validations: dict[str, str] = field(default_factory=dict)
@@ -251,6 +321,7 @@ class Toolset:
     writes: Writes | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        self.credentials = Credentials.of(self.credentials)
         self._tools: dict[str, Tool] = {}
         self._owner: dict[str, Collection] = {}
         _refuse_shared_names(self.collections)

@@ -21,13 +21,14 @@ import functools
 import os
 import threading
 import warnings
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from protocols.errors import ConfigError, UsageError
 from protocols.model import Collection
-from sandbox.api import Backend, ExecutionResult, Limits, Toolset
+from sandbox.api import Backend, Credentials, ExecutionResult, Limits, Toolset
 from sandbox.writes.ledger import WriteLedger
 from sandbox.writes.policy import WRITE_MODES, Approver, WritePolicy, Writes
 
@@ -175,7 +176,20 @@ def prepare(sandbox: str | Backend | None, limits: Limits | None = None, *, one_
 def load(source: str | Path, *, name: str | None = None, base_url: str | None = None) -> Collection:
     """``atc.load``: a spec file or URL (``protocols.loaders.load_spec``), or a live MCP source that
     names one server (``mcp:COMMAND ARGS``, ``mcp+http://...``, a one-server ``mcpServers`` file;
-    the server is started now and reused by every run of the process)."""
+    the server is started now and reused by every run of the process).
+
+    Args:
+        source: a spec path or URL, or an MCP source naming one server.
+        name: the collection's name (default: from the spec or the server).
+        base_url: the server URL (a spec only).
+
+    Returns:
+        The ``Collection``.
+
+    Raises:
+        ProtocolError: the spec cannot be read.
+        UsageError: an MCP source that names several servers (use ``atc.load_mcp``).
+    """
     if isinstance(source, str):
         from sandbox.mcp.sources import is_mcp_source
 
@@ -196,7 +210,10 @@ def sources_to_collections(tools: Any) -> list[Collection]:
     """Collections from a Collection, a spec path, a live MCP source (``mcp:COMMAND ARGS``,
     ``mcp+http://...``, an ``mcpServers`` JSON file; its servers are started once per process),
     Python functions of the host (``protocols.functions.function_collections``: loose functions
-    share one collection, an object holding functions is one), or a list of those."""
+    share one collection, an object holding functions is one), or a list of those. The sandbox's
+    own API reads only what it can without the store; every ``atc`` entry point reads its ``tools``
+    with ``atc.toolsets.collections_of`` first (stored names, and the rule for a word that names
+    both a file and a stored collection) and hands the collections down."""
     from protocols.functions import function_collections, is_function_source
 
     items = [tools] if isinstance(tools, (Collection, str, Path)) or is_function_source(tools) else list(tools)
@@ -230,7 +247,7 @@ def sources_to_collections(tools: Any) -> list[Collection]:
 
 
 def as_toolset(tools: ToolSources, *, base_url: BaseUrl = None,
-               credentials: dict[str, str] | None = None, validation: Validation = None,
+               credentials: Mapping[str, str] | None = None, validation: Validation = None,
                writes: WritesArg = None, approve: Approver | None = None) -> Toolset:
     """A ``Toolset`` from what callers have at hand; ``base_url``, ``credentials`` and
     ``validation`` override (each a single value for all collections, or a dict per collection);
@@ -253,7 +270,7 @@ def as_toolset(tools: ToolSources, *, base_url: BaseUrl = None,
     return Toolset(
         collections=collections,
         base_url=one_url or (base.base_url if base else None),
-        credentials={**(base.credentials if base else {}), **(credentials or {})},
+        credentials=Credentials.of(base.credentials if base else None).merged(credentials),
         base_urls={**(base.base_urls if base else {}), **urls},
         validation=one_mode or (base.validation if base else "strict"),
         validations={**(base.validations if base else {}), **modes},

@@ -188,7 +188,7 @@ def test_ray_equals_the_local_executor(catalog: CatalogAPI, tmp_path: Path, monk
     account = [r for r in catalog.requests if r.path == "/account"]
     assert account and {r.headers.get("X-Key") for r in account} == {SECRET}  # the workers' gateways had it
     assert len(shipped) == 2 and all(SECRET.encode() not in payload for payload in shipped)
-    assert all(b"env:CATALOG_KEY" in payload for payload in shipped)  # the name travels, never the value
+    assert all(b"CATALOG_KEY" in payload for payload in shipped)  # the name travels (parsed: Credentials), never the value
     documented = [json.loads((tmp_path / where / "openapi.json").read_text()) for where in ("local", "ray")]
     for doc in documented:
         doc["x-atc-probe"].pop("date")

@@ -28,6 +28,7 @@ from atc.cli.common import (
     limits_from_args,
     print_json,
     stop_on_signals,
+    strategy_from_args,
     toolset_from_args,
 )
 from atc.errors import UsageError
@@ -118,12 +119,8 @@ def _handle(args: argparse.Namespace) -> int:
     if args.record and args.replay:
         raise UsageError("give --record or --replay, not both")
     limits = limits_from_args(args)
-    options: dict[str, Any] = {**budget_from_args(args), "strategy": args.strategy,
-                               "answer": answer_from_args(args)}
-    if args.strategy is not None:  # an unknown name is said before anything runs
-        from atc.strategies.registry import resolve
-
-        resolve(args.strategy, max_reflections=args.max_reflections, max_steps=options["max_steps"])
+    options: dict[str, Any] = {**budget_from_args(args), "answer": answer_from_args(args)}
+    options["strategy"] = strategy_from_args(args)  # resolved once: an unknown name is said before anything runs
     tasks = read_tasks(args.input)
     toolset = toolset_from_args(args)
     from atc.approval import terminal_approver

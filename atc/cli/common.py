@@ -16,18 +16,17 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from atc.cli.writes import add_write_options
-from atc.config import atc_home
 from atc.errors import UsageError
 
 if TYPE_CHECKING:  # imported by the handlers that use them: ``atc --help`` needs neither
+    from atc.strategies.registry import Choice
     from atc.workflows.replay import Recording
     from protocols.model import Collection
-    from sandbox.api import Limits, Toolset
+    from sandbox.api import Credentials, Limits, Toolset
 
-__all__ = ["add_run_options", "add_budget_options", "add_answer_option", "answer_from_args", "budget_from_args", "recording_from_args", "limits_from_args", "toolset_from_args", "load_collections", "print_json",
+__all__ = ["add_run_options", "add_budget_options", "add_answer_option", "answer_from_args", "budget_from_args", "strategy_from_args", "recording_from_args", "limits_from_args", "toolset_from_args", "load_collections", "print_json",
            "terminal_safe", "stop_on_signals"]
 
-_CREDENTIAL = re.compile(r"^(?P<scheme>[^=]+)=env:(?P<var>[A-Za-z_][A-Za-z0-9_]*)$")
 #: ``NAME=VALUE`` of the per-collection forms of --base-url and --validation (NAME: a collection).
 _PER_COLLECTION = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)=(?P<value>.+)$")
 
@@ -112,6 +111,16 @@ def budget_from_args(args: argparse.Namespace) -> dict[str, int | None]:
     return out
 
 
+def strategy_from_args(args: argparse.Namespace) -> Choice:
+    """``--strategy NAME`` (default ``chain``) with ``--max-reflections`` and ``--max-steps``,
+    resolved once into its typed settings (``atc.strategies.registry.choose``: an unknown name or
+    a bad bound is a ``UsageError`` now, before anything runs)."""
+    from atc.strategies.registry import DEFAULT, choose
+
+    return choose(getattr(args, "strategy", None) or DEFAULT, max_reflections=getattr(args, "max_reflections", None),
+                  max_steps=getattr(args, "max_steps", None))
+
+
 def recording_from_args(args: argparse.Namespace) -> Recording | None:
     """The recording of ``--record DIR`` / ``--replay DIR`` (None without either)."""
     if not (getattr(args, "record", None) or getattr(args, "replay", None)):
@@ -151,79 +160,20 @@ def split_per_collection(flag: str, items: list[str], *, is_default: Any) -> tup
     return every, per
 
 
-def parse_credentials(items: list[str]) -> dict[str, str]:
-    creds: dict[str, str] = {}
-    for item in items:
-        m = _CREDENTIAL.match(item)
-        if not m:
-            raise UsageError(f"--credential {item!r} is not SCHEME=env:VAR (or PLACEMENT=env:VAR)",
-                             hint="examples: --credential api_key=env:TMDB_TOKEN, "
-                                  "--credential header:Authorization=env:API_AUTH")
-        creds[m.group("scheme")] = f"env:{m.group('var')}"
-    return creds
+def parse_credentials(items: list[str]) -> Credentials:
+    """The ``--credential KEY=env:VAR`` flags, parsed once (``sandbox.api.Credentials.parse``)."""
+    from sandbox.api import Credentials
+
+    return Credentials.parse(items)
 
 
-def load_collections(specs: list[str], *, base_url: str | None = None) -> list[Collection]:
-    """Each T of ``--tools``: Python functions (``py:PACKAGE.MODULE:NAME``, ``atc.functions``), a
-    live MCP source (``mcp:COMMAND ARGS``, ``mcp+http://...``, an
-    ``mcpServers`` JSON file: one collection per server), a spec file when the path exists (or an
-    http(s) URL), else a collection in the store."""
-    from protocols.loaders import load_spec
+def load_collections(specs: list[str]) -> list[Collection]:
+    """Each T of ``--tools``, read by the one reader of every entry point (``atc.toolsets``: its
+    docstring has the rules, and the one for a word that names both a file here and a stored
+    collection)."""
+    from atc.toolsets import collections_of
 
-    store = None
-    out: list[Collection] = []
-    mcp_sources = [t for t in specs if _is_mcp(t)]
-    if len(mcp_sources) > 1:
-        from sandbox.mcp.sources import check_names
-
-        check_names(mcp_sources)  # before any server starts
-    for t in specs:
-        path = Path(t).expanduser()
-        if t.startswith("py:"):
-            from atc.functions import load_python
-
-            out.append(load_python(t))
-        elif _is_mcp(t):
-            from atc.config import mcp_start_timeout
-            from sandbox.mcp.connections import servers
-            from sandbox.mcp.sources import load_source
-
-            servers().start_timeout = mcp_start_timeout()
-            out += load_source(t)
-        elif t.startswith(("http://", "https://")):
-            out.append(load_spec(t))
-        elif path.exists() and not _stored_too(t, path):
-            out.append(load_spec(path))
-        else:
-            from protocols.store import Store
-
-            store = store or Store(atc_home())
-            out.append(store.get(t))
-    return out
-
-
-def _stored_too(t: str, path: Path) -> bool:
-    """Does the bare word ``t``, which names a file or folder here, also name a stored collection?
-    Then the stored collection is taken (a word is a collection's name; ``./NAME`` is a path), and
-    a note says that both exist and how to pick the other."""
-    if "/" in t or "\\" in t or t.startswith(("~", ".")):
-        return False  # written as a path: the path it is
-    from protocols.store import Store
-
-    if not (atc_home() / "collections" / "index.json").exists() or not Store(atc_home()).has(t):
-        return False
-    kind = "folder" if path.is_dir() else "file"
-    sys.stderr.write(f"atc: note: {t!r} is both a stored collection and a {kind} here; using the stored "
-                     f"collection (give ./{t} for the {kind})\n")
-    return True
-
-
-def _is_mcp(t: str) -> bool:
-    if not (t.startswith(("mcp:", "mcp+")) or t.endswith(".json")):
-        return False  # the common cases decide without importing sandbox.mcp
-    from sandbox.mcp.sources import is_mcp_source
-
-    return is_mcp_source(t)
+    return collections_of(list(specs))
 
 
 def _looks_like_url(item: str) -> bool:

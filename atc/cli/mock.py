@@ -47,6 +47,8 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def _accepted(items: list[str], collection: Any) -> dict[str, set[str]]:
     """``--credential SCHEME=env:VAR|TEXT`` -> scheme -> accepted values."""
+    from sandbox.api import Credentials
+
     out: dict[str, set[str]] = {}
     for item in items:
         scheme, sep, value = item.partition("=")
@@ -56,8 +58,8 @@ def _accepted(items: list[str], collection: Any) -> dict[str, set[str]]:
             known = ", ".join(sorted(collection.security_schemes)) or "none"
             raise UsageError(f"--credential {scheme}: the spec has no security scheme of that name",
                              hint=f"its schemes: {known}")
-        if value.startswith("env:"):
-            var = value[4:]
+        var = Credentials.reference(value)
+        if var is not None:
             if not os.environ.get(var):
                 raise UsageError(f"--credential {scheme}=env:{var}: the environment variable {var} is not set")
             value = os.environ[var]

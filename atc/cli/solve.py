@@ -20,6 +20,7 @@ from atc.cli.common import (
     limits_from_args,
     print_json,
     recording_from_args,
+    strategy_from_args,
     toolset_from_args,
 )
 from atc.cli.writes import report_ledger, writes_from_args
@@ -126,7 +127,7 @@ def _solve(args: argparse.Namespace, toolset: Any, client: Any, limits: Any, bud
         sandbox=args.sandbox,
         top_k=args.top_k,
         retriever=args.retriever,
-        strategy=args.strategy,
+        strategy=strategy_from_args(args),
         on_step=None if args.json else _progress,
         max_model_calls=budgets["max_model_calls"],
         max_tokens=budgets["max_tokens"],

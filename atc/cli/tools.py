@@ -199,11 +199,11 @@ def _mark(collections: list[Any], args: argparse.Namespace) -> None:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from atc.cli.common import _is_mcp
+    from atc.toolsets import is_mcp
     from protocols.loaders import load_spec
     from protocols.store import Store
 
-    if _is_mcp(args.spec):
+    if is_mcp(args.spec):
         return _import_mcp(args)
     if args.spec.startswith("py:"):
         from atc.errors import UsageError

@@ -129,7 +129,21 @@ def search(query: str, tools: Sequence[Tool] | Any = None, k: int = 5, retriever
     tool of the store in ``home`` (default ``ATC_HOME``), ranked by ``retriever`` (None:
     automatic). Tools given directly are indexed once per set and process
     (``atc.retrieval.inmemory``): from the second request on, a search costs what the stored
-    index's does."""
+    index's does.
+
+    Args:
+        query: what the tools are for, in words.
+        tools: the tools to search (None: the store's).
+        k: how many to return.
+        retriever: a registered name (None: automatic).
+        home: the store (default ``ATC_HOME``); ``embedder``: the dense retriever's.
+
+    Returns:
+        The ``SearchResult``, best first.
+
+    Raises:
+        UsageError: an unknown retriever.
+    """
     from atc.config import atc_home
     from atc.errors import UsageError
 

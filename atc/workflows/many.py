@@ -87,7 +87,26 @@ def solve_many(
     write policy of every task, each task with its own write ledger, kept beside ``out``
     (``OUT.writes.jsonl``, or ``ledger=FILE``) so that a resumed task does not write twice. Other keywords are ``solve``'s
     (``strategy``, ``max_model_calls``, ``max_tokens``, ``max_steps``, ``answer``...), the same for
-    every task. The result is a ``Solutions`` list: ``.to_pandas()`` makes it a DataFrame."""
+    every task. The result is a ``Solutions`` list: ``.to_pandas()`` makes it a DataFrame.
+
+    Args:
+        queries: the tasks.
+        tools: as for ``atc.solve``.
+        concurrency: tasks run together.
+        ids: the tasks' names (default: their index).
+        out: a JSON Lines file of results, read back to resume.
+        on_result: called with ``(index, solution)`` as each task finishes.
+        executor: ``"local"`` or ``"ray"``.
+        record: a directory to record the answers of tools and model into; ``replay``: to answer from.
+        **kw: ``atc.solve``'s keywords, the same for every task.
+
+    Returns:
+        The ``Solutions``, in the order of ``queries``.
+
+    Raises:
+        UsageError: bad batch settings (``concurrency``, ``ids``) or tools.
+        ConfigError: no model configured (no task could run).
+    """
     from atc.workflows.batch import run_batch
     from atc.workflows.jobs import Job, Outcome
     from atc.workflows.outfile import ResultLog

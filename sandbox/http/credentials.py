@@ -1,6 +1,7 @@
 """Which secret goes where: security schemes of the spec, and placements for specs that declare none.
 
-``Toolset.credentials`` maps a KEY to where the secret is read on the host (``env:VAR``). A key is
+``Toolset.credentials`` (``sandbox.api.Credentials``) maps a KEY to the host's environment
+variable the secret is read from. A key is
 
 - a security scheme of the spec (``api_key``): the spec says where it goes;
 - a placement, for the many real specs that declare no scheme although the API wants a key:
@@ -83,8 +84,11 @@ def split_key(key: str, collections: list[str]) -> tuple[str | None, str]:
 
 
 def env_var(source: str) -> str:
-    """The environment variable of a credential source (``env:VAR``, or a bare ``VAR``)."""
-    return source[4:] if source.startswith("env:") else source
+    """The environment variable of a credential source (``env:VAR``, or a bare ``VAR``: what a
+    ``Credentials`` holds), by the one parser (``sandbox.api.Credentials``)."""
+    from sandbox.api import Credentials
+
+    return Credentials.reference(source) or source
 
 
 @dataclass(frozen=True)

@@ -272,7 +272,21 @@ def check_names(sources: list[str]) -> None:
 def load_source(text: str, *, name: str | None = None, servers: McpServers | None = None,
                 environ: Mapping[str, str] | None = None) -> list[Collection]:
     """One collection per server the ``--tools`` value names, from each server's live ``tools/list``.
-    ``name`` renames the collection (only when the source names one server)."""
+    ``name`` renames the collection (only when the source names one server).
+
+    Args:
+        text: ``mcp:COMMAND ARGS``, ``mcp+http://...`` or an ``mcpServers`` file.
+        name: the collection's name (one server only).
+        servers: the connections to use (default: the process-wide ones).
+        environ: the environment the servers get (default: this process's).
+
+    Returns:
+        One ``Collection`` per server.
+
+    Raises:
+        UsageError: a bad source.
+        ConfigError: a server that cannot start or answer.
+    """
     from sandbox.mcp.connections import McpFailure
     from sandbox.mcp.connections import servers as default_servers
 
