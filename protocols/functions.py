@@ -40,10 +40,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocols.building import RESERVED_ARGUMENTS
 from protocols.docstrings import parse_docstring
 from protocols.errors import UsageError
-from protocols.model import Collection, Tool, python_identifier, snake_case
+from protocols.model import RESERVED_ARGUMENTS, Collection, Tool, python_identifier, snake_case
 from protocols.pyschema import Converter, converter_of, json_default, schema_of, type_hints
 
 __all__ = ["FUNCTION_METHOD", "TOOL_ATTRIBUTE", "ToolOptions", "HostFunction", "FunctionCollection",

@@ -52,9 +52,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from protocols.building import RESERVED_ARGUMENTS
 from protocols.errors import ToolError
-from protocols.model import Collection, Tool
+from protocols.model import RESERVED_ARGUMENTS, Collection, Tool
 from protocols.writes import READ_METHODS
 from sandbox.api import Limits, ToolCall, Toolset
 from sandbox.hostbounds import LOG_TAIL_BYTES, HostBounds

@@ -24,7 +24,6 @@ import json
 import os
 import re
 import select
-import signal
 import socket
 import subprocess
 import sys
@@ -40,10 +39,12 @@ from sandbox.api import ErrorInfo, ExecutionResult, Limits, SessionLimits, Tools
 from sandbox.cgroups import make_cgroup, release_cgroup
 from sandbox.forkserver import ForkedJail, ForkServer
 from sandbox.local_worker import Worker as _Worker
+from sandbox.local_worker import explain_exit, run_isolation
 from sandbox.pool import Demand, PoolBounds
 from sandbox.seccomp import NAME as FILTER_NAME
 from sandbox.seccomp import UnsupportedArch, compile_filter
 from sandbox.session import SessionOutcome, build_result, serve, wait_ready
+from sandbox.session_runners import open_local
 from sandbox.uids import claim_uid_block, next_uid, release_uid, uid_block
 
 if TYPE_CHECKING:
@@ -492,8 +493,6 @@ class LocalBackend:
         """A sandbox session on one jailed runner (``sandbox/interpreter.py``): the runner is
         spawned with the session's CPU time (``SessionLimits.spawn_limits``) and, when it ends,
         torn down like a run's, at once; ``close`` ends every session still open."""
-        from sandbox.session_runners import open_local
-
         interpreter = open_local(self, tools, limits or Limits(), session or SessionLimits())
         self._sessions.add(interpreter)
         return interpreter
@@ -547,25 +546,6 @@ class LocalBackend:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def run_isolation(worker: _Worker) -> list[str]:
-    """What confined a run (or session) on ``worker``, as results report it."""
-    return ["pgroup", *worker.isolation, "restrictedpython-lint", "empty-env"]
-
-
-def explain_exit(worker: _Worker, outcome: SessionOutcome, status: int | None, limits: Limits) -> None:
-    """A runner that stopped without a result: was it its CPU time or the memory limit?"""
-    if outcome.done is None and outcome.failure == "SandboxError" and status is not None:
-        # The jail reports a killed program as 128+signal; without namespaces the jail is the
-        # program and Popen reports -signal.
-        if status in (128 + signal.SIGXCPU, -signal.SIGXCPU):
-            outcome.failure, outcome.detail = "Timeout", "the program used up its CPU time limit"
-        elif worker.oom_killed:
-            outcome.failure = "MemoryLimit"
-            outcome.detail = f"the program used more than {limits.memory_mb} MB of memory (killed)"
-        elif status in (128 + signal.SIGKILL, -signal.SIGKILL):
-            outcome.detail = f"{outcome.detail}; the sandbox was killed"
 
 
 @atexit.register
