@@ -31,6 +31,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox.seccomp import UnsupportedArch, arch_of, table
+
 __all__ = ["Leftovers", "ipc_objects", "key_users", "teardown", "sweep"]
 
 IPC_KINDS = ("shm", "msg", "sem")
@@ -111,8 +113,6 @@ def _remove_ipc(kind: str, ident: int) -> bool:
 
 
 def _keyctl_number() -> int | None:
-    from sandbox.seccomp import UnsupportedArch, arch_of, table
-
     try:
         return table(arch_of().name)["keyctl"]
     except UnsupportedArch:

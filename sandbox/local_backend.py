@@ -38,6 +38,8 @@ from sandbox import workdirs
 from sandbox.api import ErrorInfo, ExecutionResult, Limits, SessionLimits, Toolset
 from sandbox.cgroups import make_cgroup, release_cgroup
 from sandbox.forkserver import ForkedJail, ForkServer
+from sandbox.gateway import Gateway
+from sandbox.lint import lint
 from sandbox.local_worker import Worker as _Worker
 from sandbox.local_worker import explain_exit, run_isolation
 from sandbox.pool import Demand, PoolBounds
@@ -452,11 +454,6 @@ class LocalBackend:
 
     def run(self, program: str, tools: Toolset, limits: Limits | None = None) -> ExecutionResult:
         """Run ``program`` against ``tools``; every outcome of the program is a result."""
-        # Imported here, not with the module: a backend made ahead of its first run (``prepare``)
-        # spawns its runner without waiting for them.
-        from sandbox.gateway import Gateway
-        from sandbox.lint import lint
-
         limits = limits or Limits()
         started = time.perf_counter()
         issue = lint(program)
