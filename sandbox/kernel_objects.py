@@ -31,8 +31,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.seccomp import UnsupportedArch, arch_of, table
-
 __all__ = ["Leftovers", "ipc_objects", "key_users", "teardown", "sweep"]
 
 IPC_KINDS = ("shm", "msg", "sem")
@@ -113,6 +111,10 @@ def _remove_ipc(kind: str, ident: int) -> bool:
 
 
 def _keyctl_number() -> int | None:
+    # lazy: this file also runs alone as a script (``python -I -S kernel_objects.py
+    # --invalidate-keys``, below), where nothing of the project can be imported at its top
+    from sandbox.seccomp import UnsupportedArch, arch_of, table
+
     try:
         return table(arch_of().name)["keyctl"]
     except UnsupportedArch:

@@ -6,7 +6,8 @@ Every ``import`` of every module counts, also the lazy ones inside functions: a 
 is still an upward dependency. Two places sit above all layers and may import any of them: the
 command line (``atc/cli/``), which is the application shell, and the lazy facade
 ``atc/__init__.py`` (which maps names to modules by string). The in-sandbox files (runner, jail,
-seccomp) must import nothing of the project at all: they run alone under a bare interpreter.
+seccomp) and the fork servers (zygote, container server) must import nothing of the project at all:
+they run alone under a bare interpreter.
 
 The import graph of the four packages has no circle, counting every import alike: top level,
 inside functions and under ``if TYPE_CHECKING:`` (a circle closed lazily is still a circle: neither
@@ -35,7 +36,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("protocols", "sandbox", "atc", "probes")
 SHELL = ("atc/cli/", "atc/__init__.py")
-STANDALONE = ("sandbox/runner.py", "sandbox/jail.py", "sandbox/seccomp.py")
+#: Files that run alone under a bare interpreter (``python3 -I -S``): in the sandbox, or as its
+#: fork servers (the local backend's zygote, the Docker container's server).
+STANDALONE = ("sandbox/runner.py", "sandbox/jail.py", "sandbox/seccomp.py", "sandbox/zygote.py",
+              "sandbox/container_server.py")
 
 
 def _modules() -> list[Path]:
@@ -237,8 +241,8 @@ def _function_imports(path: Path) -> list[tuple[ast.Import | ast.ImportFrom, str
     for node in ast.walk(_tree(path)):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             inner.update(id(n) for n in ast.walk(node) if isinstance(n, ast.Import | ast.ImportFrom))
-    return [(node, module) for node, module in _import_nodes(path)
-            if id(node) in inner and _layer(module) is not None]
+    return sorted(((node, module) for node, module in _import_nodes(path)
+                   if id(node) in inner and _layer(module) is not None), key=lambda found: found[0].lineno)
 
 
 def _says_lazy(lines: list[str], node: ast.stmt) -> bool:
