@@ -218,7 +218,7 @@ def rest_rows(n: int) -> None:
 
 def mcp_text_rows(n: int) -> None:
     """The MCP file server whose every answer is text."""
-    from probes.probing import resolve_toolset
+    from probes.single import resolve_toolset
     from sandbox.mcp.connections import close_servers
 
     root = Path(tempfile.mkdtemp(prefix="atc-bench-files-"))

@@ -13,7 +13,8 @@ Markdown, store), ``safety`` (the one "may we call this" decision) and ``postrea
 POST), the writes of ``--allow-unsafe`` -- ``actions`` (what a write does), ``scope``, ``plan``,
 ``filling``, ``announce``, ``writes`` (sending the plan), ``created`` (what the probe can show it
 made) and ``guard`` (the scope guard at the gateway, on every write and redirect hop) --, ``report``
-(the result dataclasses) and ``probing`` (the entry point). Names are imported lazily so that
+(the result dataclasses), ``single`` (one probe in this process), ``many`` and ``spread`` (tasks on an
+executor) and ``probing`` (the entry point above them). Names are imported lazily so that
 importing one module stays light.
 """
 

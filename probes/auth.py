@@ -22,17 +22,16 @@ none and no scheme in the spec, say where the secret goes (``header:NAME=env:VAR
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from probes.calls import Observation
+from probes.calls import Caller, Observation
 from protocols.model import Collection, Tool
 from sandbox.api import Toolset
+from sandbox.http.credentials import for_collection
 
-if TYPE_CHECKING:
-    from probes.state import Session
-
-__all__ = ["AuthWatch", "hint", "given_credentials", "REFUSED", "AUTH_WALL"]
+__all__ = ["AuthWatch", "Watched", "hint", "given_credentials", "REFUSED", "AUTH_WALL"]
 
 #: Statuses that refuse the caller rather than the request.
 REFUSED = frozenset({401, 403, 407})
@@ -44,8 +43,6 @@ RECHECK_AFTER = 3
 
 def given_credentials(toolset: Toolset, collection: Collection) -> list[str]:
     """The ``--credential`` keys that reach ``collection`` (scheme names and placements)."""
-    from sandbox.http.credentials import for_collection
-
     schemes, placements = for_collection(toolset.credentials, collection, list(toolset.collections))
     return [*schemes, *(p.kind + (f":{p.name}" if p.name else "") for p, _ in placements)]
 
@@ -66,6 +63,29 @@ def hint(toolset: Toolset, tool: Tool) -> str:
             "--credential header:Authorization=env:VAR (or query:NAME=, cookie:NAME=, bearer=, basic=)")
 
 
+class _Answers(Protocol):
+    """One tool's record in the probe (``probes.state.ToolState``): its answers."""
+
+    @property
+    def observations(self) -> list[Observation]: ...
+
+    @property
+    def successes(self) -> list[Observation]: ...
+
+
+class Watched(Protocol):
+    """What the watch reads of the probe it watches (``probes.state.Session``, which holds the
+    watch): said here as a Protocol so that this module sits below ``probes.state``."""
+
+    @property
+    def caller(self) -> Caller: ...
+
+    @property
+    def states(self) -> Mapping[str, _Answers]: ...
+
+    def reads(self, tool: Tool) -> bool: ...
+
+
 @dataclass
 class _Canary:
     tool: Tool
@@ -76,7 +96,7 @@ class _Canary:
 class AuthWatch:
     """Watches one probe's answers for a credential that stops working (see the module docstring)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Watched) -> None:
         self.s = session
         self.canary: _Canary | None = None
         self.latest: _Canary | None = None

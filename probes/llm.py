@@ -46,6 +46,7 @@ from probes.state import Session, ToolState
 from protocols.model import Collection, Tool
 from protocols.render import render_compact, render_full
 from sandbox.api import Backend, ExecutionResult, Limits, ToolCall, Toolset
+from sandbox.execute import run
 
 __all__ = ["ModelProber", "render_prompt", "parse_reply", "trace_args"]
 
@@ -295,8 +296,6 @@ class ModelProber:
         return "The tools in scope:\n" + render_compact(list(scope.tools.values()), param_notes=False).strip()
 
     def _run(self, program: str, scope: Toolset, left: int) -> ExecutionResult:
-        from sandbox.execute import run
-
         limits = replace(self.limits, max_calls=left)
         result = run(program, scope, limits, sandbox=self.sandbox)
         self.sandbox_name = result.sandbox

@@ -17,11 +17,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from atc.config import ray_address
 from atc.errors import AtcError, UsageError
-from probes.probing import ToolsArg, probe, resolve_toolset
+from atc.workflows.executors import run_each
+from atc.workflows.ray_executor import worker_env
+from atc.workflows.replay import open_recording
 from probes.report import ProbeReport, ProbeSettings
+from probes.single import ToolsArg, probe_toolset, resolve_toolset
 from sandbox.api import Toolset
-from sandbox.execute import BaseUrl
+from sandbox.execute import BaseUrl, as_toolset
 
 __all__ = ["probe_many", "ProbeJob", "probe_task"]
 
@@ -45,8 +49,6 @@ def probe_task(job: ProbeJob, toolset: Toolset) -> ProbeReport:
         client = None
         settings = job.settings
         if job.record or job.replay:
-            from atc.workflows.replay import open_recording
-
             recording = open_recording(job.record, job.replay)
             assert recording is not None
             toolset = recording.wrap_toolset(toolset)
@@ -58,8 +60,8 @@ def probe_task(job: ProbeJob, toolset: Toolset) -> ProbeReport:
             elif recording.mode == "replay":
                 settings = replace(settings, use_llm=False)
         out = Path(job.out) / name if job.out else None
-        return probe(toolset, settings=settings, model=job.model, client=client, sandbox=job.sandbox, out=out,
-                     update=job.update)
+        return probe_toolset(toolset, settings, model=job.model, client=client, sandbox=job.sandbox, out=out,
+                             update=job.update)
     except AtcError as exc:
         return ProbeReport(tools=[], collection=name, note=f"not probed: {exc.message}")
 
@@ -67,8 +69,6 @@ def probe_task(job: ProbeJob, toolset: Toolset) -> ProbeReport:
 def _resolve(target: ToolsArg, base_url: BaseUrl, credentials: dict[str, str] | None) -> Toolset:
     """The target's toolset; a per-collection ``base_url`` (``{name: URL}``) gives each target the
     entries of its own collections."""
-    from sandbox.execute import as_toolset
-
     toolset = resolve_toolset(target)
     if isinstance(base_url, dict):
         names = {c.name for c in toolset.collections}
@@ -131,10 +131,6 @@ def probe_many(
             unusable[index] = f"not probed: {exc.message}"
     job = ProbeJob(settings, model=model, sandbox=sandbox, out=str(out) if out else None, update=update,
                     record=str(record) if record else None, replay=str(replay) if replay else None)
-    from atc.config import ray_address
-    from atc.workflows.executors import run_each
-    from atc.workflows.ray_executor import worker_env
-
     reports: list[ProbeReport | None] = [None] * len(toolsets)
 
     def finished(index: int, report: ProbeReport) -> None:

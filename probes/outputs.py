@@ -25,14 +25,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from atc.config import atc_home
 from probes.components import factor
 from probes.report import ProbeReport, ToolReport
 from protocols.files import atomic_write
 from protocols.model import Collection, Tool
 from protocols.render import field_lines, purpose, type_label
+from protocols.store import Store
 
 __all__ = ["learnt_collection", "openapi_document", "mcp_tools_document", "markdown_page", "write_outputs",
-           "mermaid_graph"]
+           "mermaid_graph", "publish", "WRITE_EVERY"]
+
+#: Seconds between two rewrites of the ``--out`` files while probing.
+WRITE_EVERY = 1.0
 
 
 def _learnt_tool(tool: Tool, report: ToolReport | None) -> Tool:
@@ -388,3 +393,17 @@ def write_outputs(out: Path | str, collections: list[Collection], report: ProbeR
     doc["outputs"] = written
     atomic_write(folder / "report.json", _dump(doc), mode=0o644)
     return written
+
+
+def publish(report: ProbeReport, collections: list[Collection], out: str | Path | None, *,
+            update: bool = False) -> ProbeReport:
+    """``report`` with the ``--out`` files written from it and, with ``update``, what it learnt
+    written into the store (``report.outputs`` says where)."""
+    if out is not None:
+        report.outputs = write_outputs(out, collections, report)
+    if update:
+        store = Store(atc_home())
+        for collection in collections:
+            store.add(learnt_collection(collection, report))
+        report.outputs["store"] = ", ".join(c.name for c in collections)
+    return report

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from probes.scope import parse_scope
 from protocols.errors import UsageError
 
 __all__ = ["ProbeSettings", "ToolReport", "ProbeReport", "ProbeInterrupted", "STATUSES"]
@@ -55,8 +56,6 @@ class ProbeSettings:
     writes_op: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        from probes.scope import parse_scope
-
         scope: Any = self.scope
         if isinstance(scope, dict):
             scope = [f"{k}={v}" for k, v in scope.items()]

@@ -26,13 +26,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from atc.config import ray_address
 from atc.errors import UsageError
+from atc.workflows.executors import EXECUTORS, ray_module, run_each
+from atc.workflows.ray_executor import worker_env
 from probes.groups import probe_groups
 from probes.many import ProbeJob, probe_task
-from probes.outputs import write_outputs
+from probes.outputs import WRITE_EVERY, publish, write_outputs
 from probes.postreads import marked_toolset
-from probes.probing import WRITE_EVERY, ToolsArg, publish, resolve_toolset
 from probes.report import ProbeInterrupted, ProbeReport, ProbeSettings, ToolReport
+from probes.single import ToolsArg, resolve_toolset
 from sandbox.api import Toolset
 from sandbox.execute import BaseUrl, check_toolset
 
@@ -98,10 +101,6 @@ def probe_spread(
     comes back (``index`` in the order of the groups). ``replay`` answers every request from a
     recording made with ``atc probe --record``. Setting ``stop`` starts no new group: the
     running ones finish, and ``ProbeInterrupted`` carries the merged report (``--out`` written)."""
-    from atc.config import ray_address
-    from atc.workflows.executors import EXECUTORS, ray_module, run_each
-    from atc.workflows.ray_executor import worker_env
-
     if executor not in EXECUTORS:
         raise UsageError(f"unknown executor {executor!r}", hint="use --executor local or --executor ray")
     if concurrency < 1:

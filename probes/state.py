@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from probes.auth import AuthWatch
 from probes.calls import Caller, Observation
 from probes.document import choose_examples, condense_value, dependencies, example_program, merge_schema
 from probes.harvest import Harvest
@@ -89,8 +90,6 @@ class Session:
         #: Reads that wait for the write plan's creates: their path names an object the plan makes
         #: (``GET /work_pools/{name}`` of a pinned pool it creates), so a guess before would be wasted.
         self.waiting: set[str] = set()
-        from probes.auth import AuthWatch
-
         self.auth = AuthWatch(self)
         self._reports: dict[str, tuple[tuple[Any, ...], ToolReport]] = {}
 

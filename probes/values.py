@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from probes.naming import PATH_PARAM_WORDS, ParamRole, norm
+from probes.naming import PATH_PARAM_WORDS, ParamRole, norm, param_role
 from protocols.model import Tool
 
 __all__ = ["Made", "schema_values", "made_value", "MARK", "COMMON_WORDS", "NAMED", "coerce", "within", "type_ok", "STRONG", "GUESS"]
@@ -260,8 +260,6 @@ def made_value(schema: Any, tool: Tool | None = None, pname: str = "", depth: in
             return [] if not schema.get("minItems") else None
         return [item] * max(1, int(schema.get("minItems") or 1)) if schema.get("minItems") else [item]
     if tool is not None and pname:
-        from probes.naming import param_role
-
         options = schema_values(schema, param_role(tool, pname))
         good = [m for m in options if m.source in ("const", "enum", "default", "example", "name", "format")]
         if good:

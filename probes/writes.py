@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
+from probes.actions import reference
 from probes.announce import describe
 from probes.calls import Observation
 from probes.created import ID_KEYS, Proof, absence_checks, field_of, holds, new_id, seen_in_kind
@@ -35,7 +36,8 @@ from probes.filling import StepFiller
 from probes.guard import ScopeGuard
 from probes.harvest import Candidate, field_path
 from probes.naming import singular
-from probes.plan import Bound, Step, WritePlan
+from probes.plan import Bound, Step, WritePlan, path_prefixes
+from probes.scope import Scope
 from probes.state import BUDGET_SPENT, Session, ToolState
 from probes.text import is_path_like
 from probes.values import coerce
@@ -364,10 +366,6 @@ def created_candidates(session: Session, writes: WriteRunner, *,
     object the plan creates: not asked about before it exists), and what the probe created where a
     read's path parameter names it (``GET /buckets/{bucket_id}/collections/{id}`` <- the collection
     step 2 created)."""
-    from probes.actions import reference
-    from probes.plan import path_prefixes
-    from probes.scope import Scope
-
     scope = Scope(session.settings.scope)
     objects = [(step, step.creates) for step in writes.plan.steps
                if step.creates is not None and step.index in writes.made and writes.values.get(step.index) is not None]

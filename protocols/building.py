@@ -10,17 +10,10 @@ import keyword
 import re
 from typing import Any
 
-from protocols.model import Binding, python_identifier, snake_case
+from protocols.model import RESERVED_ARGUMENTS, Binding, python_identifier, snake_case
 
 __all__ = ["UniqueNames", "ParamSet", "param_identifier", "collection_slug", "tool_name_for", "clean_text",
            "RESERVED_ARGUMENTS"]
-
-#: Keyword arguments every tool function accepts besides its parameters (``extra_query`` sends
-#: query parameters the spec does not list; ``with_headers`` returns the status and headers too;
-#: ``resend_unknown=True`` sends again a write whose earlier identical send got no answer,
-#: ``sandbox.writes.gate``). No spec parameter gets these names: it is renamed with a trailing
-#: ``_``, like a keyword.
-RESERVED_ARGUMENTS = frozenset({"extra_query", "with_headers", "resend_unknown"})
 
 
 class UniqueNames:

@@ -38,12 +38,13 @@ import keyword
 import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
-from protocols.building import RESERVED_ARGUMENTS
 from protocols.docstrings import parse_docstring
 from protocols.errors import UsageError
-from protocols.model import Collection, Tool, python_identifier, snake_case
+from protocols.langchain import adapt
+from protocols.model import RESERVED_ARGUMENTS, Collection, Tool, python_identifier, snake_case
 from protocols.pyschema import Converter, converter_of, json_default, schema_of, type_hints
 
 __all__ = ["FUNCTION_METHOD", "TOOL_ATTRIBUTE", "ToolOptions", "HostFunction", "FunctionCollection",
@@ -263,8 +264,6 @@ def _members(obj: Any) -> list[tuple[str, Any]]:
 def is_function_source(obj: Any) -> bool:
     """Is ``obj`` something ``gather`` reads (rather than a spec path, an MCP source or a
     ``Collection``)? Strings, paths and collections are not."""
-    from pathlib import PurePath
-
     if isinstance(obj, str | bytes | PurePath | Collection | Tool | int | float) or obj is None:
         return False
     if isinstance(obj, list | tuple | set | frozenset):  # a list of functions, within a list of tools
@@ -292,8 +291,6 @@ class Given:
 def gather(obj: Any, name: str | None = None) -> list[Given]:
     """Every tool function ``obj`` gives (see the module docstring)."""
     if _is_langchain(obj):
-        from protocols.langchain import adapt
-
         fn, tool_name, description, parameters = adapt(obj)
         return [Given(fn, name or tool_name, description, parameters)]
     if isinstance(obj, type):

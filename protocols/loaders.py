@@ -21,7 +21,7 @@ from protocols.errors import ProtocolError
 from protocols.mcp import MCPLoader
 from protocols.model import Collection
 from protocols.openapi import OpenAPILoader
-from protocols.remote import is_url
+from protocols.remote import fetch_spec, is_url
 from protocols.toolbench import ToolBenchLoader, load_tree
 
 __all__ = ["Loader", "LOADERS", "register_loader", "load_data", "load_spec", "load", "parse_text"]
@@ -114,7 +114,7 @@ def _parse(text: str, source: str) -> tuple[Any, str | None]:
 
 
 def _yaml(text: str, source: str = "<text>") -> Any:
-    import yaml  # lazily: only YAML specs pay for it
+    import yaml  # lazy: only YAML specs pay for PyYAML's import
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
@@ -145,8 +145,6 @@ def _load_url(url: str, *, name: str | None, base_url: str | None, headers: Mapp
               fetch_url: str | None) -> Collection:
     """A Collection from a spec served at ``url`` (fetched from ``fetch_url`` when given: the same
     URL with a credential added, which is never stored)."""
-    from protocols.remote import fetch_spec
-
     text, final = fetch_spec(fetch_url or url, headers=headers, label=url)
     # Relative server URLs are relative to where the document really is (after redirects); the
     # query (maybe a token) plays no part in that and must not be kept.

@@ -25,6 +25,7 @@ from __future__ import annotations
 import builtins
 import keyword
 import re
+import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -40,7 +41,16 @@ __all__ = [
     "SpecWarning",
     "python_identifier",
     "snake_case",
+    "RESERVED_ARGUMENTS",
 ]
+
+#: Keyword arguments every tool function accepts besides its parameters (``extra_query`` sends
+#: query parameters the spec does not list; ``with_headers`` returns the status and headers too;
+#: ``resend_unknown=True`` sends again a write whose earlier identical send got no answer,
+#: ``sandbox.writes.gate``). No spec parameter gets these names: it is renamed with a trailing
+#: ``_``, like a keyword. They belong to what a tool is, so they live here; ``protocols.building``
+#: re-exports them for the loaders.
+RESERVED_ARGUMENTS = frozenset({"extra_query", "with_headers", "resend_unknown"})
 
 Location = Literal["path", "query", "header", "cookie", "body"]
 LOCATIONS: tuple[str, ...] = ("path", "query", "header", "cookie", "body")
@@ -178,8 +188,6 @@ class McpServer:
     def describe(self) -> str:
         """The server as a user would write it (no environment values)."""
         if self.transport == "stdio":
-            import shlex
-
             return shlex.join([self.command or "", *self.args])
         return str(self.url)
 
@@ -264,8 +272,6 @@ class Tool:
         ``user_id``): every binding's wire name that is not itself a parameter's name, is not a
         reserved argument and belongs to one parameter only. Programs are told the snake_case
         names, but a model that read the API's own docs writes the wire names."""
-        from protocols.building import RESERVED_ARGUMENTS
-
         props = self.properties
         seen: dict[str, str | None] = {}
         for name, binding in self.bindings.items():

@@ -30,6 +30,9 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from protocols.docstrings import parse_docstring
+from protocols.refs import Resolver
+
 __all__ = ["schema_of", "converter_of", "type_hints", "json_default", "is_pydantic_model", "Converter"]
 
 Converter = Callable[[Any], Any]
@@ -97,8 +100,6 @@ def _annotated_note(metadata: tuple[Any, ...]) -> dict[str, Any]:
 
 def _inline(doc: dict[str, Any], name: str) -> dict[str, Any]:
     """A pydantic model's schema with its ``$defs`` inlined (recursion cut) and titles dropped."""
-    from protocols.refs import Resolver
-
     resolved = Resolver(doc, f"the pydantic model {name}", dialect="3.1").schema(
         {k: v for k, v in doc.items() if k != "$defs"}, "#")
     out = _drop_titles(resolved)
@@ -205,8 +206,6 @@ def _object(props: dict[str, Any], required: list[str], tp: Any) -> dict[str, An
     doc = (getattr(tp, "__doc__", None) or "").strip()
     # A dataclass without a docstring gets its signature as __doc__: that says nothing new.
     if doc and not doc.startswith(f"{getattr(tp, '__name__', '')}("):
-        from protocols.docstrings import parse_docstring
-
         parsed = parse_docstring(doc)
         if parsed.summary:
             out["description"] = parsed.summary

@@ -43,7 +43,7 @@ def fetch_spec(url: str, *, headers: Mapping[str, str] | None = None, timeout: f
                max_bytes: int = MAX_SPEC_BYTES, label: str | None = None) -> tuple[str, str]:
     """``(text, final URL)`` of the document at ``url`` (see the module docstring). ``label`` is
     how errors name the source (default: the URL)."""
-    import httpx
+    import httpx  # lazy: httpx costs ~0.2 s of imports, which a spec read from a file never needs
 
     source = label or url
     parts = urlsplit(url)
@@ -88,7 +88,7 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 def _next_url(response: Any, source: str) -> str:
     """Where a redirect points (http(s) only)."""
-    import httpx
+    import httpx  # lazy: see fetch (a spec read from a file never needs httpx)
 
     try:
         target = response.url.join(response.headers["location"].strip())

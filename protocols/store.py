@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from protocols.bm25 import BM25Index, DocInfo, SearchHit, document_text, tokenize
-from protocols.errors import NotFound, UsageError
+from protocols.errors import ConfigError, NotFound, UsageError
 from protocols.files import atomic_write
 from protocols.model import Collection, Tool
 
@@ -97,8 +97,6 @@ class Store:
         try:
             index: dict[str, Any] = json.loads(path.read_bytes())
         except (OSError, ValueError) as exc:
-            from protocols.errors import ConfigError
-
             raise ConfigError(f"the tool store index {path} is unreadable: {exc}",
                               hint="remove it and import the collections again") from exc
         if not fresh:

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
+from protocols.errors import ConfigError, UsageError
 from protocols.model import Collection, Tool
+from sandbox.functions.results import jsonable
 
 if TYPE_CHECKING:
     from sandbox.writes.policy import Writes
@@ -139,8 +141,6 @@ class SessionLimits:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or \
                     not math.isfinite(value):
-                from protocols.errors import UsageError
-
                 raise UsageError(f"SessionLimits.{name} must be a positive number of seconds, not {value!r}")
 
     def spawn_limits(self, limits: Limits) -> Limits:
@@ -289,8 +289,6 @@ def _json(value: Any) -> Any:
     """A typed value (``atc.run(..., answer=Model)``) as its JSON data; JSON data as it is."""
     if value is None or isinstance(value, str | int | float | bool | list | dict):
         return value
-    from sandbox.functions.results import jsonable
-
     return jsonable(value, 1 << 24)
 
 
@@ -328,16 +326,12 @@ class Toolset:
         for c in self.collections:
             for t in c.tools:
                 if t.name in self._tools and self._owner[t.name].name != c.name:
-                    from protocols.errors import ConfigError
-
                     raise ConfigError(
                         f"tool name {t.name!r} is in both collections {self._owner[t.name].name!r} and {c.name!r}",
                         hint="use one of them per run, or re-import one with another --name and rename the tool",
                     )
                 self._tools[t.name] = t
                 self._owner[t.name] = c
-        from protocols.errors import UsageError
-
         names = {c.name for c in self.collections}
         for mode in [self.validation, *self.validations.values()]:
             if mode not in VALIDATION_MODES:
@@ -393,8 +387,6 @@ def _refuse_shared_names(collections: list[Collection]) -> None:
         first = seen.setdefault(c.name, c)
         if first is c:
             continue
-        from protocols.errors import ConfigError
-
         a, b = _source_of(first), _source_of(c)
         what = f"{a} is given twice" if a == b else f"{a} and {b}"
         raise ConfigError(f"two collections of this run are named {c.name!r}: {what}",

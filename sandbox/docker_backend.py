@@ -79,6 +79,7 @@ from sandbox.lint import LintIssue, lint
 from sandbox.pool import Demand, PoolBounds
 from sandbox.seccomp import NAME as FILTER_NAME
 from sandbox.session import SessionOutcome, build_result, serve
+from sandbox.session_runners import open_docker
 
 if TYPE_CHECKING:
     import docker
@@ -224,8 +225,6 @@ class DockerBackend:
         """A sandbox session in one container of the pool (``sandbox/interpreter.py``): its runner
         is made again with the session's CPU time, and the container is removed when the session
         ends, never recycled for another run; ``close`` ends every session still open."""
-        from sandbox.session_runners import open_docker
-
         interpreter = open_docker(self, tools, limits or Limits(), session or SessionLimits())
         with self._lock:
             self._sessions.add(interpreter)

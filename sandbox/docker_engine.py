@@ -137,7 +137,7 @@ def connect(timeout: float = 60.0) -> docker.DockerClient:
     Raises ``SandboxError`` with a hint when the SDK is missing or the engine does not answer.
     """
     try:
-        import docker
+        import docker  # lazy: the docker SDK (with requests) costs ~0.15 s, which local runs never pay
     except ImportError as exc:  # pragma: no cover - docker is a dependency
         raise SandboxError("the docker Python package is missing", hint="pip install 'docker>=7'") from exc
     if _engine_socket_missing():

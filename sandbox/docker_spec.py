@@ -86,7 +86,7 @@ def key_of(limits: Limits) -> ContainerKey:
 def container_spec(api: Any, key: ContainerKey, *, image: str, sockdir: str, runner: Path, server: Path, jail: Path,
                    cpus: float, tmpfs_mb: int, labels: dict[str, str]) -> dict[str, Any]:
     """The ``create_container`` arguments of a sandbox container for ``key``."""
-    from docker.types import LogConfig, Ulimit
+    from docker.types import LogConfig, Ulimit  # lazy: the docker SDK, loaded only with Docker's engine
 
     # The CPU limit is each runner's own (the server would add up every run's time).
     ulimits = [Ulimit(name="nofile", soft=256, hard=256),

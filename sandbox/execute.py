@@ -27,8 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from protocols.errors import ConfigError, UsageError
+from protocols.functions import function_collections, is_function_source
+from protocols.loaders import load_spec
 from protocols.model import Collection
 from sandbox.api import Backend, Credentials, ExecutionResult, Limits, Toolset
+from sandbox.cancel import Cancel, cancellable
+from sandbox.docker_backend import DockerBackend
+from sandbox.docker_engine import docker_available
+from sandbox.http.credentials import check as check_credentials
+from sandbox.local_backend import LocalBackend
+from sandbox.mcp.sources import check_ready, is_mcp_source, load_source
 from sandbox.writes.ledger import WriteLedger
 from sandbox.writes.policy import WRITE_MODES, Approver, WritePolicy, Writes
 
@@ -45,10 +53,6 @@ _PROBED: list[Any] = []
 
 
 def _docker_available() -> bool:
-    try:
-        from sandbox.docker_engine import docker_available
-    except ImportError:
-        return False
     try:
         with _LOCK:
             keep = None if "docker" in _BACKENDS or _PROBED else _PROBED
@@ -69,14 +73,7 @@ def resolve_backend_name(name: str | None) -> str:
 def _make_backend(resolved: str, **options: Any) -> Backend:
     """A new backend of a resolved name (``options`` go to its constructor)."""
     if resolved == "local":
-        from sandbox.local_backend import LocalBackend
-
         return LocalBackend(**options)
-    try:
-        from sandbox.docker_backend import DockerBackend
-    except ImportError as exc:
-        raise ConfigError("the Docker backend is not available in this installation",
-                          hint="use --sandbox local") from exc
     client = _PROBED.pop() if _PROBED else None
     if client is not None:
         client.api.timeout = 60  # the probe's client was made with a short timeout
@@ -191,18 +188,12 @@ def load(source: str | Path, *, name: str | None = None, base_url: str | None = 
         UsageError: an MCP source that names several servers (use ``atc.load_mcp``).
     """
     if isinstance(source, str):
-        from sandbox.mcp.sources import is_mcp_source
-
         if is_mcp_source(source):
-            from sandbox.mcp.sources import load_source
-
             found = load_source(source, name=name)
             if len(found) != 1:
                 raise UsageError(f"{source} names {len(found)} MCP servers; atc.load returns one collection",
                                  hint="use atc.load_mcp(source), which returns one collection per server")
             return found[0]
-    from protocols.loaders import load_spec
-
     return load_spec(source, name=name, base_url=base_url)
 
 
@@ -214,8 +205,6 @@ def sources_to_collections(tools: Any) -> list[Collection]:
     own API reads only what it can without the store; every ``atc`` entry point reads its ``tools``
     with ``atc.toolsets.collections_of`` first (stored names, and the rule for a word that names
     both a file and a stored collection) and hands the collections down."""
-    from protocols.functions import function_collections, is_function_source
-
     items = [tools] if isinstance(tools, (Collection, str, Path)) or is_function_source(tools) else list(tools)
     out: list[Collection] = []
     functions: list[Any] = []
@@ -223,15 +212,9 @@ def sources_to_collections(tools: Any) -> list[Collection]:
         if isinstance(item, Collection):
             out.append(item)
         elif isinstance(item, (str, Path)):
-            from sandbox.mcp.sources import is_mcp_source
-
             if isinstance(item, str) and is_mcp_source(item):
-                from sandbox.mcp.sources import load_source
-
                 out += load_source(item)
             elif Path(item).expanduser().exists() or str(item).startswith(("http://", "https://")):
-                from protocols.loaders import load_spec
-
                 out.append(load_spec(item))
             else:
                 raise UsageError(f"tools: {str(item)!r} is neither a spec file or URL nor an MCP source",
@@ -311,15 +294,11 @@ def check_toolset(toolset: Toolset) -> None:
     ``--base-url``; an MCP tools/list read from a file (it names no server to call); an MCP
     server that lacks an environment variable, its command or its directory. Every source is
     checked, so that nothing starts (and no API gets a call) when one of them cannot work."""
-    from sandbox.http.credentials import check
-
-    check(toolset.credentials, toolset.collections, os.environ)
+    check_credentials(toolset.credentials, toolset.collections, os.environ)
     for collection in toolset.collections:
         if collection.kind == "python":  # functions of this process: nothing to reach
             continue
         if collection.mcp_server is not None:
-            from sandbox.mcp.sources import check_ready
-
             check_ready(collection.mcp_server, os.environ, collection=collection.name)
             continue
         if not collection.tools:
@@ -409,9 +388,7 @@ async def arun(
     """``run`` in a worker thread, for asyncio callers (many programs can run concurrently).
     Cancelling the awaiting task stops the program (``sandbox.cancel``): its sandbox is killed as
     after a timeout, instead of running on in the thread."""
-    import asyncio
-
-    from sandbox.cancel import Cancel, cancellable
+    import asyncio  # lazy: asyncio (~30 modules, ~70 ms); tests/test_startup.py keeps it out of a plain run
 
     token = Cancel()
     call = functools.partial(run, program, tools, limits, sandbox=pick_sandbox(sandbox, backend),

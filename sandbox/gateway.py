@@ -43,6 +43,7 @@ and re-validates all of them, so a forged frame gets exactly the checks a stub c
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import threading
@@ -52,15 +53,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from protocols.building import RESERVED_ARGUMENTS
 from protocols.errors import ToolError
-from protocols.model import Collection, Tool
+from protocols.model import RESERVED_ARGUMENTS, Collection, Tool
 from protocols.writes import READ_METHODS
 from sandbox.api import Limits, ToolCall, Toolset
 from sandbox.hostbounds import LOG_TAIL_BYTES, HostBounds
 from sandbox.http.credentials import env_var
 from sandbox.jsonbounds import summarize
 from sandbox.redact import Redactor
+from sandbox.taps import Exchange
 from sandbox.validation import MAX_UNIQUE_CHECK, ValidationCut, problems, validator_for
 from sandbox.writes.gate import RESEND_ARGUMENT, Planned, WriteGate, outcome_of_status
 from sandbox.writes.ledger import Entry
@@ -110,14 +111,14 @@ def _target(hops: list[dict[str, Any]]) -> str | None:
 
 def shared_client() -> httpx.Client:
     """The process-wide HTTP client (``sandbox.http.transport.shared_client``)."""
-    from sandbox.http.transport import shared_client as make
+    from sandbox.http.transport import shared_client as make  # lazy: the transport brings httpx
 
     return make()
 
 
 def uses_cookies(collection: Collection) -> bool:
     """Does the spec declare cookies (``sandbox.http.transport.uses_cookies``)?"""
-    from sandbox.http.transport import uses_cookies as declared
+    from sandbox.http.transport import uses_cookies as declared  # lazy: the transport brings httpx
 
     return declared(collection)
 
@@ -245,7 +246,7 @@ class Gateway:
     def http(self) -> HttpTransport:
         """The run's HTTP transport (made with the first call that needs it)."""
         if self._http is None:
-            from sandbox.http.transport import HttpTransport
+            from sandbox.http.transport import HttpTransport  # lazy: brings httpx (see _load)
 
             self._http = HttpTransport(self.toolset, self.limits, self.client, self.environ, self.deadline)
         return self._http
@@ -254,7 +255,7 @@ class Gateway:
     def mcp(self) -> McpTransport:
         """The run's MCP transport (made with the first call to an MCP server's tool)."""
         if self._mcp is None:
-            from sandbox.mcp.transport import McpTransport
+            from sandbox.mcp.transport import McpTransport  # lazy: brings httpx and the MCP connections
 
             self._mcp = McpTransport(self.toolset, self.limits, self.environ, self.deadline)
         return self._mcp
@@ -263,7 +264,7 @@ class Gateway:
     def functions(self) -> FunctionTransport:
         """The run's transport for Python functions of the host (made with the first call to
         one); it reads the gateway's deadline when it calls, as a session moves it."""
-        from sandbox.functions.transport import FunctionTransport
+        from sandbox.functions.transport import FunctionTransport  # lazy: brings httpx (see _load)
 
         return FunctionTransport(self.toolset, self.limits, lambda: self.deadline)
 
@@ -271,6 +272,8 @@ class Gateway:
         """Import what serving calls takes (jsonschema, httpx, the transport) and make the client,
         once per process and before a call's clock starts: a run that makes no call never pays
         for them, and the first call's ``duration_ms`` is the call's own."""
+        # lazy, on purpose: jsonschema and httpx (with the transport) cost a few hundred ms of
+        # imports, and tests/test_startup.py holds that a run with no call never loads them
         import jsonschema  # noqa: F401
 
         import sandbox.http.transport  # noqa: F401
@@ -296,7 +299,7 @@ class Gateway:
         """Serve one call (never raises for anything the program sent)."""
         if not _LOADED:
             self._load()
-        from sandbox.http.transport import SendFailure
+        from sandbox.http.transport import SendFailure  # lazy: loaded by _load just above, with httpx
 
         line = line if isinstance(line, int) and not isinstance(line, bool) else None
         col = col if isinstance(col, int) and not isinstance(col, bool) else None
@@ -523,8 +526,6 @@ class Gateway:
         taps = self.toolset.taps
         if not taps:
             return self._exchange(tool, args, extra_query, hop_check)
-        from sandbox.taps import Exchange
-
         def send_through(index: int) -> Reply:
             if index == len(taps):
                 return self._exchange(tool, args, extra_query, hop_check)
@@ -537,8 +538,6 @@ class Gateway:
     def _redacted(self, reply: Reply) -> Reply:
         """A copy of ``reply`` with the host's secrets taken out (what a recording may keep), and in
         ``redacted`` how many; ``reply`` itself is left as it is (the gateway redacts and counts it)."""
-        import copy
-
         out = copy.copy(reply)
         redactor = self.redactor()
         if redactor:
@@ -563,7 +562,8 @@ class Gateway:
         if self._redactor is None:
             values = [self.environ.get(env_var(source)) for source in self.toolset.credentials.values()]
             if any(c.mcp_server is not None for c in self.toolset.collections):
-                from sandbox.mcp.transport import secret_values  # the env values given to MCP servers
+                # the env values given to MCP servers (lazy: the MCP transport brings httpx)
+                from sandbox.mcp.transport import secret_values
 
                 values += secret_values(self.toolset, self.environ)
             self._redactor = Redactor(v for v in values if v)

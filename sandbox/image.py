@@ -87,7 +87,7 @@ class ImageInfo:
 
 def _atc_version() -> str:
     # From the installed distribution, not ``atc.__version__``: sandbox sits below atc.
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, version  # lazy: importlib.metadata costs ~70 ms
 
     try:
         return version("atc")
@@ -305,7 +305,7 @@ def _info_from_image(img: Any, image: str) -> ImageInfo:
 
 def image_info(client: docker.DockerClient, image: str = DEFAULT_IMAGE) -> ImageInfo | None:
     """The sandbox image as built (labels read back), or None when there is no such image."""
-    import docker.errors
+    import docker.errors  # lazy: the docker SDK, loaded only with Docker's engine
 
     try:
         img = client.images.get(image)

@@ -32,6 +32,7 @@ from typing import Any
 from protocols.errors import UsageError
 from protocols.model import Collection
 from sandbox.api import Backend, ExecutionResult, Limits, SandboxSession, SessionLimits, Toolset
+from sandbox.execute import as_toolset, check_toolset, get_backend
 
 __all__ = ["Session", "open_session", "live_sessions"]
 
@@ -220,8 +221,6 @@ def open_session(
     """Open a sandbox session on ``sandbox`` (as for ``sandbox.run``: a name, None/"auto", or a
     backend that has ``open_session``). Raises ``UsageError``/``ConfigError`` for bad input and
     ``SandboxError`` when no interpreter could be started."""
-    from sandbox.execute import as_toolset, check_toolset, get_backend
-
     limits = limits if limits is not None else Limits()
     session_limits = session_limits if session_limits is not None else SessionLimits()
     if not isinstance(limits, Limits) or not isinstance(session_limits, SessionLimits):

@@ -38,9 +38,10 @@ import threading
 import time
 from typing import Any, Protocol
 
-from protocols.errors import SessionEnded, UsageError
+from protocols.errors import SandboxError, SessionEnded, UsageError
 from sandbox.api import ErrorInfo, ExecutionResult, Limits, SessionLimits, Toolset
 from sandbox.gateway import Gateway
+from sandbox.lint import lint
 from sandbox.session import SessionOutcome, build_result, serve
 
 __all__ = ["Interpreter", "RunnerHandle", "ENDING", "OPEN_TIMEOUT"]
@@ -139,8 +140,6 @@ class Interpreter:
     def open(self) -> Interpreter:
         """Put the runner in session mode (an empty snippet 0: for Docker, the runner takes the
         sandbox's uid here); raises ``SandboxError`` when it does not answer."""
-        from protocols.errors import SandboxError
-
         deadline = time.monotonic() + min(OPEN_TIMEOUT, max(self.limits.timeout, 1.0))
         try:
             outcome = serve(self.runner.sock, "", self.toolset, self.limits, self.gateway, deadline=deadline,
@@ -198,8 +197,6 @@ class Interpreter:
         return deadline, why
 
     def _execute(self, code: str) -> ExecutionResult:
-        from sandbox.lint import lint
-
         started = time.perf_counter()
         self._snippets += 1
         number = self._snippets

@@ -642,7 +642,7 @@ def main(argv: list[str]) -> int:
         if not opts.get("workdir"):
             # The backend expected namespaces and made no directory: make one, named after the
             # backend's process like the ones it makes, and report it (the backend removes it).
-            import tempfile
+            import tempfile  # lazy: a rare path; the jail's start-up stays as small as it can be
 
             opts["workdir"] = made["workdir"] = tempfile.mkdtemp(prefix=f"atc-run-{os.getppid()}-")
             if os.geteuid() == 0:

@@ -111,6 +111,8 @@ def _remove_ipc(kind: str, ident: int) -> bool:
 
 
 def _keyctl_number() -> int | None:
+    # lazy: this file also runs alone as a script (``python -I -S kernel_objects.py
+    # --invalidate-keys``, below), where nothing of the project can be imported at its top
     from sandbox.seccomp import UnsupportedArch, arch_of, table
 
     try:

@@ -69,7 +69,7 @@ def _restricted_python(tree: ast.Module) -> LintIssue | None:
     """RestrictedPython's complaints about ``tree`` (its node transformer only: what it would
     compile is never used, and the tree is parsed once). The transformer rewrites ``tree``."""
     try:
-        from RestrictedPython.transformer import RestrictingNodeTransformer
+        from RestrictedPython.transformer import RestrictingNodeTransformer  # lazy: ~15 ms, at the first lint
     except ImportError:  # pragma: no cover - a declared dependency; the AST checks still run
         return None
     errors: list[str] = []

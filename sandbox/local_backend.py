@@ -24,7 +24,6 @@ import json
 import os
 import re
 import select
-import signal
 import socket
 import subprocess
 import sys
@@ -39,11 +38,15 @@ from sandbox import workdirs
 from sandbox.api import ErrorInfo, ExecutionResult, Limits, SessionLimits, Toolset
 from sandbox.cgroups import make_cgroup, release_cgroup
 from sandbox.forkserver import ForkedJail, ForkServer
+from sandbox.gateway import Gateway
+from sandbox.lint import lint
 from sandbox.local_worker import Worker as _Worker
+from sandbox.local_worker import explain_exit, run_isolation
 from sandbox.pool import Demand, PoolBounds
 from sandbox.seccomp import NAME as FILTER_NAME
 from sandbox.seccomp import UnsupportedArch, compile_filter
 from sandbox.session import SessionOutcome, build_result, serve, wait_ready
+from sandbox.session_runners import open_local
 from sandbox.uids import claim_uid_block, next_uid, release_uid, uid_block
 
 if TYPE_CHECKING:
@@ -451,11 +454,6 @@ class LocalBackend:
 
     def run(self, program: str, tools: Toolset, limits: Limits | None = None) -> ExecutionResult:
         """Run ``program`` against ``tools``; every outcome of the program is a result."""
-        # Imported here, not with the module: a backend made ahead of its first run (``prepare``)
-        # spawns its runner without waiting for them.
-        from sandbox.gateway import Gateway
-        from sandbox.lint import lint
-
         limits = limits or Limits()
         started = time.perf_counter()
         issue = lint(program)
@@ -492,8 +490,6 @@ class LocalBackend:
         """A sandbox session on one jailed runner (``sandbox/interpreter.py``): the runner is
         spawned with the session's CPU time (``SessionLimits.spawn_limits``) and, when it ends,
         torn down like a run's, at once; ``close`` ends every session still open."""
-        from sandbox.session_runners import open_local
-
         interpreter = open_local(self, tools, limits or Limits(), session or SessionLimits())
         self._sessions.add(interpreter)
         return interpreter
@@ -547,25 +543,6 @@ class LocalBackend:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def run_isolation(worker: _Worker) -> list[str]:
-    """What confined a run (or session) on ``worker``, as results report it."""
-    return ["pgroup", *worker.isolation, "restrictedpython-lint", "empty-env"]
-
-
-def explain_exit(worker: _Worker, outcome: SessionOutcome, status: int | None, limits: Limits) -> None:
-    """A runner that stopped without a result: was it its CPU time or the memory limit?"""
-    if outcome.done is None and outcome.failure == "SandboxError" and status is not None:
-        # The jail reports a killed program as 128+signal; without namespaces the jail is the
-        # program and Popen reports -signal.
-        if status in (128 + signal.SIGXCPU, -signal.SIGXCPU):
-            outcome.failure, outcome.detail = "Timeout", "the program used up its CPU time limit"
-        elif worker.oom_killed:
-            outcome.failure = "MemoryLimit"
-            outcome.detail = f"the program used more than {limits.memory_mb} MB of memory (killed)"
-        elif status in (128 + signal.SIGKILL, -signal.SIGKILL):
-            outcome.detail = f"{outcome.detail}; the sandbox was killed"
 
 
 @atexit.register

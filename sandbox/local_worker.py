@@ -17,12 +17,14 @@ import time
 from dataclasses import dataclass, field
 
 from sandbox import workdirs
+from sandbox.api import Limits
 from sandbox.cgroups import release_cgroup
 from sandbox.forkserver import ForkedJail
 from sandbox.kernel_objects import teardown
+from sandbox.session import SessionOutcome
 from sandbox.uids import RETIRED, release_uid
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "run_isolation", "explain_exit"]
 
 
 @dataclass
@@ -145,3 +147,22 @@ class Worker:
                 pass
         else:
             self._killpg()
+
+
+def run_isolation(worker: Worker) -> list[str]:
+    """What confined a run (or session) on ``worker``, as results report it."""
+    return ["pgroup", *worker.isolation, "restrictedpython-lint", "empty-env"]
+
+
+def explain_exit(worker: Worker, outcome: SessionOutcome, status: int | None, limits: Limits) -> None:
+    """A runner that stopped without a result: was it its CPU time or the memory limit?"""
+    if outcome.done is None and outcome.failure == "SandboxError" and status is not None:
+        # The jail reports a killed program as 128+signal; without namespaces the jail is the
+        # program and Popen reports -signal.
+        if status in (128 + signal.SIGXCPU, -signal.SIGXCPU):
+            outcome.failure, outcome.detail = "Timeout", "the program used up its CPU time limit"
+        elif worker.oom_killed:
+            outcome.failure = "MemoryLimit"
+            outcome.detail = f"the program used more than {limits.memory_mb} MB of memory (killed)"
+        elif status in (128 + signal.SIGKILL, -signal.SIGKILL):
+            outcome.detail = f"{outcome.detail}; the sandbox was killed"

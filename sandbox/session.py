@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox import wire
 from sandbox.api import ErrorInfo, ExecutionResult, Limits, ToolCall, Toolset
+from sandbox.cancel import current
 from sandbox.frames import FrameReader, FrameRefused, read_ready
 from sandbox.hostbounds import HostBounds
 
@@ -182,8 +183,6 @@ def serve(
     ``snippet`` serves a sandbox session (``sandbox/interpreter.py``) with this same loop: 0 sends
     the ``start`` that asks the runner to stay for more (and runs ``program`` first), N the
     ``exec`` of snippet N to the runner that already runs the session."""
-    from sandbox.cancel import current
-
     token = current()
     if token is None:
         return _serve(sock, program, toolset, limits, gateway, deadline=deadline, snippet=snippet)
@@ -286,6 +285,8 @@ def _attribute(program: str, error: dict[str, Any], calls: list[ToolCall], names
     """The attribution of a failure as a dict; falls back to "a ToolError belongs to its tool"
     when the attribution module is missing or fails (it is advisory: it must not break a result)."""
     try:
+        # lazy, and guarded: attribution brings genson and the data-flow tracer, which a run that
+        # fails nothing never needs, and a missing module must not break a result
         from sandbox.attribution import attribute
     except ImportError:
         reason = "attribution is not available"

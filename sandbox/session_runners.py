@@ -18,28 +18,59 @@ removes everything of it before it returns.
 from __future__ import annotations
 
 import socket
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from protocols.errors import SandboxError
 from sandbox.api import Limits, SessionLimits, Toolset
+from sandbox.docker_cells import Cell, CellError
+from sandbox.docker_spec import ContainerKey, key_of
 from sandbox.interpreter import Interpreter
+from sandbox.local_worker import Worker, explain_exit, run_isolation
 from sandbox.session import SessionOutcome
 
 if TYPE_CHECKING:
-    from sandbox.docker_backend import DockerBackend
-    from sandbox.docker_cells import Cell
-    from sandbox.local_backend import LocalBackend
-    from sandbox.local_worker import Worker
+    import httpx
 
-__all__ = ["LocalRunner", "DockerRunner", "open_local", "open_docker"]
+__all__ = ["LocalRunner", "DockerRunner", "open_local", "open_docker", "LocalPool", "DockerPool"]
+
+
+# The backends call down into this module; what it needs of them is said by these two Protocols
+# rather than by importing the backends back (``LocalBackend`` and ``DockerBackend`` satisfy them).
+
+class LocalPool(Protocol):
+    """What a session needs of the local backend (``sandbox.local_backend.LocalBackend``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def client(self) -> httpx.Client | None: ...
+
+    def _take(self, limits: Limits) -> Worker: ...
+
+
+class DockerPool(Protocol):
+    """What a session needs of the Docker backend (``sandbox.docker_backend.DockerBackend``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def start_timeout(self) -> float: ...
+
+    def isolation(self, limits: Limits, isolated: bool | None = None) -> list[str]: ...
+
+    def end_session_cell(self, cell: Cell) -> None: ...
+
+    def _take(self, key: ContainerKey) -> Cell: ...
+
+    def _explain_death(self, cell: Cell, outcome: SessionOutcome) -> None: ...
 
 
 class LocalRunner:
     """A jailed runner of the local backend, lent to one session."""
 
     def __init__(self, worker: Worker, limits: Limits) -> None:
-        from sandbox.local_backend import run_isolation
-
         self.worker = worker
         self.limits = limits
         self.isolation = run_isolation(worker)
@@ -49,8 +80,6 @@ class LocalRunner:
         return self.worker.sock
 
     def end(self, outcome: SessionOutcome | None) -> None:
-        from sandbox.local_backend import explain_exit
-
         # A runner that vanished gets a moment to finish dying, so that how it died is seen.
         lost = outcome is not None and outcome.done is None and outcome.failure == "SandboxError"
         status = self.worker.stop(finished=False, grace=0.5 if lost else 0.0)
@@ -61,7 +90,7 @@ class LocalRunner:
 class DockerRunner:
     """The runner of a container of the Docker backend, lent to one session with its container."""
 
-    def __init__(self, backend: DockerBackend, cell: Cell, limits: Limits) -> None:
+    def __init__(self, backend: DockerPool, cell: Cell, limits: Limits) -> None:
         self.backend = backend
         self.cell = cell
         self.isolation = ["fresh-container" if i == "reset-checked" else i for i in backend.isolation(limits)]
@@ -80,17 +109,14 @@ class DockerRunner:
             self.backend.end_session_cell(self.cell)
 
 
-def open_local(backend: LocalBackend, tools: Toolset, limits: Limits, session: SessionLimits) -> Interpreter:
+def open_local(backend: LocalPool, tools: Toolset, limits: Limits, session: SessionLimits) -> Interpreter:
     spawn = session.spawn_limits(limits)
     worker = backend._take(spawn)
     runner = LocalRunner(worker, spawn)
     return Interpreter(runner, tools, limits, session, sandbox=backend.name, client=backend.client).open()
 
 
-def open_docker(backend: DockerBackend, tools: Toolset, limits: Limits, session: SessionLimits) -> Interpreter:
-    from sandbox.docker_cells import CellError
-    from sandbox.docker_spec import key_of
-
+def open_docker(backend: DockerPool, tools: Toolset, limits: Limits, session: SessionLimits) -> Interpreter:
     key = key_of(limits)
     cell = backend._take(key)
     spawn = session.spawn_limits(limits)

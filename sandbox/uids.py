@@ -10,6 +10,7 @@ pool (``next_uid``) and gives a uid back only once its runner is reaped and torn
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
 import threading
@@ -36,8 +37,6 @@ def claim_uid_block(start: int, lock_dir: Path) -> tuple[range, int | None]:
     process holds an exclusive ``flock`` on ``lock_dir/<n>.lock``. The kernel drops the lock when
     the holder dies, even by SIGKILL, so a dead atc process never keeps a block. Returns the block
     and the lock's fd (None when no lock could be taken: then the block is only likely free)."""
-    import fcntl
-
     try:
         lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError:

@@ -112,7 +112,7 @@ def _safe_validator_class(cls: Any) -> Any:
     """``cls`` with ``pattern`` ignored, ``uniqueItems`` bounded and every keyword metered."""
     safe = _SAFE_CLASSES.get(cls)
     if safe is None:
-        import jsonschema
+        import jsonschema  # lazy: ~0.1 s of imports, which a run with no call never pays
 
         unique = cls.VALIDATORS.get("uniqueItems")
 
@@ -137,7 +137,7 @@ def validator_for(schema: dict[str, Any]) -> Any:
     hit = _VALIDATORS.get(key)
     if hit is not None and hit[0] is schema:
         return hit[1]
-    import jsonschema
+    import jsonschema  # lazy: as above
 
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     validator = _safe_validator_class(cls)(schema)
@@ -208,7 +208,7 @@ def problems(tool: Tool, args: dict[str, Any], *, first_only: bool, bounds: Host
                      f"({type(exc).__name__}: {str(exc)[:120]}); the arguments were sent unchecked")
     finally:
         _METER.meter = None
-    import jsonschema
+    import jsonschema  # lazy: as above
 
     best = jsonschema.exceptions.best_match(found) if found else None
     for error in ([best] if best is not None else []) + [e for e in found if e is not best]:

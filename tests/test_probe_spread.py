@@ -158,16 +158,16 @@ def test_ray_equals_the_local_executor(catalog: CatalogAPI, tmp_path: Path, monk
                                        capsys: pytest.CaptureFixture[str]) -> None:
     import ray  # the ray extra is installed by scripts/test.sh: required, never skipped
 
-    import atc.workflows.executors as executors
+    import probes.spread as spread
 
     shipped: list[bytes] = []
-    run_each = executors.run_each
+    run_each = spread.run_each
 
     def recording(fn: Any, items: Any, **kw: Any) -> int:
         shipped.append(pickle.dumps((fn, list(items), kw.get("shared"))))
         return run_each(fn, items, **kw)
 
-    monkeypatch.setattr(executors, "run_each", recording)
+    monkeypatch.setattr(spread, "run_each", recording)  # what spread calls: its own name for it
     spec = catalog.write_spec(tmp_path / "catalog.json")
     common = ["probe", str(spec), "--no-llm", "--request-timeout", "0.3", "--credential", "key=env:CATALOG_KEY",
               "--sandbox", "local", "--json"]

@@ -16,7 +16,7 @@ import pytest
 import atc
 from atc.errors import NotFound
 from atc.toolsets import collections_of
-from probes.probing import resolve_toolset
+from probes.single import resolve_toolset
 from protocols.loaders import load_spec
 from protocols.store import Store
 from sandbox.api import Credentials, Toolset

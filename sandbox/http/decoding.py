@@ -113,7 +113,7 @@ def _zlib(chunks: Iterator[bytes], gzip: bool) -> Iterator[bytes]:
 
 
 def _brotli(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    import brotli
+    import brotli  # lazy: a C extension loaded only for a br-encoded response
 
     decoder = brotli.Decompressor()
     for chunk in chunks:
@@ -129,7 +129,7 @@ def _brotli(chunks: Iterator[bytes]) -> Iterator[bytes]:
 
 
 def _zstd(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    import zstandard
+    import zstandard  # lazy: a C extension loaded only for a zstd-encoded response
 
     source: Any = _Pull(chunks)  # a file-like: stream_reader only calls read()
     reader = zstandard.ZstdDecompressor().stream_reader(source, read_size=CHUNK, read_across_frames=True)
@@ -193,13 +193,13 @@ def _decoder_errors() -> tuple[type[BaseException], ...]:
     """The exceptions a decoder raises for corrupt data (the optional packages' own included)."""
     errors: list[type[BaseException]] = [zlib.error, _CorruptStream]
     try:
-        import brotli
+        import brotli  # lazy: as in _brotli
 
         errors.append(brotli.error)
     except ImportError:
         pass
     try:
-        import zstandard
+        import zstandard  # lazy: as in _zstd
 
         errors.append(zstandard.ZstdError)
     except ImportError:

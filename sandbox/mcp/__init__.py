@@ -17,6 +17,8 @@ The official SDK (``pip install 'atc[mcp]'``) is imported only when a server is 
 
 from __future__ import annotations
 
+from protocols.errors import ConfigError
+
 __all__ = ["require_sdk", "INSTALL_HINT"]
 
 INSTALL_HINT = "pip install 'atc[mcp]'  (the official MCP SDK: pip install mcp)"
@@ -25,8 +27,6 @@ INSTALL_HINT = "pip install 'atc[mcp]'  (the official MCP SDK: pip install mcp)"
 def require_sdk() -> None:
     """Import the MCP SDK, or say how to install it (``ConfigError``, exit 2)."""
     try:
-        import mcp  # noqa: F401
+        import mcp  # noqa: F401  # lazy: the optional MCP SDK (~1 s of imports)
     except ImportError as exc:
-        from protocols.errors import ConfigError
-
         raise ConfigError("MCP servers need the MCP SDK, which is not installed", hint=INSTALL_HINT) from exc

@@ -291,7 +291,7 @@ class TrackedWriter:
         self._ledger = ledger
 
     async def send(self, item: Any, /) -> None:
-        from mcp.types import JSONRPCRequest
+        from mcp.types import JSONRPCRequest  # lazy: the optional MCP SDK
 
         message = getattr(item, "message", None)
         if isinstance(message, JSONRPCRequest):

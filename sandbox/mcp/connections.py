@@ -47,6 +47,7 @@ from sandbox.mcp.bounds import (
     TrackedWriter,
     parse_problem,
 )
+from sandbox.mcp.stdio import bounded_stdio_client
 
 __all__ = ["McpServers", "McpFailure", "servers", "close_servers", "close_mcp_servers", "DEFAULT_START_TIMEOUT"]
 
@@ -206,6 +207,7 @@ class McpServers:
         await ready
 
     async def _own(self, conn: _Connection, ready: asyncio.Future[None]) -> None:
+        # lazy: the optional MCP SDK and its anyio (~1 s), loaded when a server is first started
         import anyio
         from mcp import ClientSession
 
@@ -243,8 +245,6 @@ class McpServers:
     def _transport(self, conn: _Connection) -> Any:
         server = conn.server
         if server.transport == "stdio":
-            from sandbox.mcp.stdio import bounded_stdio_client
-
             conn.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed with the connection
             env = {k: v for k, v in server.env.items() if v is not None}
             return bounded_stdio_client(server.command or "", list(server.args), env or None, server.cwd, conn.stderr,
@@ -293,7 +293,7 @@ class McpServers:
         conn = self.connection(server)
 
         async def listing() -> dict[str, Any]:
-            from mcp.types import PaginatedRequestParams
+            from mcp.types import PaginatedRequestParams  # lazy: the optional MCP SDK
 
             tools: list[Any] = []
             cursor = None
@@ -399,11 +399,11 @@ class McpServers:
 async def _http_transport(conn: _Connection) -> AsyncIterator[Any]:
     """The SDK's streamable HTTP (or SSE) client, on an HTTP client of atc's that bounds what it
     reads (``sandbox.mcp.httpbounds``)."""
-    from sandbox.mcp.httpbounds import bounded_client
+    from sandbox.mcp.httpbounds import bounded_client  # lazy: brings httpx2, which stdio servers never need
 
     url = str(conn.server.url)
     if conn.server.transport == "sse":
-        from mcp.client.sse import sse_client
+        from mcp.client.sse import sse_client  # lazy: the optional MCP SDK's SSE client
 
         def factory(headers: Any = None, timeout: Any = None, auth: Any = None) -> Any:
             return bounded_client(conn.ledger, headers=headers, timeout=timeout, auth=auth)
@@ -411,7 +411,7 @@ async def _http_transport(conn: _Connection) -> AsyncIterator[Any]:
         async with sse_client(url, httpx_client_factory=factory) as streams:
             yield streams
         return
-    from mcp.client.streamable_http import streamable_http_client
+    from mcp.client.streamable_http import streamable_http_client  # lazy: the optional MCP SDK
 
     async with bounded_client(conn.ledger) as client, \
             streamable_http_client(url, http_client=client, max_sse_event_size=None) as streams:

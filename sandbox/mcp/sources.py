@@ -17,11 +17,13 @@ import json
 import os
 import re
 import shlex
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from protocols.errors import ConfigError, UsageError
+from protocols.mcp import MCPLoader
 from protocols.model import Collection, McpServer
 
 if TYPE_CHECKING:
@@ -226,8 +228,6 @@ def check_ready(server: McpServer, environ: Mapping[str, str], *, collection: st
     if server.cwd and not Path(server.cwd).is_dir():
         raise ConfigError(f"{label}: its working directory {server.cwd} is not there",
                           hint="import the server again from where it runs")
-    import shutil
-
     command = server.command
     if os.sep in command or (os.altsep and os.altsep in command):
         path = Path(command).expanduser()
@@ -242,8 +242,6 @@ def check_ready(server: McpServer, environ: Mapping[str, str], *, collection: st
 def collection_from_listing(listing: dict[str, Any], server: McpServer, *, name: str | None = None,
                             source: str = "") -> Collection:
     """A collection from a live ``tools/list`` result of ``server``."""
-    from protocols.mcp import MCPLoader
-
     cname = name or server.name
     collection = MCPLoader().load(listing, source=source or server.describe(), name=cname)
     collection.mcp_server = server
@@ -287,6 +285,8 @@ def load_source(text: str, *, name: str | None = None, servers: McpServers | Non
         UsageError: a bad source.
         ConfigError: a server that cannot start or answer.
     """
+    # lazy: the connections bring asyncio (the MCP SDK's loop), which a run without MCP servers
+    # never loads (tests/test_startup.py)
     from sandbox.mcp.connections import McpFailure
     from sandbox.mcp.connections import servers as default_servers
 

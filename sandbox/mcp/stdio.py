@@ -47,6 +47,7 @@ _TAIL = 512
 
 
 def _session_message(data: bytes) -> Any:
+    # lazy: the optional MCP SDK
     from mcp.shared.message import SessionMessage
     from mcp.types import jsonrpc_message_adapter
 
@@ -54,7 +55,7 @@ def _session_message(data: bytes) -> Any:
 
 
 def _as_text_error(line: bytes, exc: ValueError) -> ValueError:
-    from mcp.types import jsonrpc_message_adapter
+    from mcp.types import jsonrpc_message_adapter  # lazy: the optional MCP SDK
 
     try:
         jsonrpc_message_adapter.validate_json(line.decode("utf-8", "replace"), by_name=False)
@@ -65,7 +66,7 @@ def _as_text_error(line: bytes, exc: ValueError) -> ValueError:
 
 async def _stop(process: Any) -> None:
     """Close the server's stdin; SIGTERM then SIGKILL to its group if it does not exit."""
-    import anyio
+    import anyio  # lazy: comes with the optional MCP SDK
 
     with contextlib.suppress(Exception):
         await process.stdin.aclose()
@@ -88,6 +89,7 @@ async def _stop(process: Any) -> None:
 async def bounded_stdio_client(command: str, args: list[str], env: dict[str, str] | None, cwd: str | None,
                                errlog: IO[bytes], ledger: Ledger) -> AsyncIterator[tuple[Any, Any]]:
     """Start the server and yield the session's (read, write) streams (see the module docstring)."""
+    # lazy: the optional MCP SDK and its anyio
     import anyio
     from mcp.client.stdio import get_default_environment
     from mcp.shared.message import SessionMessage

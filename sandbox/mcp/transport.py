@@ -35,7 +35,7 @@ from sandbox.hostbounds import HostBounds
 from sandbox.http.transport import Reply, SendFailure
 from sandbox.jsonbounds import TooManyValues, count_values, loads
 from sandbox.mcp.bounds import MessageBounds
-from sandbox.mcp.connections import McpFailure, McpServers
+from sandbox.mcp.connections import McpFailure, McpServers, servers
 from sandbox.mcp.sources import resolve_env
 
 __all__ = ["McpTransport", "result_data", "error_text", "secret_values"]
@@ -109,8 +109,6 @@ class McpTransport:
     @property
     def servers(self) -> McpServers:
         if self._servers is None:
-            from sandbox.mcp.connections import servers
-
             self._servers = servers()
         return self._servers
 
