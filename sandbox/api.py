@@ -106,8 +106,6 @@ class Credentials(Mapping[str, str]):
     @classmethod
     def parse(cls, items: Iterable[str]) -> Credentials:
         """The credentials of the command line's ``KEY=env:VAR`` words (``UsageError`` for any other)."""
-        from protocols.errors import UsageError
-
         found: dict[str, str] = {}
         for item in items:
             m = _CREDENTIAL.match(item)

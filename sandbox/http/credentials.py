@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from protocols.errors import ConfigError
 from protocols.model import Collection, SecurityScheme
+from sandbox.api import Credentials
 
 if TYPE_CHECKING:
     from sandbox.api import ToolCall, Toolset
@@ -86,8 +87,6 @@ def split_key(key: str, collections: list[str]) -> tuple[str | None, str]:
 def env_var(source: str) -> str:
     """The environment variable of a credential source (``env:VAR``, or a bare ``VAR``: what a
     ``Credentials`` holds), by the one parser (``sandbox.api.Credentials``)."""
-    from sandbox.api import Credentials
-
     return Credentials.reference(source) or source
 
 
