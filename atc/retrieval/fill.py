@@ -33,7 +33,7 @@ NICE = 10
 
 #: an import that leaves at most this many tools without their full vectors computes them itself
 #: (under a second with the fast encoder): the first search would need them all anyway, since a
-#: search short-lists that many (twostage.SHORT_LIST), and no process is left behind
+#: search short-lists that many (hybrid.SHORT_LIST), and no process is left behind
 INLINE = 64
 
 

@@ -4,7 +4,7 @@ Layout under ``ATC_HOME/retrieval/``::
 
     CURRENT            the name of the live generation (replaced atomically: the switch)
     gen-<id>/meta.json  collections indexed (name -> store data file), document count, embedder
-    gen-<id>/docs.jsonl one document per line (corpus.Doc + its producer lists); docs.off: offsets
+    gen-<id>/docs.jsonl one document per line (doc.Doc + its producer lists); docs.off: offsets
     gen-<id>/postings.i32, weights.f32, lexical.json   the BM25F index (lexical.py)
     gen-<id>/grams.i32, grams.f32, grams.json   the character n-grams (chargrams.py), when an embedder ran
     gen-<id>/vectors.f32  the documents' vectors (mean of their views' unit vectors) (float32, row-major), when an embedder ran
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from atc.errors import AtcError
 from atc.retrieval.chargrams import CharGramIndex
-from atc.retrieval.corpus import Doc, docs_of, producer_lists
+from atc.retrieval.doc import Doc, docs_of, producer_lists
 from atc.retrieval.duplicates import groups
 from atc.retrieval.lexical import LexicalIndex
 from protocols.files import atomic_write
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = ["StoreIndex", "update_index", "open_index", "index_dir"]
 
-#: 2: a document's vector is the mean of its views' vectors (corpus.Doc.dense_views)
+#: 2: a document's vector is the mean of its views' vectors (doc.Doc.dense_views)
 #: 3: the character n-gram index of the hybrid (chargrams.py) is written with the vectors
 #: 4: documents carry their protocol key and documentation score; copies are grouped (dups.i32)
 #: 5: an embedder with a static first stage (the local model) writes static.f32, and the full
@@ -388,8 +388,10 @@ def _write_generation(folder: Path, home: Path, docs: Sequence[Doc], collections
         if getattr(embedder, "static", None) is not None:
             from atc.retrieval.stagebuild import write_stages
 
-            stages = write_stages(folder, home, docs, canon if hidden else None, embedder, previous, progress,
-                                  previous_docs)
+            before = previous.stages(embedder) if previous is not None else None
+            stages = write_stages(folder, home, docs, canon if hidden else None, embedder, before,
+                                  previous_docs or (lambda: previous.all_docs() if previous is not None else []),
+                                  progress)
             dim = int(stages["dim"])
         else:
             from atc.retrieval.embedders import VectorCache, doc_vectors

@@ -42,7 +42,8 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from atc.retrieval.corpus import MemoryCorpus, docs_of
+from atc.retrieval.corpus import MemoryCorpus
+from atc.retrieval.doc import docs_of
 from protocols.model import Collection, Tool
 
 __all__ = ["shared_corpus", "tools_of", "clear", "fill_in_background", "MAX_CORPORA"]
@@ -133,7 +134,7 @@ def fill_in_background(corpus: MemoryCorpus) -> threading.Thread | None:
     unless ``ATC_EMBED_BACKGROUND=off``; it stops when the corpus leaves the cache. ``filled``
     (an event on the corpus) is set when it is done."""
     from atc.config import embed_background
-    from atc.retrieval.twostage import SHORT_LIST
+    from atc.retrieval.hybrid import SHORT_LIST
 
     done = threading.Event()
     corpus.filled = done

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from atc.retrieval.corpus import FIELDS, Doc
+from atc.retrieval.doc import FIELDS, Doc
 from protocols.bm25 import tokenize
 
 __all__ = ["LexicalIndex", "K1", "B"]

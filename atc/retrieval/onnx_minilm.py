@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atc.errors import ConfigError
-from atc.retrieval.embedders import INSTALL_HINT, model_dir
+from atc.retrieval.weights import INSTALL_HINT, model_dir
 
 if TYPE_CHECKING:
     import numpy as np

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from atc.errors import ConfigError
-from atc.retrieval.embedders import INSTALL_HINT, model_dir
+from atc.retrieval.weights import INSTALL_HINT, model_dir
 from atc.retrieval.wordpiece import WordPiece, vocabulary
 
 __all__ = ["StaticEmbedder", "STATIC_VERSION"]
