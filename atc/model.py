@@ -71,6 +71,7 @@ class OpenAIModel:
             raise ConfigError("no model name is configured", hint=CONFIG_HINT)
         if not api_key and not base_url:
             raise ConfigError("no model server is configured (OPENAI_API_KEY / OPENAI_BASE_URL)", hint=CONFIG_HINT)
+        # openai: about 1 s to import (its pydantic types); only ATC_MODEL_CLIENT=openai needs it
         import openai
 
         self.model = model
@@ -99,6 +100,7 @@ class OpenAIModel:
     def complete(self, messages: Sequence[Message], *, tools: Sequence[dict[str, Any]] | None = None,
                  tool_choice: Any = None) -> Completion:
         """One chat completion, retried on transient failures; raises ``ModelError`` otherwise."""
+        # openai: about 1 s to import (its pydantic types); only ATC_MODEL_CLIENT=openai needs it
         import openai
 
         body = chat_request(self.model, messages, temperature=self.temperature, max_tokens=self.max_tokens,
@@ -184,6 +186,7 @@ def _completion(response: Any, requests: int) -> Completion:
 
 
 def _retryable(exc: BaseException) -> bool:
+    # openai: about 1 s to import (its pydantic types); only ATC_MODEL_CLIENT=openai needs it
     import openai
 
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
@@ -227,6 +230,7 @@ def translate_error(
 ) -> AtcError:
     """Map an ``openai`` exception to ``ModelError`` (or ``ConfigError``); every subclass of
     ``openai.OpenAIError`` lands in one branch (a test walks them all)."""
+    # openai: about 1 s to import (its pydantic types); only ATC_MODEL_CLIENT=openai needs it
     import openai
 
     where = base_url or "the OpenAI API"

@@ -78,6 +78,7 @@ def _server_text(body: bytes) -> str:
 
 def post_json(client: httpx.Client, url: str, payload: dict[str, Any], *, api_key: str, timeout: float) -> dict[str, Any]:
     """One POST of ``payload`` as JSON; the JSON object answered, or ``_Failure``."""
+    # httpx: about 100 ms to import; only a request needs it
     import httpx
 
     headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json", "Accept": "application/json"}
@@ -152,6 +153,7 @@ class HttpChatModel:
     def client(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
+                # httpx: about 100 ms to import; only a request needs it
                 import httpx
 
                 # trust_env=False: the model server is what OPENAI_BASE_URL says, not a proxy's guess.

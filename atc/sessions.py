@@ -21,9 +21,10 @@ from typing import Any
 
 from atc.approval import task_writes
 from atc.toolsets import ToolsArg, toolset_for
+from protocols.errors import UsageError
 from sandbox.api import Backend, ExecutionResult, Limits, SessionLimits
 from sandbox.execute import WritesArg
-from sandbox.interactive import Session
+from sandbox.interactive import Session, open_session
 from sandbox.writes.policy import Approver
 
 __all__ = ["session", "asession", "Session", "AsyncSession", "SessionLimits"]
@@ -47,8 +48,6 @@ def session(
     The session is one task: its snippets share one write ledger, so a snippet that repeats an
     earlier one's write gets the recorded answer instead of writing twice (``writes``/``approve``
     as for ``atc.solve``). The other arguments are ``atc.run``'s."""
-    from sandbox.interactive import open_session
-
     toolset = task_writes(toolset_for(tools, base_url, credentials, validation), writes, approve)
     return open_session(toolset, limits, sandbox=sandbox, session_limits=session_limits)
 
@@ -84,8 +83,6 @@ class AsyncSession:
     def session(self) -> Session:
         """The underlying ``Session`` (once opened): ``alive``, ``ended``, ``calls``, ``exec_seconds``..."""
         if self._session is None:
-            from protocols.errors import UsageError
-
             raise UsageError("this session is not open yet", hint="await it, or use `async with`")
         return self._session
 
@@ -118,7 +115,5 @@ def asession(
     """``session`` for asyncio callers: ``async with atc.asession(tools) as s`` or
     ``s = await atc.asession(tools)``. The tools are read now (bad input raises here); the sandbox
     opens in a worker thread."""
-    from sandbox.interactive import open_session
-
     toolset = task_writes(toolset_for(tools, base_url, credentials, validation), writes, approve)
     return AsyncSession(lambda: open_session(toolset, limits, sandbox=sandbox, session_limits=session_limits))

@@ -25,9 +25,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec
 
 from atc import tracing
+from atc.answers import AnswerSpec, json_value
 from atc.approval import task_writes
+from atc.config import atc_home
 from atc.errors import AtcError, UsageError
 from atc.model import ModelClient, configured_settings, make_client
+from atc.retrieval.api import load_builtins, make_retriever
+from atc.retrieval.base import factory
+from atc.retrieval.inmemory import shared_corpus
+from atc.retrieval.select import select
 from atc.strategies.base import Episode, Step, StepHook, Strategy
 from atc.strategies.chain import Attempt
 from atc.strategies.meter import Budget, Meter, Usage
@@ -36,7 +42,7 @@ from atc.strategies.requests import requested_calls
 from atc.toolsets import ToolsArg, toolset_for
 from protocols.model import Tool
 from sandbox.api import Backend, Limits, ToolCall, Toolset
-from sandbox.execute import BaseUrl, Validation, WritesArg, pick_sandbox, prepare
+from sandbox.execute import BaseUrl, Validation, WritesArg, check_toolset, pick_sandbox, prepare
 from sandbox.writes.policy import Approver
 
 if TYPE_CHECKING:
@@ -103,8 +109,6 @@ class Solution:
     value: Any = None
 
     def to_dict(self) -> dict[str, Any]:
-        from atc.answers import json_value
-
         return {
             "ok": self.ok,
             "answer": self.answer,
@@ -193,25 +197,15 @@ def choose(query: str, toolset: Toolset, top_k: int | None = None, *, retriever:
 
     A retriever without a model runs only when the collections hold more than ``top_k`` tools;
     a model-backed one (Re-Invoke, AnyTool) or a ``Retriever`` object runs whenever asked for."""
-    from atc.retrieval.api import load_builtins
-
     everything = list(toolset.tools.values())
     k = top_k or DEFAULT_TOP_K
     if isinstance(retriever, str):
-        from atc.retrieval.base import factory
-
         load_builtins()
         factory(retriever)  # an unknown name is a usage error even when no search is needed
     if retriever in _LEXICAL and len(everything) <= k:
         return everything, None, None
-    from atc.retrieval.select import select
-
     finder: Retriever
     if retriever is None or isinstance(retriever, str):
-        from atc.config import atc_home
-        from atc.retrieval.api import make_retriever
-        from atc.retrieval.inmemory import shared_corpus
-
         options: dict[str, Any] = {"client": client} if client is not None else {}
         # one corpus per set of tools and process: the tasks of a batch share it (inmemory.py)
         finder = make_retriever(retriever, shared_corpus(everything, home=atc_home()), **options)
@@ -334,15 +328,11 @@ def solve(
     _check(query, max_reflections)
     spec = None
     if answer is not None:
-        from atc.answers import AnswerSpec
-
         spec = AnswerSpec.of(answer)
     plan = resolve(strategy, max_reflections=max_reflections, max_steps=max_steps)
     budget = Budget(max_model_calls, max_tokens)
     toolset = task_writes(tracing.wrap_toolset(toolset_for(tools, base_url, credentials, validation)), writes,
                           approve)
-    from sandbox.execute import check_toolset
-
     check_toolset(toolset)
     if client is None:
         configured_settings(model)  # a missing model configuration is said before anything starts

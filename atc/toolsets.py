@@ -17,9 +17,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from atc.config import atc_home
 from atc.errors import UsageError
+from atc.functions import load_python
+from protocols.functions import function_collections, is_function_source
+from protocols.loaders import load_spec
 from protocols.model import Collection
+from protocols.store import Store
 from sandbox.api import Toolset
+from sandbox.execute import as_toolset, sources_to_collections
+from sandbox.mcp.sources import is_mcp_source
 
 if TYPE_CHECKING:
     from sandbox.execute import BaseUrl, Validation
@@ -32,8 +39,6 @@ ToolsArg = Toolset | Collection | str | Path | Callable[..., Any] | Sequence[Any
 
 def collections_of(tools: ToolsArg) -> list[Collection]:
     """The collections of a ``tools`` argument other than a ``Toolset`` (see the module docstring)."""
-    from protocols.functions import function_collections, is_function_source
-
     single = isinstance(tools, Collection | str | Path) or is_function_source(tools)
     items: list[Any] = [tools] if single else list(tools)  # type: ignore[arg-type]
     out: list[Collection] = []
@@ -42,16 +47,10 @@ def collections_of(tools: ToolsArg) -> list[Collection]:
         if isinstance(item, Collection):
             out.append(item)
         elif isinstance(item, str) and item.startswith("py:"):
-            from atc.functions import load_python
-
             out.append(load_python(item))
         elif isinstance(item, str) and _is_mcp(item):
-            from sandbox.execute import sources_to_collections
-
             out += sources_to_collections(item)
         elif isinstance(item, str) and item.startswith(("http://", "https://")):
-            from protocols.loaders import load_spec
-
             out.append(load_spec(item))
         elif isinstance(item, str | Path):
             out.append(_load(item))
@@ -69,20 +68,13 @@ def collections_of(tools: ToolsArg) -> list[Collection]:
 
 
 def _is_mcp(item: str) -> bool:
-    from sandbox.mcp.sources import is_mcp_source
-
     return is_mcp_source(item)
 
 
 def _load(item: str | Path) -> Collection:
     path = Path(item).expanduser()
     if path.exists():
-        from protocols.loaders import load_spec
-
         return load_spec(path)
-    from atc.config import atc_home
-    from protocols.store import Store
-
     return Store(atc_home()).get(str(item))
 
 
@@ -91,7 +83,5 @@ def toolset_for(tools: ToolsArg, base_url: BaseUrl = None, credentials: dict[str
     """The ``Toolset`` of a ``tools`` argument (see the module docstring), with ``base_url``,
     ``credentials`` and ``validation`` applied (each one value for every collection, or a dict
     per collection)."""
-    from sandbox.execute import as_toolset
-
     return as_toolset(tools if isinstance(tools, Toolset) else collections_of(tools), base_url=base_url,
                       credentials=credentials or None, validation=validation)

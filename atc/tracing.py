@@ -34,6 +34,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from atc.errors import ConfigError
+
 if TYPE_CHECKING:
     from sandbox.api import Toolset
     from sandbox.http.transport import Reply
@@ -60,6 +62,7 @@ def span(name: str, attributes: dict[str, Any] | None = None) -> Iterator[Any]:
     if not enabled():
         yield None
         return
+    # OpenTelemetry: optional (atc[otel]); imported only when tracing is asked for
     from opentelemetry import trace
 
     tracer = trace.get_tracer(_TRACER_NAME)
@@ -100,6 +103,7 @@ class ToolSpans:
     """A ``sandbox.taps.Tap``: one ``execute_tool {tool}`` span per call that reaches a transport."""
 
     def exchange(self, call: Exchange) -> Reply:
+        # sandbox.http.transport imports httpx (about 40 ms): only a run that calls tools needs it
         from sandbox.http.transport import SendFailure
 
         started = time.perf_counter()
@@ -140,9 +144,8 @@ def configure(exporter: str) -> None:
     """Set up a tracer provider for the command line (``ATC_TRACE``): ``console`` prints finished
     spans as JSON on stderr; ``otlp`` sends them with the OTLP exporter (its own
     ``OTEL_EXPORTER_OTLP_*`` settings). ``ConfigError`` with the install command when missing."""
-    from atc.errors import ConfigError
-
     try:
+        # OpenTelemetry: optional (atc[otel]); imported only when tracing is asked for
         from opentelemetry import trace
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
@@ -158,6 +161,7 @@ def configure(exporter: str) -> None:
         provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
     elif exporter == "otlp":
         try:
+            # OpenTelemetry: optional (atc[otel]); imported only when tracing is asked for
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         except ImportError as exc:
             raise ConfigError("ATC_TRACE=otlp needs the OTLP exporter",

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from atc import prompts
-from atc.errors import ModelError
+from atc.errors import ConfigError, ModelError, UsageError
 from atc.model import Completion, Message, ModelClient, ToolCallRequest
 from atc.retrieval.anytool_functions import (
     FUNCTIONS,
@@ -43,7 +43,10 @@ from atc.retrieval.anytool_functions import (
     schemas,
 )
 from atc.retrieval.base import Hit, SearchResult, register
+from atc.retrieval.select import corpus_tools
+from protocols.bm25 import search
 from protocols.model import Tool
+from protocols.render import render_full
 
 __all__ = ["AnyTool", "AnyToolSettings", "Agent", "make"]
 
@@ -344,8 +347,6 @@ class AnyTool:
         names = names_arg(args, "apis")
         if isinstance(names, str):
             return names
-        from protocols.render import render_full
-
         found, unknown = self._apis(agent, names[:MAX_DETAILS])
         parts = [render_full(t)[:1500] for t in found]
         if unknown:
@@ -390,8 +391,6 @@ class AnyTool:
             return SearchResult(hits, self.name, dict(self._usage), notes)
         if not fallback:
             return SearchResult([], self.name, dict(self._usage), notes + ["the pool is empty"])
-        from protocols.bm25 import search
-
         found = search(self.query, self.tools, k=k)
         notes.append("anytool: the agents added no API to the pool; BM25's choice instead")
         return SearchResult([Hit(h.tool.collection, h.tool.name, h.score, h.tool.summary) for h in found],
@@ -406,9 +405,6 @@ def make(*, tools: Sequence[Tool] | None = None, client: ModelClient | None = No
          settings: AnyToolSettings | None = None, corpus: Any = None, home: Any = None, **_: Any) -> AnyTool:
     """The registry's factory (``--retriever anytool``): needs the tools (``tools``, or a retrieval
     ``corpus``) and a model client."""
-    from atc.errors import ConfigError, UsageError
-    from atc.retrieval.select import corpus_tools
-
     tools = corpus_tools(tools, corpus, home)
 
     if client is None:

@@ -132,7 +132,8 @@ class MemoryCorpus:
     def _stages_of(self, embedder: Embedder, static: Any) -> Stages:
         found = self._stages.get(embedder.name)
         if found is None:
-            import numpy as np  # numpy: about 60 ms at import; only the two-stage path needs it
+            # numpy: 60-120 ms to import, and a BM25-only search never needs it
+            import numpy as np
 
             found_groups = self.duplicates()
             shown = [i for i in range(self.n) if found_groups is None or found_groups[0][i] == i]

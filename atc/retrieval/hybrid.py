@@ -40,7 +40,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from atc.retrieval.base import Embedder, Hit, SearchResult, register
-from atc.retrieval.corpus import Corpus
+from atc.retrieval.corpus import Corpus, MemoryCorpus
+from atc.retrieval.duplicates import as_groups, collapse, copies_of
+from atc.retrieval.embedders import make_embedder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -72,6 +74,7 @@ def _top(scores: dict[int, float], k: int) -> list[tuple[int, float]]:
 
 def _best(values: np.ndarray, depth: int) -> np.ndarray:
     """Indices of the ``depth`` largest values, best first (ties: the lower index first)."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
     import numpy as np
 
     idx = np.arange(len(values))
@@ -113,8 +116,6 @@ def expand(corpus: Corpus, ranked: Sequence[tuple[int, float]], k: int,
 def finish(corpus: Corpus, ranked: Sequence[tuple[int, float]], k: int, producers: bool = True) -> list[Hit]:
     """The hits of a ranking: copies of one tool shown once (duplicates.py), then chain-aware
     expansion, then the first ``k``."""
-    from atc.retrieval.duplicates import as_groups, collapse
-
     found = as_groups(corpus)
     ranked = collapse(found, ranked)
     top = expand(corpus, ranked, k, found[0] if found else None) if producers else ranked[:k]
@@ -122,9 +123,6 @@ def finish(corpus: Corpus, ranked: Sequence[tuple[int, float]], k: int, producer
 
 
 def _hits(corpus: Corpus, ranked: Sequence[tuple[int, float]], found: Any = None) -> list[Hit]:
-    from atc.retrieval.corpus import MemoryCorpus
-    from atc.retrieval.duplicates import copies_of
-
     in_memory = isinstance(corpus, MemoryCorpus)  # the store's tools are read only when asked for
     out = []
     for i, score in ranked:
@@ -139,6 +137,7 @@ def fuse_scores(lexical: np.ndarray, ngrams: np.ndarray, sims: np.ndarray, alpha
                 fusion: str = "score") -> list[tuple[int, float]]:
     """The first ``POOL`` of the fused ranking of three score arrays over the same documents
     (see the module doc), best first; ``fusion="rrf"``: reciprocal-rank fusion instead."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
     import numpy as np
 
     hit = np.flatnonzero(lexical)
@@ -189,6 +188,7 @@ def stages_of(corpus: Any, embedder: Embedder) -> Stages | None:
 
 def _floor(static_short: np.ndarray, exact_short: np.ndarray, static_floor: float) -> float:
     """The full model's ``POOL``-th best similarity of all tools, estimated (see the module doc)."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
     import numpy as np
 
     low = float(exact_short.min())
@@ -201,6 +201,7 @@ def _floor(static_short: np.ndarray, exact_short: np.ndarray, static_floor: floa
 
 def _query_sims(embedder: Embedder, query: str, vectors: np.ndarray) -> np.ndarray:
     """Each row's best similarity to one of the query's sentences (or to the query)."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
     import numpy as np
 
     texts = sentences(query) or [query]
@@ -213,6 +214,7 @@ def hybrid_two_stage(stages: Stages, embedder: Embedder, query: str, lexical: np
                      alpha: float, chars: float, fusion: str = "score") -> list[tuple[int, float]]:
     """The ranking (documents, best first) for ``query`` given every document's BM25F and n-gram
     scores."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
     import numpy as np
 
     lexical, ngrams = stages.per_row(lexical), stages.per_row(ngrams)
@@ -253,6 +255,7 @@ def hybrid_two_stage(stages: Stages, embedder: Embedder, query: str, lexical: np
 def dense_two_stage(stages: Stages, embedder: Embedder, query: str, depth: int) -> list[tuple[int, float]]:
     """The dense retriever's ranking: the first ``SHORT_LIST`` tools by static similarity,
     ordered by the full model's, then the rest of the static order."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
     import numpy as np
 
     static_q = embedder.static.embed([query])[0]  # type: ignore[attr-defined]
@@ -317,6 +320,7 @@ class DenseRetriever:
         intents, and one vector of all of them matches each tool weakly. The whole request of
         several sentences is not embedded as well: that doubled the cost of a long request for
         under 0.005 nDCG@5 on every public set (benchmarks/RESULTS.md, issue #25)."""
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         vectors = self.corpus.vectors(self.embedder)
@@ -370,6 +374,7 @@ class HybridRetriever:
                            self.chars, self.fusion)
 
     def _ngrams(self, query: str) -> np.ndarray:
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         if self.chars > 0:
@@ -394,8 +399,6 @@ def _embedder(options: dict[str, Any]) -> Embedder:
     given = options.get("embedder")
     if given is not None:
         return given  # type: ignore[no-any-return]
-    from atc.retrieval.embedders import make_embedder
-
     made = make_embedder(required=True)
     assert made is not None
     return made

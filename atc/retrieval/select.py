@@ -14,8 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from atc import prompts
+from atc.config import atc_home
 from atc.retrieval.base import Retriever, SearchResult, factory
+from protocols.bm25 import search
 from protocols.model import Tool
+from protocols.render import render_compact
+from protocols.store import Store
 
 __all__ = ["build", "select", "reopen", "is_broken", "reopened_text", "corpus_tools"]
 
@@ -34,8 +39,6 @@ def build(retriever: str | Retriever, *, tools: Sequence[Tool], client: Any = No
     """A retriever object: ``retriever`` itself, or the registered one of that name built over ``tools``."""
     if not isinstance(retriever, str):
         return retriever
-    from atc.config import atc_home
-
     return factory(retriever)(tools=list(tools), client=client, home=atc_home(home), **options)
 
 
@@ -48,9 +51,6 @@ def corpus_tools(tools: Sequence[Tool] | None, corpus: Any, home: str | Path | N
     out: list[Tool | None] = [corpus.tool(i) for i in range(corpus.n)]
     missing = [i for i, t in enumerate(out) if t is None]
     if missing:
-        from atc.config import atc_home
-        from protocols.store import Store
-
         store = Store(atc_home(home))
         loaded: dict[str, dict[str, Tool]] = {}
         for i in missing:
@@ -72,8 +72,6 @@ def select(query: str, everything: Sequence[Tool], retriever: Retriever, k: int)
     result = retriever.search(query, k)
     tools = _tools_of(result, everything)
     if not tools:
-        from protocols.bm25 import search
-
         tools = [h.tool for h in search(query, everything, k=k)] or list(everything)[:k]
         result.notes.append(f"{result.retriever} returned no known tool; BM25's choice instead")
     return tools, result
@@ -117,9 +115,6 @@ def reopen(retriever: Retriever, error: dict[str, Any] | None, blamed: str | Non
 
 def reopened_text(before: Sequence[Tool], after: Sequence[Tool]) -> str:
     """The note for the model's next prompt: what was dropped, and the tool set now shown."""
-    from atc import prompts
-    from protocols.render import render_compact
-
     now = {t.name for t in after}
     gone = [t.name for t in before if t.name not in now]
     dropped = f"These tools were removed: {', '.join(gone)}. " if gone else ""

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from atc.retrieval.embedders import VectorCache, text_hash
 from atc.retrieval.exact import FLAGS, STATIC, VECTORS, Stages, mean_of_views
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ STATIC_STEP = 2048
 
 def static_rows(static: Embedder, views: Sequence[Sequence[str]], progress: Progress | None = None) -> np.ndarray:
     """The static vector of each document (the mean of its views'), in steps of ``STATIC_STEP``."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
     import numpy as np
 
     out = np.zeros((len(views), static.dim), dtype=np.float32)
@@ -62,9 +64,8 @@ def write_stages(folder: Path, home: Path, docs: Sequence[Doc], canon: Sequence[
     fields of the two stages (``static``, ``rows``, ``dim``, ``exact``: rows with full vectors).
     ``previous``: the stages of the generation before (its rows are reused where the views are
     the same), with ``previous_docs`` its documents."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
     import numpy as np
-
-    from atc.retrieval.embedders import VectorCache, text_hash
 
     static = embedder.static  # type: ignore[attr-defined]
     dim = int(static.dim)
