@@ -43,8 +43,7 @@ from atc.retrieval.anytool_functions import (
     schemas,
 )
 from atc.retrieval.base import Hit, SearchResult, register
-from atc.retrieval.select import corpus_tools
-from protocols.bm25 import search
+from atc.retrieval.select import corpus_tools, lexical_choice
 from protocols.model import Tool
 from protocols.render import render_full
 
@@ -391,10 +390,9 @@ class AnyTool:
             return SearchResult(hits, self.name, dict(self._usage), notes)
         if not fallback:
             return SearchResult([], self.name, dict(self._usage), notes + ["the pool is empty"])
-        found = search(self.query, self.tools, k=k)
+        found = lexical_choice(self.query, self.tools, k)
         notes.append("anytool: the agents added no API to the pool; BM25's choice instead")
-        return SearchResult([Hit(h.tool.collection, h.tool.name, h.score, h.tool.summary) for h in found],
-                            "bm25", dict(self._usage), notes)
+        return SearchResult(found.hits, "bm25", dict(self._usage), notes)
 
 
 def _zero() -> dict[str, int]:

@@ -10,7 +10,7 @@ of three views of it: doc.doc_of, embedders.doc_vectors). Reciprocal-rank fusion
 (``fusion="rrf"``) and was measured against it (benchmarks/RESULTS.md); the global settings below
 were chosen on the dev split of the public sets, never per data set.
 
-Every retriever ends with chain-aware expansion (the idea of ``protocols.bm25``): right after a
+Every retriever ends with chain-aware expansion (``protocols.bm25.DocInfo``): right after a
 hit that needs an entity's id (``/movie/{movie_id}/credits``) comes the best tool of the same
 collection that finds such ids without needing one (``/search/movie``), unless already shown.
 

@@ -68,8 +68,7 @@ def merge_intents(per_intent: Sequence[dict[int, float]], k: int) -> list[tuple[
 
 class ViewIndex:
     """Okapi BM25 over the views, with every posting list built once: a Re-Invoke retriever
-    answers many queries over the same views (``protocols.bm25.BM25Index`` builds postings per
-    query term on first use, which suits one query over a fresh tool set)."""
+    answers many queries over the same views."""
 
     def __init__(self, texts: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> None:
         from collections import Counter

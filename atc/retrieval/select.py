@@ -17,12 +17,13 @@ from typing import Any
 from atc import prompts
 from atc.config import atc_home
 from atc.retrieval.base import Retriever, SearchResult, factory
-from protocols.bm25 import search
+from atc.retrieval.corpus import MemoryCorpus
+from atc.retrieval.hybrid import Bm25Retriever
 from protocols.model import Tool
 from protocols.render import render_compact
 from protocols.store import Store
 
-__all__ = ["build", "select", "reopen", "is_broken", "reopened_text", "corpus_tools"]
+__all__ = ["build", "select", "reopen", "is_broken", "reopened_text", "corpus_tools", "lexical_choice"]
 
 #: A 404 only means "broken" when the server says the route itself does not exist (a 404 for an
 #: unknown id is the program's mistake, not the tool's).
@@ -61,6 +62,12 @@ def corpus_tools(tools: Sequence[Tool] | None, corpus: Any, home: str | Path | N
     return [t for t in out if t is not None]
 
 
+def lexical_choice(query: str, tools: Sequence[Tool], k: int) -> SearchResult:
+    """BM25F's first ``k`` of ``tools``, with chain-aware expansion: what a search that found
+    nothing falls back on (it needs no model and no index)."""
+    return Bm25Retriever(MemoryCorpus(tools)).search(query, k)
+
+
 def _tools_of(result: SearchResult, everything: Sequence[Tool]) -> list[Tool]:
     by_key = {(t.collection, t.name): t for t in everything}
     out = [by_key[(h.collection, h.name)] for h in result.hits if (h.collection, h.name) in by_key]
@@ -72,7 +79,8 @@ def select(query: str, everything: Sequence[Tool], retriever: Retriever, k: int)
     result = retriever.search(query, k)
     tools = _tools_of(result, everything)
     if not tools:
-        tools = [h.tool for h in search(query, everything, k=k)] or list(everything)[:k]
+        tools = [h.tool for h in lexical_choice(query, everything, k).hits if h.tool is not None] \
+            or list(everything)[:k]
         result.notes.append(f"{result.retriever} returned no known tool; BM25's choice instead")
     return tools, result
 
