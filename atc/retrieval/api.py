@@ -19,7 +19,6 @@ from atc.retrieval.corpus import Corpus, MemoryCorpus
 from atc.retrieval.embedders import make_embedder
 from atc.retrieval.hybrid import stages_of
 from atc.retrieval.index import open_index, update_index
-from atc.retrieval.inmemory import shared_corpus, tools_of
 from protocols.model import Tool
 from protocols.store import Store
 
@@ -129,6 +128,10 @@ def search(query: str, tools: Sequence[Tool] | Any = None, k: int = 5, retriever
     where = atc_home(home)
     if tools is None:
         return search_store(query, k, retriever, home=where, embedder=embedder, **options)[0]
+    # Lazy though it is atc's own: tools in memory need atc.toolsets, the spec loaders and sandbox's
+    # api (about 40 modules, 20-50 ms), which `atc tools search` over the store never uses.
+    from atc.retrieval.inmemory import shared_corpus, tools_of
+
     corpus = shared_corpus(tools_of(tools), home=where)
     if corpus.n == 0:
         return SearchResult(hits=[], retriever=retriever or "bm25")
