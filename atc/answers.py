@@ -27,7 +27,9 @@ from typing import Any
 
 from atc.errors import UsageError
 from protocols.pyschema import converter_of, is_pydantic_model, schema_of
-from sandbox.api import ExecutionResult
+from protocols.render import response_shape
+from sandbox.api import ErrorInfo, ExecutionResult
+from sandbox.functions.results import jsonable
 
 __all__ = ["AnswerSpec", "ANSWER_ERROR", "error_of", "judge_result", "json_value"]
 
@@ -85,6 +87,7 @@ class AnswerSpec:
 
     def check(self, value: Any) -> tuple[Any, str | None]:
         """``(typed value, None)``, or ``(None, what is wrong)`` for a value that does not match."""
+        # jsonschema: about 100 ms to import; only a schema check needs it
         from jsonschema import validators
         from jsonschema.exceptions import best_match
 
@@ -103,8 +106,6 @@ class AnswerSpec:
             return None, " ".join(str(exc).split())[:500]
 
     def shape(self) -> str:
-        from protocols.render import response_shape
-
         return response_shape(self.schema)
 
     def instructions(self) -> str:
@@ -113,6 +114,7 @@ class AnswerSpec:
 
 
 def _check_schema(schema: dict[str, Any], where: str) -> None:
+    # jsonschema: about 100 ms to import; only a schema check needs it
     from jsonschema import validators
     from jsonschema.exceptions import SchemaError
 
@@ -150,8 +152,6 @@ def judge_result(result: ExecutionResult, spec: AnswerSpec | None) -> tuple[Exec
     value, error = error_of(spec, result)
     if error is None:
         return result, value
-    from sandbox.api import ErrorInfo
-
     result.ok = False
     result.error = ErrorInfo(type=ANSWER_ERROR, message=error["message"], line=error["line"])
     return result, None
@@ -159,6 +159,4 @@ def judge_result(result: ExecutionResult, spec: AnswerSpec | None) -> tuple[Exec
 
 def json_value(value: Any) -> Any:
     """A typed value as JSON data (``Solution.to_dict``'s ``"value"``)."""
-    from sandbox.functions.results import jsonable
-
     return jsonable(value, 1 << 24)

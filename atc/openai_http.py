@@ -21,12 +21,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from atc.chat import CONFIG_HINT, PLACEHOLDER_KEY, Completion, Message, chat_request, tool_calls_of
 from atc.errors import ConfigError, ModelError
 
 if TYPE_CHECKING:
     import httpx
-
-    from atc.model import Completion, Message
 
 __all__ = ["HttpChatModel", "DEFAULT_BASE_URL", "post_json"]
 
@@ -79,6 +78,7 @@ def _server_text(body: bytes) -> str:
 
 def post_json(client: httpx.Client, url: str, payload: dict[str, Any], *, api_key: str, timeout: float) -> dict[str, Any]:
     """One POST of ``payload`` as JSON; the JSON object answered, or ``_Failure``."""
+    # httpx: about 100 ms to import; only a request needs it
     import httpx
 
     headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json", "Accept": "application/json"}
@@ -128,8 +128,6 @@ class HttpChatModel:
         max_tokens: int | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        from atc.model import CONFIG_HINT, PLACEHOLDER_KEY
-
         if not model:
             raise ConfigError("no model name is configured", hint=CONFIG_HINT)
         if not api_key and not base_url:
@@ -155,6 +153,7 @@ class HttpChatModel:
     def client(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
+                # httpx: about 100 ms to import; only a request needs it
                 import httpx
 
                 # trust_env=False: the model server is what OPENAI_BASE_URL says, not a proxy's guess.
@@ -182,8 +181,6 @@ class HttpChatModel:
                  tool_choice: Any = None) -> Completion:
         """One chat completion, retried on transient failures; raises ``ModelError`` otherwise.
         ``tools``/``tool_choice``: function calling, as in ``atc.model.ModelClient``."""
-        from atc.model import Completion, chat_request, tool_calls_of
-
         body = chat_request(self.model, messages, temperature=self.temperature, max_tokens=self.max_tokens,
                             tools=tools, tool_choice=tool_choice)
         doc, requests = self.post("chat/completions", body)

@@ -20,7 +20,6 @@ Who is blamed, in order:
 from __future__ import annotations
 
 import ast
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,7 +28,9 @@ from typing import Any
 from atc import prompts
 from atc.model import Completion, Message, ModelClient
 from protocols.model import Tool
+from protocols.render import render_full, response_shape
 from sandbox.api import ExecutionResult
+from sandbox.condense import condense
 from sandbox.pyparse import parse
 
 __all__ = [
@@ -190,12 +191,7 @@ def ask_model_for_tool(
 def _shape_text(schema: Any) -> str | None:
     if not schema:
         return None
-    try:
-        from protocols.render import response_shape
-
-        return str(response_shape(schema))
-    except ImportError:  # pragma: no cover - protocols.render is part of the project
-        return json.dumps(schema)[:800]
+    return str(response_shape(schema))
 
 
 def tool_response(result: ExecutionResult | None, tool: str) -> Response | None:
@@ -210,8 +206,6 @@ def tool_response(result: ExecutionResult | None, tool: str) -> Response | None:
     for call in reversed(result.calls):
         if call.tool != tool or call.response is None:
             continue
-        from sandbox.condense import condense
-
         schema, excerpt = condense(call.response)
         return Response(tool, _shape_text(schema), excerpt)
     return None
@@ -280,8 +274,6 @@ def feedback(
     """The user message after failed attempt number ``attempt`` (1-based)."""
     sections = [_calls_summary(result)]
     if blamed is not None:
-        from protocols.render import render_full
-
         why = f" ({reason})" if reason else ""
         sections.append(f"The error is attributed to the tool `{blamed.name}`{why}. Its full protocol:\n\n"
                         f"{render_full(blamed).strip()}")

@@ -13,9 +13,12 @@ import asyncio
 import functools
 from typing import Any
 
+from atc.answers import AnswerSpec, judge_result
 from atc.toolsets import ToolsArg, toolset_for
 from sandbox.api import Backend, ExecutionResult, Limits, Toolset
 from sandbox.execute import BaseUrl, Validation, WritesArg, pick_sandbox
+from sandbox.execute import arun as arun_in_sandbox
+from sandbox.execute import run as run_in_sandbox
 from sandbox.writes.policy import Approver
 
 __all__ = ["run", "arun"]
@@ -61,20 +64,14 @@ def run(
         ConfigError: a credential or server URL that cannot work.
         SandboxError: the sandbox could not run at all.
     """
-    from sandbox.execute import run as run_in_sandbox
-
     spec = None
     if answer is not None:
-        from atc.answers import AnswerSpec
-
         spec = AnswerSpec.of(answer)  # a bad schema is said before anything runs
     toolset = tools if isinstance(tools, Toolset) else toolset_for(tools)
     result = run_in_sandbox(program, toolset, limits, sandbox=pick_sandbox(sandbox, backend), base_url=base_url,
                             credentials=credentials, validation=validation, writes=writes, approve=approve)
     if spec is None:
         return result
-    from atc.answers import judge_result
-
     result, value = judge_result(result, spec)
     if result.ok:
         result.value = value
@@ -108,12 +105,8 @@ async def arun(
     Raises:
         UsageError, NotFound, ConfigError, SandboxError: as ``atc.run``.
     """
-    from sandbox.execute import arun as arun_in_sandbox
-
     spec = None
     if answer is not None:
-        from atc.answers import AnswerSpec
-
         spec = AnswerSpec.of(answer)
     toolset = tools if isinstance(tools, Toolset) else await asyncio.to_thread(functools.partial(toolset_for, tools))
     result = await arun_in_sandbox(program, toolset, limits, sandbox=pick_sandbox(sandbox, backend),
@@ -121,8 +114,6 @@ async def arun(
                                    approve=approve)
     if spec is None:
         return result
-    from atc.answers import judge_result
-
     result, value = judge_result(result, spec)
     if result.ok:
         result.value = value

@@ -21,9 +21,10 @@ from typing import Any
 
 from atc.approval import task_writes
 from atc.toolsets import ToolsArg, toolset_for
+from protocols.errors import UsageError
 from sandbox.api import Backend, ExecutionResult, Limits, SessionLimits
 from sandbox.execute import WritesArg
-from sandbox.interactive import Session
+from sandbox.interactive import Session, open_session
 from sandbox.writes.policy import Approver
 
 __all__ = ["session", "asession", "Session", "AsyncSession", "SessionLimits"]
@@ -64,8 +65,6 @@ def session(
         ConfigError: a credential or server URL that cannot work.
         SandboxError: no interpreter could be started.
     """
-    from sandbox.interactive import open_session
-
     toolset = task_writes(toolset_for(tools, base_url, credentials, validation), writes, approve)
     return open_session(toolset, limits, sandbox=sandbox, session_limits=session_limits)
 
@@ -101,8 +100,6 @@ class AsyncSession:
     def session(self) -> Session:
         """The underlying ``Session`` (once opened): ``alive``, ``ended``, ``calls``, ``exec_seconds``..."""
         if self._session is None:
-            from protocols.errors import UsageError
-
             raise UsageError("this session is not open yet", hint="await it, or use `async with`")
         return self._session
 
@@ -146,7 +143,5 @@ def asession(
         UsageError: a bad argument or tools form.
         NotFound: a word that names no file and no stored collection.
     """
-    from sandbox.interactive import open_session
-
     toolset = task_writes(toolset_for(tools, base_url, credentials, validation), writes, approve)
     return AsyncSession(lambda: open_session(toolset, limits, sandbox=sandbox, session_limits=session_limits))

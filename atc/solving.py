@@ -18,15 +18,22 @@ which uses this module and is never used by it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 from atc import tracing
+from atc.answers import AnswerSpec, json_value
 from atc.approval import task_writes
+from atc.config import atc_home
 from atc.errors import AtcError, UsageError
 from atc.model import ModelClient, configured_settings, make_client
+from atc.retrieval.api import load_builtins, make_retriever
+from atc.retrieval.base import factory
+from atc.retrieval.inmemory import shared_corpus
+from atc.retrieval.select import select
 from atc.strategies.base import Episode, Step, StepHook, Strategy
 from atc.strategies.chain import Attempt
 from atc.strategies.meter import Budget, Meter, Usage
@@ -35,7 +42,7 @@ from atc.strategies.requests import requested_calls
 from atc.toolsets import ToolsArg, toolset_for
 from protocols.model import Tool
 from sandbox.api import Backend, Limits, ToolCall, Toolset
-from sandbox.execute import BaseUrl, Validation, WritesArg, pick_sandbox, prepare
+from sandbox.execute import BaseUrl, Validation, WritesArg, check_toolset, pick_sandbox, prepare
 from sandbox.writes.policy import Approver
 
 if TYPE_CHECKING:
@@ -102,8 +109,6 @@ class Solution:
     value: Any = None
 
     def to_dict(self) -> dict[str, Any]:
-        from atc.answers import json_value
-
         return {
             "ok": self.ok,
             "answer": self.answer,
@@ -192,25 +197,15 @@ def choose(query: str, toolset: Toolset, top_k: int | None = None, *, retriever:
 
     A retriever without a model runs only when the collections hold more than ``top_k`` tools;
     a model-backed one (Re-Invoke, AnyTool) or a ``Retriever`` object runs whenever asked for."""
-    from atc.retrieval.api import load_builtins
-
     everything = list(toolset.tools.values())
     k = top_k or DEFAULT_TOP_K
     if isinstance(retriever, str):
-        from atc.retrieval.base import factory
-
         load_builtins()
         factory(retriever)  # an unknown name is a usage error even when no search is needed
     if retriever in _LEXICAL and len(everything) <= k:
         return everything, None, None
-    from atc.retrieval.select import select
-
     finder: Retriever
     if retriever is None or isinstance(retriever, str):
-        from atc.config import atc_home
-        from atc.retrieval.api import make_retriever
-        from atc.retrieval.inmemory import shared_corpus
-
         options: dict[str, Any] = {"client": client} if client is not None else {}
         # one corpus per set of tools and process: the tasks of a batch share it (inmemory.py)
         finder = make_retriever(retriever, shared_corpus(everything, home=atc_home()), **options)
@@ -245,7 +240,37 @@ def _progress(on_step: StepHook | None, on_attempt: AttemptHook | None) -> StepH
     return report
 
 
-@tracing.solve_span
+P = ParamSpec("P")
+
+
+# Here rather than in atc.tracing: it reads a Solution, and atc.tracing sits below this module.
+def _solve_span(fn: Callable[P, Solution]) -> Callable[P, Solution]:
+    """``solve`` inside an ``atc.solve`` span carrying the outcome, the attempts, the
+    tokens and the attributed tool (a plain call when tracing is off)."""
+
+    @functools.wraps(fn)
+    def traced(*args: P.args, **kwargs: P.kwargs) -> Solution:
+        if not tracing.enabled():
+            return fn(*args, **kwargs)
+        query = args[0] if args else kwargs.get("query")
+        with tracing.span("atc.solve", {"atc.query": str(query)[:500], "gen_ai.operation.name": "invoke_agent",
+                                        "gen_ai.agent.name": "atc", "gen_ai.provider.name": tracing.PROVIDER}) as current:
+            solution = fn(*args, **kwargs)
+            tracing.set_attributes(current, {
+                "gen_ai.request.model": solution.model, "gen_ai.usage.input_tokens": solution.usage.prompt_tokens,
+                "gen_ai.usage.output_tokens": solution.usage.completion_tokens,
+                "atc.status": "ok" if solution.ok else "failed", "atc.attempts": len(solution.attempts),
+                "atc.strategy": solution.strategy, "atc.steps": solution.steps, "atc.api_calls": solution.api_calls,
+                "atc.prompt_tokens": solution.usage.prompt_tokens,
+                "atc.completion_tokens": solution.usage.completion_tokens,
+                "atc.llm_calls": solution.usage.llm_calls, "atc.attributed_tool": (solution.error or {}).get("tool"),
+                "atc.duration_ms": solution.duration_ms})
+            return solution
+
+    return traced
+
+
+@_solve_span
 def solve(
     query: str,
     tools: ToolsArg,
@@ -303,15 +328,11 @@ def solve(
     _check(query, max_reflections)
     spec = None
     if answer is not None:
-        from atc.answers import AnswerSpec
-
         spec = AnswerSpec.of(answer)
     plan = resolve(strategy, max_reflections=max_reflections, max_steps=max_steps)
     budget = Budget(max_model_calls, max_tokens)
     toolset = task_writes(tracing.wrap_toolset(toolset_for(tools, base_url, credentials, validation)), writes,
                           approve)
-    from sandbox.execute import check_toolset
-
     check_toolset(toolset)
     if client is None:
         configured_settings(model)  # a missing model configuration is said before anything starts

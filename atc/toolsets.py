@@ -30,8 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from atc.config import atc_home, mcp_start_timeout
 from atc.errors import UsageError
+from atc.functions import load_python
+from protocols.functions import function_collections, is_function_source
+from protocols.loaders import load_spec
 from protocols.model import Collection
+from protocols.store import Store
 from sandbox.api import Credentials, Toolset
+from sandbox.execute import as_toolset
+from sandbox.mcp.sources import check_names, is_mcp_source, load_source
 
 if TYPE_CHECKING:
     from sandbox.execute import BaseUrl, Validation
@@ -62,14 +68,10 @@ def collections_of(tools: ToolsArg, *, note: Note = _stderr) -> list[Collection]
         UsageError: nothing given, or an item of a kind no rule reads.
         NotFound: a word that names no file and no stored collection.
     """
-    from protocols.functions import function_collections, is_function_source
-
     single = isinstance(tools, Collection | str | Path) or is_function_source(tools)
     items: list[Any] = [tools] if single else list(tools)  # type: ignore[arg-type]
     mcp_sources = [item for item in items if isinstance(item, str) and is_mcp(item)]
     if len(mcp_sources) > 1:
-        from sandbox.mcp.sources import check_names
-
         check_names(mcp_sources)  # before any server starts
     out: list[Collection] = []
     functions: list[Any] = []
@@ -93,16 +95,12 @@ def collections_of(tools: ToolsArg, *, note: Note = _stderr) -> list[Collection]
 
 def _read(item: str | Path, note: Note) -> list[Collection]:
     """The collections of one word or path, by the rules of the module docstring, in order."""
-    from protocols.loaders import load_spec
-
     text = str(item)
     if isinstance(item, str) and item.startswith("py:"):
-        from atc.functions import load_python
-
         return [load_python(item)]
     if isinstance(item, str) and is_mcp(item):
+        # lazy: the connections bring asyncio (the MCP SDK's loop), which no other source needs
         from sandbox.mcp.connections import servers
-        from sandbox.mcp.sources import load_source
 
         servers().start_timeout = mcp_start_timeout()
         return load_source(item)
@@ -111,8 +109,6 @@ def _read(item: str | Path, note: Note) -> list[Collection]:
     path = Path(item).expanduser()
     if path.exists() and not (isinstance(item, str) and stored_wins(item, path, note)):
         return [load_spec(path)]
-    from protocols.store import Store
-
     return [Store(atc_home()).get(text)]
 
 
@@ -122,8 +118,6 @@ def stored_wins(word: str, path: Path, note: Note = _stderr) -> bool:
     and ``note`` says that both exist and how to pick the other."""
     if "/" in word or "\\" in word or word.startswith(("~", ".")):
         return False  # written as a path: the path it is
-    from protocols.store import Store
-
     if not (atc_home() / "collections" / "index.json").exists() or not Store(atc_home()).has(word):
         return False
     kind = "folder" if path.is_dir() else "file"
@@ -136,8 +130,6 @@ def is_mcp(text: str) -> bool:
     """Does ``text`` name live MCP servers (``mcp:...``, ``mcp+http://...``, an ``mcpServers`` file)?"""
     if not (text.startswith(("mcp:", "mcp+")) or text.endswith(".json")):
         return False  # the common cases decide without importing sandbox.mcp
-    from sandbox.mcp.sources import is_mcp_source
-
     return is_mcp_source(text)
 
 
@@ -159,7 +151,5 @@ def toolset_for(tools: ToolsArg, base_url: BaseUrl = None,
         UsageError: a bad argument (see ``collections_of``).
         NotFound: a word that names no file and no stored collection.
     """
-    from sandbox.execute import as_toolset
-
     return as_toolset(tools if isinstance(tools, Toolset) else collections_of(tools), base_url=base_url,
                       credentials=Credentials.of(credentials) or None, validation=validation)

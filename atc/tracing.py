@@ -29,19 +29,19 @@ with ``pip install 'atc[otel]'``.
 from __future__ import annotations
 
 import contextlib
-import functools
 import sys
 import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, ParamSpec
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from atc.errors import ConfigError
 
 if TYPE_CHECKING:
-    from atc.solving import Solution
     from sandbox.api import Toolset
     from sandbox.http.transport import Reply
     from sandbox.taps import Exchange
 
-__all__ = ["enabled", "span", "solve_span", "model_span", "model_usage", "set_attributes", "wrap_toolset", "configure",
+__all__ = ["enabled", "span", "model_span", "model_usage", "set_attributes", "wrap_toolset", "configure",
            "ToolSpans", "INSTALL", "PROVIDER"]
 
 INSTALL = "pip install 'atc[otel]'  (opentelemetry-api and opentelemetry-sdk)"
@@ -62,6 +62,7 @@ def span(name: str, attributes: dict[str, Any] | None = None) -> Iterator[Any]:
     if not enabled():
         yield None
         return
+    # OpenTelemetry: optional (atc[otel]); imported only when tracing is asked for
     from opentelemetry import trace
 
     tracer = trace.get_tracer(_TRACER_NAME)
@@ -98,39 +99,11 @@ def model_usage(current: Any, prompt_tokens: int, completion_tokens: int) -> Non
                              "gen_ai.usage.output_tokens": completion_tokens})
 
 
-P = ParamSpec("P")
-
-
-def solve_span(fn: Callable[P, Solution]) -> Callable[P, Solution]:
-    """``atc.solving.solve`` inside an ``atc.solve`` span carrying the outcome, the attempts, the
-    tokens and the attributed tool (a plain call when tracing is off)."""
-
-    @functools.wraps(fn)
-    def traced(*args: P.args, **kwargs: P.kwargs) -> Solution:
-        if not enabled():
-            return fn(*args, **kwargs)
-        query = args[0] if args else kwargs.get("query")
-        with span("atc.solve", {"atc.query": str(query)[:500], "gen_ai.operation.name": "invoke_agent",
-                                "gen_ai.agent.name": "atc", "gen_ai.provider.name": PROVIDER}) as current:
-            solution = fn(*args, **kwargs)
-            set_attributes(current, {
-                "gen_ai.request.model": solution.model, "gen_ai.usage.input_tokens": solution.usage.prompt_tokens,
-                "gen_ai.usage.output_tokens": solution.usage.completion_tokens,
-                "atc.status": "ok" if solution.ok else "failed", "atc.attempts": len(solution.attempts),
-                "atc.strategy": solution.strategy, "atc.steps": solution.steps, "atc.api_calls": solution.api_calls,
-                "atc.prompt_tokens": solution.usage.prompt_tokens,
-                "atc.completion_tokens": solution.usage.completion_tokens,
-                "atc.llm_calls": solution.usage.llm_calls, "atc.attributed_tool": (solution.error or {}).get("tool"),
-                "atc.duration_ms": solution.duration_ms})
-            return solution
-
-    return traced
-
-
 class ToolSpans:
     """A ``sandbox.taps.Tap``: one ``execute_tool {tool}`` span per call that reaches a transport."""
 
     def exchange(self, call: Exchange) -> Reply:
+        # lazy: sandbox.http.transport imports httpx (about 40 ms): only a run that calls tools needs it
         from sandbox.http.transport import SendFailure
 
         started = time.perf_counter()
@@ -171,9 +144,8 @@ def configure(exporter: str) -> None:
     """Set up a tracer provider for the command line (``ATC_TRACE``): ``console`` prints finished
     spans as JSON on stderr; ``otlp`` sends them with the OTLP exporter (its own
     ``OTEL_EXPORTER_OTLP_*`` settings). ``ConfigError`` with the install command when missing."""
-    from atc.errors import ConfigError
-
     try:
+        # OpenTelemetry: optional (atc[otel]); imported only when tracing is asked for
         from opentelemetry import trace
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
@@ -189,6 +161,7 @@ def configure(exporter: str) -> None:
         provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
     elif exporter == "otlp":
         try:
+            # OpenTelemetry: optional (atc[otel]); imported only when tracing is asked for
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         except ImportError as exc:
             raise ConfigError("ATC_TRACE=otlp needs the OTLP exporter",

@@ -4,15 +4,16 @@ Quality (nDCG@5 and Recall@5, binary relevance) on ToolE single (a fixed 2,000-q
 hash: embedding all 20,550 queries with the numpy model takes too long on the shared machine) and
 multi, StableToolBench's test queries over their 2,479-API pool, RestBench TMDB and Spotify, and
 ToolAlpaca's evaluation APIs (held out: added after every setting was chosen, never tuned on).
-Rows: today's BM25 (``protocols.bm25`` with producer expansion: the baseline), the new BM25F,
-dense (all-MiniLM-L6-v2 alone), the hybrid of BM25F and dense alone (the hybrid before the
+Rows: BM25F (the lexical baseline; the plain BM25 of ``protocols.bm25`` it was once measured
+against was removed in issue 32), dense (all-MiniLM-L6-v2 alone), the hybrid of BM25F and dense alone (the hybrid before the
 character n-grams: weight 0.4 on BM25F) and the hybrid, on the dev split (hash of the query,
 20%), the test split and all. ``--tune`` prints the fusion grid (BM25F and n-gram weights) on
 the dev split (the chosen setting is the module constants of ``atc.retrieval.hybrid``).
 
 Speed (``--speed``): a store of 17,353 tools (the ToolBench pool imported as 7 collections),
 index build time and size, in-process p50/p95 per query, and ``atc tools search`` wall time
-including process start, each against today's rebuild (``Store.search``) measured in the same run.
+including process start (``python -c pass`` in the same run is the floor; the ``Store.search``
+rebuild it was once compared with was removed in issue 32).
 
 Encoders (``--encoders``, issue #25; retrieval_encoders.py): each encoder of the model (numpy,
 onnxruntime fp32 and int8, the shipped mix, a static distilled one) on every set, and its speed
@@ -97,17 +98,14 @@ def score_set(rset: RetrievalSet, rank: Callable[[str], list[Key]]) -> dict[str,
 def retrievers(rset: RetrievalSet, embedder: Any) -> dict[str, Callable[[str], list[Key]]]:
     from atc.retrieval.corpus import MemoryCorpus
     from atc.retrieval.hybrid import Bm25Retriever, DenseRetriever, HybridRetriever
-    from protocols.bm25 import BM25Index
 
     corpus = MemoryCorpus(rset.tools, home=CACHE_HOME)
-    old = BM25Index.from_tools(rset.tools)
 
     def keys(result: Any) -> list[Key]:
         return [(h.collection, h.name) for h in result.hits]
 
     out: dict[str, Callable[[str], list[Key]]] = {
-        "bm25 today (protocols.bm25)": lambda q: [(t.collection, t.name) for t, _ in old.top(q, 5)],
-        "bm25f (new)": lambda q: keys(Bm25Retriever(corpus).search(q, 5)),
+        "bm25f": lambda q: keys(Bm25Retriever(corpus).search(q, 5)),
     }
     if embedder is not None:
         qv = QueryVectors(embedder, [q.text for q in rset.queries])
@@ -209,20 +207,6 @@ def speed(embedder: Any, runs: int) -> None:
                       key=lambda p: p.stat().st_mtime)
             rows.append(f"| index build with vectors (cached texts) | {hybrid_build * 1000:.0f} ms | "
                         f"size {_size(gen) / 1e6:.1f} MB |")
-        # Today's: Store.search rebuilds BM25 from every stored tool's tokens in each process.
-        old: list[float] = []
-        for q in queries[:10]:
-            fresh = Store(home)
-            t0 = time.perf_counter()
-            fresh.search(q, 5)
-            old.append((time.perf_counter() - t0) * 1000)
-        warm_old: list[float] = []
-        fresh = Store(home)
-        fresh.search(queries[0], 5)
-        for q in queries:
-            t0 = time.perf_counter()
-            fresh.search(q, 5)
-            warm_old.append((time.perf_counter() - t0) * 1000)
         from atc.retrieval.index import open_index
 
         index = open_index(home, store=Store(home))
@@ -316,10 +300,6 @@ def speed(embedder: Any, runs: int) -> None:
             p50, p95 = _percentiles(lat)
             rows.append(f"| atc.search(query, retriever={name!r}), repeated in one process | p50 {p50:.2f} ms | "
                         f"p95 {p95:.2f} ms |")
-        p50, p95 = _percentiles(old)
-        rows.append(f"| today: Store.search, fresh Store (rebuild) | p50 {p50:.2f} ms | p95 {p95:.2f} ms |")
-        p50, p95 = _percentiles(warm_old)
-        rows.append(f"| today: Store.search, warm Store | p50 {p50:.2f} ms | p95 {p95:.2f} ms |")
         # Wall times of whole commands. "cold": every command on its own (ATC_SEARCH_SERVER=off);
         # "warm server": the same commands answered by the store's search server (started once,
         # before the rows). Each run takes the next query of the list (long ToolBench requests of
@@ -329,15 +309,12 @@ def speed(embedder: Any, runs: int) -> None:
         env = {**os.environ, "ATC_HOME": str(home), "OPENBLAS_NUM_THREADS": "1", "ATC_SEARCH_SERVER": "off"}
         warm_env = {**env, "ATC_SEARCH_SERVER": "auto"}
         atc = str(Path(sys.executable).parent / "atc")
-        old_cli = ("import sys, json; from atc.config import atc_home; from protocols.store import Store; "
-                   "print(json.dumps([h.to_dict() for h in Store(atc_home()).search(sys.argv[1], 5)]))")
 
         def search_cmd(*flags: str) -> Callable[[str], list[str]]:
             return lambda q: [atc, "tools", "search", q, *flags, "--json"]
 
         cmds: dict[str, tuple[Callable[[str], list[str]], dict[str, str], list[str]]] = {
             "python -c pass": (lambda q: [sys.executable, "-c", "pass"], env, queries),
-            "today: Store.search in a fresh process": (lambda q: [sys.executable, "-c", old_cli, q], env, queries),
             "atc tools search --retriever bm25, cold": (search_cmd("--retriever", "bm25"), env, queries),
             "atc tools search --retriever bm25, warm server": (search_cmd("--retriever", "bm25"), warm_env, queries),
         }
@@ -400,7 +377,7 @@ def embed_speed(n_tools: int = 400, n_queries: int = 60) -> None:
     import numpy as np
     from minilm_padded import PaddedMiniLM
 
-    from atc.retrieval.corpus import docs_of
+    from atc.retrieval.doc import docs_of
     from atc.retrieval.hybrid import sentences
     from atc.retrieval.minilm import MiniLM
 

@@ -37,9 +37,10 @@ sys.path.insert(0, str(ROOT))
 
 from atc.openai_http import HttpChatModel  # noqa: E402
 from atc.retrieval.anytool import AnyTool  # noqa: E402
+from atc.retrieval.corpus import MemoryCorpus  # noqa: E402
+from atc.retrieval.hybrid import Bm25Retriever  # noqa: E402
 from atc.retrieval.queries import QueryStore, generate  # noqa: E402
 from atc.retrieval.reinvoke import ReInvoke  # noqa: E402
-from protocols.bm25 import BM25Index  # noqa: E402
 from protocols.loaders import load_spec  # noqa: E402
 from protocols.model import Tool, python_identifier  # noqa: E402
 from tests.fakes.openai_server import Reply, ScriptedOpenAI, call  # noqa: E402
@@ -139,12 +140,14 @@ def main() -> None:
     print(f"pool: {len(tools)} APIs, {len(by_group)} tools, {len({t.category for t in tools})} categories; "
           f"{len(sample)} queries, {statistics.mean(len(g) for g in golds.values()):.2f} gold APIs each")
 
-    # BM25 baseline, same pool, same queries
-    index = BM25Index.from_tools(tools)
+    # BM25 baseline (atc's BM25F with chain-aware expansion), same pool, same queries
+    index = Bm25Retriever(MemoryCorpus(tools))
+    index.search(sample[0]["query"], 20)  # the lexical index is built on first use: not timed
+    by_key = {(t.collection, t.name): t for t in tools}
     bm25_ms, r5, r20 = [], [], []
     for q in sample:
         started = time.perf_counter()
-        top = [t for t, _ in index.top(q["query"], 20)]
+        top = [by_key[(h.collection, h.name)] for h in index.search(q["query"], 20).hits]
         bm25_ms.append((time.perf_counter() - started) * 1000)
         g = {(t.group, t.name) for t in golds[q["query"]]}
         r5.append(len(g & {(t.group, t.name) for t in top[:5]}) / len(g))

@@ -111,7 +111,7 @@ def encoders(cache: Path, models: Path, sets: Sequence[RetrievalSet]) -> dict[st
         out["onnx int8"] = Named("bench-onnx-int8", int8)
         out["auto: int8 tools, exact requests"] = Named("bench-onnx-int8", exact, documents=int8,
                                                         queries="all-MiniLM-L6-v2")
-    from atc.retrieval.corpus import docs_of
+    from atc.retrieval.doc import docs_of
 
     texts = [t for s in sets for d in docs_of(s.tools) for t in d.views]
     out["static"] = Named("bench-static", StaticMiniLM(cache, texts))
@@ -176,7 +176,7 @@ def _pct(samples: list[float]) -> str:
 
 
 def speed(found: dict[str, Any], models: Path) -> None:
-    from atc.retrieval.corpus import docs_of
+    from atc.retrieval.doc import docs_of
     from atc.retrieval.hybrid import sentences
 
     sets = {s.name: s for s in all_sets(10, held_out=False)}

@@ -78,7 +78,7 @@ def _statics(cache: Path, sets: Sequence[RetrievalSet]) -> dict[str, Any]:
     """The static stage as shipped and the variants measured against it."""
     import numpy as np
 
-    from atc.retrieval.corpus import docs_of
+    from atc.retrieval.doc import docs_of
     from atc.retrieval.static import StaticEmbedder
 
     shipped = StaticEmbedder()
@@ -115,7 +115,7 @@ def _statics(cache: Path, sets: Sequence[RetrievalSet]) -> dict[str, Any]:
 
 
 def run(cache: Path, toole_limit: int | None) -> None:
-    import atc.retrieval.twostage as twostage
+    import atc.retrieval.hybrid as hybrid
     from atc.retrieval.corpus import MemoryCorpus
     from atc.retrieval.hybrid import HybridRetriever
 
@@ -144,7 +144,7 @@ def run(cache: Path, toole_limit: int | None) -> None:
                 retriever = HybridRetriever(corpus, _StaticAsFull(static))
             else:
                 embedder.static = static
-                twostage.SHORT_LIST = short
+                hybrid.SHORT_LIST = short
                 retriever = HybridRetriever(corpus, embedder)
             scores = {"dev": [], "all": []}
             for q in rset.queries:
@@ -153,7 +153,7 @@ def run(cache: Path, toole_limit: int | None) -> None:
                 scores["all"].append(value)
                 if q.dev:
                     scores["dev"].append(value)
-            twostage.SHORT_LIST = 64
+            hybrid.SHORT_LIST = 64
             table.setdefault(label, {})[rset.name] = (statistics.fmean(scores["all"]),
                                                       statistics.fmean(scores["dev"]) if scores["dev"] else math.nan)
         print(f"<!-- {rset.name} done -->", flush=True)

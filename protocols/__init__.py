@@ -1,4 +1,4 @@
-"""Tool protocols: what a tool is, how specs are loaded, stored, rendered for a model, and searched.
+"""Tool protocols: what a tool is, how specs are loaded, stored and rendered for a model.
 
     from protocols import load_spec, Store, render_compact
     tmdb = load_spec("tmdb_oas.json")          # OpenAPI / Swagger / ToolBench / MCP -> Collection
@@ -10,8 +10,8 @@ tree lives here (``protocols.errors``) and ``atc.errors`` re-exports it.
 Names are imported lazily (PEP 562): ``sandbox`` imports ``protocols.model`` in every process, and
 should not pay for the loaders, the store and the renderer it does not use.
 
-BM25 search lives in ``protocols.bm25`` (not ``protocols.search``) so that the module never
-shadows the exported function ``search``.
+Searching tools is ``atc.search`` (``atc.retrieval``); ``protocols.bm25`` keeps only the
+tokenizer and the path facts every retriever shares.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from protocols.bm25 import SearchHit, search
     from protocols.loaders import Loader, load_data, load_spec, register_loader
     from protocols.model import Binding, Collection, SecurityScheme, Tool
     from protocols.render import render_compact, render_full, response_shape
@@ -40,8 +39,6 @@ _LAZY: dict[str, str] = {
     "render_compact": "protocols.render",
     "render_full": "protocols.render",
     "response_shape": "protocols.render",
-    "SearchHit": "protocols.bm25",
-    "search": "protocols.bm25",
 }
 
 __all__ = [
@@ -49,7 +46,6 @@ __all__ = [
     "Collection",
     "CollectionInfo",
     "Loader",
-    "SearchHit",
     "SecurityScheme",
     "Store",
     "Tool",
@@ -59,7 +55,6 @@ __all__ = [
     "render_compact",
     "render_full",
     "response_shape",
-    "search",
 ]
 
 

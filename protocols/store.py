@@ -4,7 +4,6 @@ Layout (designed so that ``atc tools show TOOL`` reads one small record, whateve
 
     ATC_HOME/collections/index.json         collection infos + tool name -> [collection, file, offset, length]
     ATC_HOME/collections/<name>.<id>.jsonl  line 1: the collection without tools; then one tool per line
-    ATC_HOME/collections/<name>.<id>.search.json   [[tool name, BM25 tokens, path, needs ids], ...]
     ATC_HOME/collections/.lock              flock'ed around every change
 
 Every file is written to a temporary file in the same directory, fsynced, then ``os.replace``d,
@@ -28,7 +27,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from protocols.bm25 import BM25Index, DocInfo, SearchHit, document_text, tokenize
 from protocols.errors import ConfigError, NotFound, UsageError
 from protocols.files import atomic_write
 from protocols.model import Collection, Tool
@@ -37,6 +35,9 @@ __all__ = ["Store", "CollectionInfo"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _INDEX_VERSION = 1
+#: The suffix of the pre-tokenised BM25 texts an import wrote beside its data before issue 32.
+#: Nothing reads them: an old store loads as it is, and they go with their collection.
+_LEGACY_SEARCH = ".search.json"
 
 
 @dataclass
@@ -71,7 +72,6 @@ class Store:
         self.home = Path(home).expanduser()
         self.dir = self.home / "collections"
         self._index_cache: tuple[tuple[int, int, int], dict[str, Any]] | None = None
-        self._search_cache: tuple[float, BM25Index] | None = None
 
     # -- index ---------------------------------------------------------------------------------
 
@@ -138,17 +138,13 @@ class Store:
         chunks = [_dumps(meta) + b"\n"]
         offset = len(chunks[0])
         entries: list[tuple[str, int, int]] = []
-        texts: list[list[Any]] = []
         for tool in collection.tools:
             line = _dumps(tool.to_dict())
             entries.append((tool.name, offset, len(line)))
             chunks.append(line + b"\n")
             offset += len(line) + 1
-            doc_info = DocInfo.of(tool)
-            texts.append([tool.name, " ".join(tokenize(document_text(tool))), doc_info.path, doc_info.needs_ids])
         self.dir.mkdir(parents=True, exist_ok=True)
         atomic_write(self.dir / data_name, b"".join(chunks))
-        atomic_write(self.dir / f"{name}.{file_id}.search.json", _dumps(texts))
         info = CollectionInfo(name=name, tools=len(collection.tools), source=collection.source,
                               source_format=collection.source_format,
                               imported_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -180,12 +176,11 @@ class Store:
         between writing them and updating the index. Only files older than ``min_age`` seconds: a
         younger one may belong to an import that is writing right now (before it takes the lock)."""
         live = {e["file"] for e in index["collections"].values()}
-        live |= {f[: -len(".jsonl")] + ".search.json" for f in live}
         now = time.time()
         for path in self.dir.iterdir():
             if path.name in live or path.name in ("index.json", ".lock"):
                 continue
-            if not (path.name.endswith((".jsonl", ".search.json", ".tmp"))):
+            if not (path.name.endswith((".jsonl", _LEGACY_SEARCH, ".tmp"))):
                 continue
             try:
                 if now - path.stat().st_mtime > min_age:
@@ -204,7 +199,7 @@ class Store:
                 del tools[tool_name]
 
     def _unlink_files(self, data_name: str) -> None:
-        for path in (self.dir / data_name, self.dir / (data_name[: -len(".jsonl")] + ".search.json")):
+        for path in (self.dir / data_name, self.dir / (data_name[: -len(".jsonl")] + _LEGACY_SEARCH)):
             try:
                 path.unlink()
             except FileNotFoundError:
@@ -276,33 +271,3 @@ class Store:
         if not found:
             raise NotFound(f"no tool named {name!r} in the store", hint="see 'atc tools search \"...\"'")
         return found[-1]
-
-    def search(self, query: str, k: int = 5) -> builtins.list[SearchHit]:
-        """BM25 over every stored tool; only the hits' protocols are read from disk."""
-        index = self._index()
-        try:
-            stamp = (self.dir / "index.json").stat().st_mtime_ns
-        except FileNotFoundError:
-            return []
-        if self._search_cache is None or self._search_cache[0] != stamp:
-            keys: list[tuple[str, str]] = []
-            texts: list[str] = []
-            infos: list[DocInfo] = []
-            for cname, entry in sorted(index["collections"].items()):
-                search_file = self.dir / (entry["file"][: -len(".jsonl")] + ".search.json")
-                try:
-                    pairs = json.loads(search_file.read_bytes())
-                except FileNotFoundError:
-                    continue
-                for tool_name, text, path, needs_ids in pairs:
-                    keys.append((cname, tool_name))
-                    texts.append(text)
-                    infos.append(DocInfo(scope=cname, path=path, needs_ids=needs_ids))
-            self._search_cache = (stamp, BM25Index(keys, texts, infos, pretokenized=True))
-        hits = []
-        for (cname, tool_name), score in self._search_cache[1].top(query, k):
-            for ref in index["tools"].get(tool_name, []):
-                if ref[0] == cname:
-                    hits.append(SearchHit(tool=self._read_tool(ref), score=score))
-                    break
-        return hits

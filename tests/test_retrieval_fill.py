@@ -109,7 +109,7 @@ def test_an_import_embeds_the_full_vectors_in_the_background(pool: Path, env: di
 
 
 def test_without_the_background_a_search_embeds_what_it_short_lists(pool: Path, env: dict[str, str]) -> None:
-    from atc.retrieval.twostage import SHORT_LIST
+    from atc.retrieval.hybrid import SHORT_LIST
 
     proc = _atc("tools", "import", str(pool), "--name", "pool", env={**env, "ATC_EMBED_BACKGROUND": "off"})
     assert proc.returncode == 0 and "background" not in proc.stderr, proc.stderr

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from atc.retrieval.corpus import Doc, MemoryCorpus, response_fields
+from atc.retrieval.corpus import MemoryCorpus
+from atc.retrieval.doc import Doc, response_fields
 from atc.retrieval.duplicates import groups
 from atc.retrieval.hybrid import Bm25Retriever
 from protocols import load_data

@@ -13,7 +13,8 @@ import pytest
 
 from atc.errors import ConfigError, ModelError
 from atc.retrieval.api import make_retriever, search
-from atc.retrieval.corpus import MemoryCorpus, doc_of, humanize
+from atc.retrieval.corpus import MemoryCorpus
+from atc.retrieval.doc import doc_of, humanize
 from atc.retrieval.embedders import RemoteEmbedder, make_embedder
 from atc.retrieval.index import index_dir, open_index, update_index
 from atc.retrieval.lexical import LexicalIndex

@@ -1,4 +1,4 @@
-"""The two-stage hybrid of the local model (static.py, exact.py, twostage.py, stagebuild.py).
+"""The two-stage hybrid of the local model (static.py, exact.py, hybrid.py, stagebuild.py).
 
 A fixed sample: RestBench TMDB and Spotify as one pool of 94 tools (more than the short list
 of 64, so both stages run), the first 20 requests of each. The local model runs on numpy here
@@ -25,10 +25,9 @@ import pytest
 
 from atc.retrieval.corpus import MemoryCorpus
 from atc.retrieval.embedders import LocalMiniLM, local_available
-from atc.retrieval.hybrid import HybridRetriever
+from atc.retrieval.hybrid import SHORT_LIST, HybridRetriever
 from atc.retrieval.index import update_index
 from atc.retrieval.static import StaticEmbedder
-from atc.retrieval.twostage import SHORT_LIST
 from protocols import Collection, load_spec
 from protocols.store import Store
 

@@ -81,13 +81,19 @@ def test_bad_collection_names_are_refused() -> None:
             Store(atc_home()).add(Collection(name=bad, tools=[Tool(name="t", collection=bad)]))
 
 
-def test_search_reads_only_hits(tmp_path: Path) -> None:
+def test_an_old_store_with_search_files_still_loads(tmp_path: Path) -> None:
+    """Imports before issue 32 wrote ``<name>.<id>.search.json`` beside the data: ignored, and
+    removed with their collection; an import writes none."""
     store = Store(tmp_path / "home")
     store.add(_library())
-    hits = store.search("reviews of a book", k=3)
-    assert hits[0].tool.name == "list_book_reviews"
-    assert hits[0].score >= hits[-1].score
-    assert Store(tmp_path / "empty").search("anything") == []
+    assert not [p.name for p in store.dir.iterdir() if p.name.endswith(".search.json")]
+    entry = json.loads((store.dir / "index.json").read_text())["collections"]["library"]
+    legacy = store.dir / (entry["file"][: -len(".jsonl")] + ".search.json")
+    legacy.write_text('[["get_book", "get book", "/books/{book_id}", true]]')
+    reopened = Store(tmp_path / "home")
+    assert len(reopened.get("library").tools) == 7 and reopened.get_tool("get_book").name == "get_book"
+    reopened.remove("library")
+    assert not legacy.exists()
 
 
 _WRITER = """

@@ -17,13 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from atc.config import bench_data, judge_settings
 from atc.errors import UsageError
-from atc.evaluation.runner import OutcomeHook, RunSettings, run_strategies
+from atc.evaluation.judge import JUDGE_TEMPERATURE, Judge
+from atc.evaluation.readers import packaged, read_suite_data, readers
+from atc.evaluation.report import write_outputs
+from atc.evaluation.runner import OutcomeHook, RunSettings, run_strategies, runs_file
 from atc.evaluation.scoring import EvalResult, VerdictCache, score_runs
 from atc.evaluation.suite import BUILTIN, Suite, read_manifest, read_tasks_file
+from atc.model import configured_settings, make_client
+from atc.toolsets import collections_of
+from atc.workflows.replay import Recording, RecordingModel, ReplayModel
+from protocols.files import atomic_write
 
 if TYPE_CHECKING:
-    from atc.evaluation.judge import Judge
     from atc.model import ModelClient
     from sandbox.api import Toolset
 
@@ -37,8 +44,6 @@ def builtin_suite_path() -> Path:
 
 
 def _bench_root() -> Path | None:
-    from atc.config import bench_data
-
     return bench_data()
 
 
@@ -47,8 +52,6 @@ def load_suite(spec: str, *, tools: list[str] | None = None) -> Suite:
     ``atc.evaluation.readers``; PATH defaults to ``$ATC_BENCH_DATA``), a tasks ``.jsonl`` (with
     ``suite.json`` beside it, if any), a manifest ``.json``, or a folder holding ``suite.json``.
     ``tools`` (``--tools`` values) replace the suite's collections."""
-    from atc.evaluation.readers import packaged, read_suite_data, readers
-
     replace = bool(tools)
     name, sep, rest = spec.partition(":")
     if spec == BUILTIN:
@@ -81,8 +84,6 @@ def load_suite(spec: str, *, tools: list[str] | None = None) -> Suite:
             raise UsageError(f"no suite {spec!r}", hint=f"give a tasks .jsonl, a suite.json, '{BUILTIN}', or FORMAT:PATH "
                              f"with FORMAT one of: {', '.join(readers())}")
     if replace:
-        from atc.toolsets import collections_of
-
         suite.collections = collections_of(tools or [])
     return suite
 
@@ -117,10 +118,6 @@ def make_judge(settings: JudgeOptions, *, record: str | None = None, replay: str
     """The judge (None when none is configured). With ``replay``, a recording's judge answers
     (``DIR/judge/``) are used when they hold the judge asked for; any other judge is asked live
     (re-judging). With ``record``, the judge's answers are recorded there too."""
-    from atc.config import judge_settings
-    from atc.evaluation.judge import JUDGE_TEMPERATURE, Judge
-    from atc.workflows.replay import Recording
-
     if settings.votes < 1:
         raise UsageError("--judge-votes must be at least 1")
     if settings.structured not in ("auto", "function", "json"):
@@ -135,8 +132,6 @@ def make_judge(settings: JudgeOptions, *, record: str | None = None, replay: str
         recording = Recording(tape, "replay")
         recorded = {e["request"].get("model") for e in recording.model.entries() if isinstance(e.get("request"), dict)}
         if recorded and (configured.model is None or configured.model in recorded):
-            from atc.workflows.replay import ReplayModel
-
             client = ReplayModel(recording, model=configured.model)
     if client is not None:
         return Judge(client, votes=settings.votes, structured=settings.structured, retries=settings.retries)
@@ -145,13 +140,9 @@ def make_judge(settings: JudgeOptions, *, record: str | None = None, replay: str
     model = configured.model
 
     def make() -> ModelClient:
-        from atc.model import make_client
-
         live = make_client(model, base_url=configured.base_url,
                            temperature=JUDGE_TEMPERATURE if settings.votes > 1 else None)
         if record:
-            from atc.workflows.replay import RecordingModel
-
             return RecordingModel(live, Recording(Path(record).expanduser() / "judge", "record"))
         return live
 
@@ -162,9 +153,6 @@ def make_judge(settings: JudgeOptions, *, record: str | None = None, replay: str
 def check_judge(judge: Judge | None) -> None:
     """A judge that is not configured well enough to ask (no server): ``ConfigError`` now."""
     if judge is not None and judge.client is None:
-        from atc.config import judge_settings
-        from atc.model import configured_settings
-
         configured_settings(judge.name, base_url=judge_settings().base_url)
 
 
@@ -182,8 +170,6 @@ def _claim(out: Path, suite: Suite) -> None:
         return
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is not a directory")
-    from protocols.files import atomic_write
-
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(marker, json.dumps({"suite": suite.name, "tasks": len(suite.tasks), "source": suite.source,
                                      "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=2) + "\n")
@@ -194,8 +180,6 @@ def pending(suite: Suite, strategies: list[str], folder: Path | None) -> int:
     is not in the strategy's run file."""
     if folder is None:
         return len(suite.tasks) * len(strategies)
-    from atc.evaluation.runner import runs_file
-
     todo = 0
     for name in strategies:
         done: set[str] = set()
@@ -219,9 +203,6 @@ def evaluate(suite: Suite, settings: RunSettings | None = None, *, toolset: Tool
     """Run ``suite`` with every strategy of ``settings`` and score it (see the module docstring).
     ``toolset``: the tools (default: the suite's collections, with ``base_url``/``credentials``
     as the toolset says). Returns the scored result; with ``out`` every output is written there."""
-    from atc.evaluation.judge import Judge
-    from atc.evaluation.report import write_outputs
-
     settings = settings or RunSettings()
     settings.check()
     toolset = toolset or suite.toolset()
@@ -233,8 +214,6 @@ def evaluate(suite: Suite, settings: RunSettings | None = None, *, toolset: Tool
         # What would fail every task is said before anything is written (no --out folder is made
         # for an evaluation that cannot run): the model's configuration, then the judge's.
         if settings.client is None and not settings.replay:
-            from atc.model import configured_settings
-
             configured_settings(settings.model)
         check_judge(the_judge)
     if folder is not None:

@@ -36,9 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from atc.errors import UsageError
+from atc.evaluation.bfcl.reader import read_category
 from atc.evaluation.gold import parse_step, route_key
 from atc.evaluation.suite import EvalTask, Suite, TaskNote
+from protocols.building import collection_slug
+from protocols.loaders import load_spec
 from protocols.model import Collection, python_identifier, snake_case
+from protocols.toolbench import ToolBenchLoader
 
 __all__ = ["SuiteReader", "register_reader", "readers", "read_suite_data", "find_file", "sample_candidates",
            "CANDIDATES", "CANDIDATE_SEED", "packaged"]
@@ -132,8 +136,6 @@ def _gold_notes(tasks: list[EvalTask], collection: Collection) -> list[TaskNote]
 
 def _restbench(which: str) -> SuiteReader:
     def read(path: Path) -> Suite:
-        from protocols.loaders import load_spec
-
         dataset = find_file(path, [f"datasets/{which}.json", f"restbench/datasets/{which}.json", f"{which}.json"],
                             f"RestBench {which} dataset")
         data = _load_json(dataset)
@@ -240,8 +242,6 @@ def _api_to_tool(api: dict[str, Any], names: set[str], by_route: dict[tuple[str,
 
 def _toolflow(which: str) -> SuiteReader:
     def read(path: Path) -> Suite:
-        from protocols.toolbench import ToolBenchLoader
-
         rel = f"example_ToolFlow_data_v0/{which}.example.data.json"
         data_file = find_file(path, [rel, f"toolflow/{rel}", f"{which}.example.data.json"], f"ToolFlow {which} set")
         data = _load_json(data_file)
@@ -324,9 +324,6 @@ def _solvable_ids(query_file: Path) -> set[str] | None:
 
 
 def _toolbench(path: Path) -> Suite:
-    from protocols.building import collection_slug
-    from protocols.toolbench import ToolBenchLoader
-
     rows: list[tuple[str, dict[str, Any]]] = []
     for query_file in _query_files(path):
         data = _load_json(query_file)
@@ -392,8 +389,6 @@ register_reader("toolbench", _toolbench, "ToolBench / StableToolBench test queri
 
 def _bfcl(category: str) -> SuiteReader:
     def read(path: Path) -> Suite:
-        from atc.evaluation.bfcl.reader import read_category  # the bfcl room; it never imports this one
-
         return read_category(category, path)
 
     return read

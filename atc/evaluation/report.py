@@ -107,6 +107,7 @@ def markdown(result: EvalResult) -> str:
 def chart(result: EvalResult, path: Path) -> None:
     """Success, Path% and Prec% (left) and tokens per task (right), one group per strategy."""
     try:
+        # matplotlib: optional (atc[eval]), about 1 s to import; only the chart needs it
         import matplotlib
 
         matplotlib.use("Agg")

@@ -24,14 +24,22 @@ from typing import TYPE_CHECKING, Any
 
 from atc.errors import UsageError
 from atc.evaluation.gold import parse_step, route_key
+from atc.evaluation.metrics import unmeasured
+from atc.evaluation.mockhub import MockHub
 from atc.evaluation.suite import Suite
 from atc.retrieval.base import Hit, SearchResult
+from atc.strategies.registry import PRESET_STRATEGIES, PRESETS, choose, split_name
+from atc.workflows.batch import run_batch
+from atc.workflows.outfile import ResultLog
+from atc.workflows.tasks import Task
+from protocols.files import atomic_write
+from sandbox.api import Limits
 
 if TYPE_CHECKING:
     from atc.model import ModelClient
     from atc.strategies.registry import Choice
     from atc.workflows.jobs import Outcome
-    from sandbox.api import Backend, Limits, Toolset
+    from sandbox.api import Backend, Toolset
 
 __all__ = ["RunSettings", "CandidateRetriever", "Runs", "run_strategies", "resolve_tools", "runs_file",
            "DEFAULT_STRATEGY"]
@@ -76,8 +84,6 @@ class RunSettings:
     writes: str = "allow"
 
     def check(self) -> None:
-        from atc.strategies.registry import PRESET_STRATEGIES, PRESETS
-
         if self.preset is not None and self.preset not in PRESETS:
             raise UsageError(f"unknown preset {self.preset!r}", hint=f"presets: {', '.join(PRESETS)}")
         if not self.strategies:
@@ -98,8 +104,6 @@ class RunSettings:
     def choices(self) -> dict[str, Choice]:
         """Each strategy's settings, resolved once (``atc.strategies.registry.choose``); a bad name,
         preset, profile or setting is a ``UsageError`` now, before anything runs."""
-        from atc.strategies.registry import choose, split_name
-
         known = {split_name(name)[0] for name in self.strategies}
         stray = sorted(set(self.changes) - known)
         if stray:
@@ -150,9 +154,6 @@ def _drop_unmeasured(path: Path) -> int:
     """Take the lines of tasks that could not be measured (``metrics.unmeasured``) out of a run
     file, so that they run again; the file is rewritten whole and renamed. Returns how many."""
     import json
-
-    from atc.evaluation.metrics import unmeasured
-    from protocols.files import atomic_write
 
     try:
         data = path.read_bytes()
@@ -213,12 +214,6 @@ def run_strategies(suite: Suite, toolset: Toolset, settings: RunSettings, *, out
                    stop: threading.Event | None = None, on_outcome: OutcomeHook | None = None) -> Runs:
     """Run every strategy over the suite (see the module docstring); ``on_outcome(strategy, index,
     outcome)`` is called as each task finishes."""
-    from atc.evaluation.mockhub import MockHub
-    from atc.workflows.batch import run_batch
-    from atc.workflows.outfile import ResultLog
-    from atc.workflows.tasks import Task
-    from sandbox.api import Limits
-
     settings.check()
     stop = stop or threading.Event()
     api = settings.api or suite.api

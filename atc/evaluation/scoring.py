@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from atc.errors import AtcError
-from atc.evaluation.judge import PROTOCOL, Judge, Preference, Verdict
+from atc.evaluation.judge import JUDGE_TEMPERATURE, PROTOCOL, Judge, Preference, Verdict
 from atc.evaluation.metrics import (
     DEFINITIONS,
     LABELS,
@@ -32,6 +32,8 @@ from atc.evaluation.metrics import (
     unmeasured,
 )
 from atc.evaluation.suite import EvalTask, Suite
+from atc.workflows.executors import run_each
+from atc.workflows.outfile import ResultLog
 
 __all__ = ["VerdictCache", "EvalResult", "score_runs", "win_rate"]
 
@@ -40,8 +42,6 @@ class VerdictCache:
     """The judge's verdicts in ``DIR/judge.jsonl`` (or in memory without a directory)."""
 
     def __init__(self, path: Path | None, *, rejudge: bool = False) -> None:
-        from atc.workflows.outfile import ResultLog
-
         self.log = ResultLog(path) if path is not None else None
         self.rejudge = rejudge
         self._memory: dict[str, dict[str, Any]] = {}
@@ -124,8 +124,6 @@ _PROTOCOL_VERSION = "tooleval-2phase-votes-1"
 def _judge_all(judge: Judge, cache: VerdictCache, suite: Suite, scores: dict[str, list[TaskScore]],
                lines: dict[str, dict[str, dict[str, Any]]], concurrency: int, stop: threading.Event | None) -> list[str]:
     """Label every score (from the cache when it holds the same question); returns errors."""
-    from atc.workflows.executors import run_each
-
     tasks = {t.id: t for t in suite.tasks}
     todo: list[tuple[TaskScore, str, str]] = []
     for strategy, items in scores.items():
@@ -184,8 +182,6 @@ _RANK = {"solved": 2, "unsure": 1, "unsolved": 0}
 def win_rate(judge: Judge | None, cache: VerdictCache, suite: Suite, base: str, other: str,
              scores: dict[str, list[TaskScore]], concurrency: int, stop: threading.Event | None) -> dict[str, Any]:
     """ToolEval's win rate of ``other`` over ``base`` (see ``atc.evaluation.judge``)."""
-    from atc.workflows.executors import run_each
-
     tasks = {t.id: t for t in suite.tasks}
     order = {t.id: i for i, t in enumerate(suite.tasks)}
     mine = {s.id: s for s in scores.get(other, [])}
@@ -307,8 +303,6 @@ def score_runs(suite: Suite, strategies: list[str], lines: dict[str, dict[str, d
                      for other in strategies[1:]]
     judged = None
     if judge is not None:
-        from atc.evaluation.judge import JUDGE_TEMPERATURE
-
         judged = {"model": judge.model, "votes": judge.votes, "usage": dict(judge.usage), "structured": judge.mode,
                   "temperature": JUDGE_TEMPERATURE if judge.votes > 1 else 0.0, "retries": judge.retries,
                   "protocol": PROTOCOL}

@@ -29,12 +29,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from atc import examples
 from atc.errors import UsageError
 from atc.evaluation.gold import GoldStep, parse_step
+from atc.toolsets import collections_of
+from atc.workflows.jobs import Job
+from atc.workflows.tasks import bad_lines_error, parse_lines
+from sandbox.api import Toolset
 
 if TYPE_CHECKING:
     from protocols.model import Collection
-    from sandbox.api import Toolset
 
 __all__ = ["EvalTask", "Suite", "TaskNote", "parse_suite_lines", "read_tasks_file", "read_manifest", "BUILTIN"]
 
@@ -112,8 +116,6 @@ class Suite:
         self.notes = self._wide + [n.text() for n in self.task_notes]
 
     def toolset(self) -> Toolset:
-        from sandbox.api import Toolset
-
         if not self.collections:
             raise UsageError(f"suite {self.name!r} names no collections", hint="pass --tools SPEC (repeatable)")
         return Toolset(collections=list(self.collections))
@@ -122,8 +124,6 @@ class Suite:
         """The batch job that runs this suite's tasks (``atc.workflows.jobs.Job``); a reader's
         suite whose tasks run otherwise gives its own (BFCL: each task its tools, one run per
         user turn)."""
-        from atc.workflows.jobs import Job
-
         return Job(toolset, limits, **options)
 
     def head(self, limit: int | None) -> Suite:
@@ -177,8 +177,6 @@ def _task(obj: Any, number: int) -> EvalTask | str:
 def parse_suite_lines(lines: Sequence[str], source: str = "<suite>") -> list[EvalTask]:
     """The tasks of a suite's JSONL text; ``UsageError`` listing every bad line (nothing runs),
     as ``atc batch`` reads its input (``atc.workflows.tasks.parse_lines``)."""
-    from atc.workflows.tasks import bad_lines_error, parse_lines
-
     tasks, bad = parse_lines(lines, _task)
     if bad:
         raise bad_lines_error(source, bad, hint='each line is {"id": ..., "query": "...", "solution": '
@@ -215,8 +213,6 @@ def _tool_source(item: str, base: Path) -> str:
     spec, a relative path is relative to the manifest, anything else (a collection in the store,
     an MCP source) is kept as it is."""
     if item.startswith("example:"):
-        from atc import examples
-
         folder = examples.path(item.split(":", 1)[1])
         if folder.is_file():
             return str(folder)
@@ -248,8 +244,6 @@ def read_manifest(path: Path, *, load_tools: bool = True) -> Suite:
     tasks = read_tasks_file(base / doc["tasks"])
     collections = []
     if load_tools and tools:
-        from atc.toolsets import collections_of
-
         collections = collections_of([_tool_source(t, base) for t in tools])
     name = doc.get("name") if isinstance(doc.get("name"), str) else base.name
     return Suite(str(name), tasks, collections, api=api, description=str(doc.get("description") or ""),

@@ -109,6 +109,7 @@ _NUMERIC_FORMATS = {"int32": _int_range(32), "int64": _int_range(64)}
 
 
 def _format_checker() -> Any:
+    # jsonschema: about 100 ms to import; only a schema check needs it
     import jsonschema
 
     checker = jsonschema.FormatChecker(formats=())
@@ -122,6 +123,7 @@ def _format_checker() -> Any:
 def _validator_class() -> Any:
     global _CLASS
     if _CLASS is None:
+        # jsonschema: about 100 ms to import; only a schema check needs it
         import jsonschema
 
         def pattern(validator: Any, regex: Any, instance: Any, schema: Any) -> Any:

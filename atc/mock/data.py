@@ -31,6 +31,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from atc.mock.patterns import pattern_value
+
 __all__ = [
     "ID_SPACE_SIZE",
     "ANY_ENTITY",
@@ -417,8 +419,6 @@ class IdSpaces:
 def _one_string(r: random.Random, profile: IdProfile | None) -> str:
     """One string id meeting ``profile`` (its pattern within its length bounds when it can be
     generated, else base62 characters of a length inside the bounds)."""
-    from atc.mock.patterns import pattern_value
-
     lo = profile.min_length if profile and profile.min_length is not None else None
     hi = profile.max_length if profile and profile.max_length is not None else None
     if profile is not None and profile.pattern:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from atc.retrieval import base
+
 if TYPE_CHECKING:
     from atc.retrieval.base import Embedder, Hit, Retriever, SearchResult, factory, register, registered
 
@@ -30,7 +32,5 @@ __all__ = ["Embedder", "Hit", "Retriever", "SearchResult", "factory", "register"
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from atc.retrieval import base
-
         return getattr(base, name)
     raise AttributeError(f"module 'atc.retrieval' has no attribute {name!r}")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from atc import prompts
-from atc.errors import ModelError
+from atc.errors import ConfigError, ModelError, UsageError
 from atc.model import Completion, Message, ModelClient, ToolCallRequest
 from atc.retrieval.anytool_functions import (
     FUNCTIONS,
@@ -43,7 +43,9 @@ from atc.retrieval.anytool_functions import (
     schemas,
 )
 from atc.retrieval.base import Hit, SearchResult, register
+from atc.retrieval.select import corpus_tools, lexical_choice
 from protocols.model import Tool
+from protocols.render import render_full
 
 __all__ = ["AnyTool", "AnyToolSettings", "Agent", "make"]
 
@@ -344,8 +346,6 @@ class AnyTool:
         names = names_arg(args, "apis")
         if isinstance(names, str):
             return names
-        from protocols.render import render_full
-
         found, unknown = self._apis(agent, names[:MAX_DETAILS])
         parts = [render_full(t)[:1500] for t in found]
         if unknown:
@@ -390,12 +390,9 @@ class AnyTool:
             return SearchResult(hits, self.name, dict(self._usage), notes)
         if not fallback:
             return SearchResult([], self.name, dict(self._usage), notes + ["the pool is empty"])
-        from protocols.bm25 import search
-
-        found = search(self.query, self.tools, k=k)
+        found = lexical_choice(self.query, self.tools, k)
         notes.append("anytool: the agents added no API to the pool; BM25's choice instead")
-        return SearchResult([Hit(h.tool.collection, h.tool.name, h.score, h.tool.summary) for h in found],
-                            "bm25", dict(self._usage), notes)
+        return SearchResult(found.hits, "bm25", dict(self._usage), notes)
 
 
 def _zero() -> dict[str, int]:
@@ -406,9 +403,6 @@ def make(*, tools: Sequence[Tool] | None = None, client: ModelClient | None = No
          settings: AnyToolSettings | None = None, corpus: Any = None, home: Any = None, **_: Any) -> AnyTool:
     """The registry's factory (``--retriever anytool``): needs the tools (``tools``, or a retrieval
     ``corpus``) and a model client."""
-    from atc.errors import ConfigError, UsageError
-    from atc.retrieval.select import corpus_tools
-
     tools = corpus_tools(tools, corpus, home)
 
     if client is None:

@@ -12,9 +12,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from atc.config import atc_home
+from atc.errors import UsageError
 from atc.retrieval.base import Embedder, Retriever, SearchResult, factory
 from atc.retrieval.corpus import Corpus, MemoryCorpus
+from atc.retrieval.embedders import make_embedder
+from atc.retrieval.hybrid import stages_of
+from atc.retrieval.index import open_index, update_index
 from protocols.model import Tool
+from protocols.store import Store
 
 __all__ = ["make_retriever", "search", "search_store", "store_corpus", "load_builtins", "AUTO"]
 
@@ -34,8 +40,6 @@ def load_builtins() -> None:
 
 def store_corpus(home: Path, embedder: Embedder | None = None) -> Corpus:
     """The persistent index of the store in ``home``, brought up to date if the store changed."""
-    from atc.retrieval.index import open_index
-
     return open_index(home, embedder=embedder)
 
 
@@ -45,8 +49,6 @@ def make_retriever(name: str | None, corpus: Corpus, *, embedder: Embedder | Non
     (``client`` for the model-based ones...) go to the factory as keywords."""
     load_builtins()
     if name in (None, "", AUTO):
-        from atc.retrieval.embedders import make_embedder
-
         if embedder is None and getattr(corpus, "embedder", "") is None:
             # A stored index without vectors: BM25, without loading an embedding model at all.
             chosen = factory("bm25")(corpus=corpus, **options)
@@ -57,8 +59,6 @@ def make_retriever(name: str | None, corpus: Corpus, *, embedder: Embedder | Non
         emb = embedder or make_embedder()
         notes: list[str] = []
         if emb is not None:
-            from atc.retrieval.twostage import stages_of
-
             in_memory = isinstance(corpus, MemoryCorpus)
             if stages_of(corpus, emb) is not None:  # two stages: static vectors now, full ones as needed
                 return factory("hybrid")(corpus=corpus, embedder=emb, **options)
@@ -83,15 +83,11 @@ def search_store(query: str, k: int, retriever: str | None = None, *, home: Path
     search`` and the search server (server.py) run, so that their answers cannot drift apart.
     ``hybrid`` or ``dense`` by name over an index without their vectors embeds the tools first
     (``embed_progress(done, total)`` hears how it goes)."""
-    from protocols.store import Store
-
     store = Store(home)
     # The store's own index.json (800 KB at 17k tools) is not parsed when the retrieval index is
     # current: that is known from file stamps, and the index names the collections.
     if not (store.dir / "index.json").exists():
         return SearchResult(hits=[], retriever=retriever or "bm25"), True
-    from atc.retrieval.index import open_index
-
     corpus = open_index(home, store=store, embedder=embedder)
     if corpus.n == 0:
         return SearchResult(hits=[], retriever=retriever or "bm25"), not corpus.collections
@@ -108,13 +104,8 @@ def _embedded(home: Path, store: Any, corpus: Any, embedder: Embedder | None, pr
     """The index with the vectors of ``embedder`` (default: the configured one): a store imported
     with ``--no-embed``, or embedded by another model, is embedded now, once (cached vectors are
     reused), so that asking for the hybrid by name gives the hybrid."""
-    from atc.retrieval.embedders import make_embedder
-    from atc.retrieval.index import update_index
-
     emb = embedder or make_embedder(required=True)
     assert emb is not None
-    from atc.retrieval.twostage import stages_of
-
     if stages_of(corpus, emb) is not None or corpus.vectors(emb, compute=False) is not None:
         return corpus
     if progress is not None and getattr(progress, "embedder", False) is None:
@@ -144,9 +135,6 @@ def search(query: str, tools: Sequence[Tool] | Any = None, k: int = 5, retriever
     Raises:
         UsageError: an unknown retriever.
     """
-    from atc.config import atc_home
-    from atc.errors import UsageError
-
     if k < 1:
         raise UsageError("k must be at least 1")
     if not query or not query.strip():
@@ -154,6 +142,8 @@ def search(query: str, tools: Sequence[Tool] | Any = None, k: int = 5, retriever
     where = atc_home(home)
     if tools is None:
         return search_store(query, k, retriever, home=where, embedder=embedder, **options)[0]
+    # Lazy though it is atc's own: tools in memory need atc.toolsets, the spec loaders and sandbox's
+    # api (about 40 modules, 20-50 ms), which `atc tools search` over the store never uses.
     from atc.retrieval.inmemory import shared_corpus, tools_of
 
     corpus = shared_corpus(tools_of(tools), home=where)

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from atc.errors import UsageError
+
 if TYPE_CHECKING:
     import numpy
 
@@ -111,8 +113,6 @@ def factory(name: str) -> Callable[..., Retriever]:
     """The factory registered under ``name``; an unknown name is a ``UsageError`` listing the known ones."""
     make = _FACTORIES.get(name)
     if make is None:
-        from atc.errors import UsageError
-
         raise UsageError(f"unknown retriever {name!r}", hint=f"use one of: {', '.join(registered()) or '(none)'}")
     return make
 

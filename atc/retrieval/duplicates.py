@@ -3,7 +3,7 @@
 A store often holds the same operation twice: a collection and the copy ``atc probe`` wrote of it
 (response schemas and examples added), or one spec imported under two names. Ranked separately,
 the copies fill the first places with the same tool. Documents with the same ``Doc.protocol``
-(corpus.protocol_key: method, path template, name, group, description, parameter names) form a
+(doc.protocol_key: method, path template, name, group, description, parameter names) form a
 group, and a result shows each group once, at the place of its best-ranked copy, as the group's
 **shown copy**; the other copies' names come with the hit (``Hit.duplicates``).
 
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from atc.retrieval.corpus import Doc
+    from atc.retrieval.doc import Doc
 
 __all__ = ["groups", "collapse", "copies_of", "Groups"]
 

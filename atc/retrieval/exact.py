@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from atc.retrieval.embedders import VectorCache, embed_cached
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -38,6 +40,7 @@ STATIC = "static.f32"
 
 def mean_of_views(vectors: np.ndarray, counts: Sequence[int]) -> np.ndarray:
     """Each document's vector: the mean of its views' unit vectors (``counts`` views each, in order)."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
     import numpy as np
 
     sizes = np.asarray(counts, dtype=np.int64)
@@ -69,6 +72,7 @@ class ExactRows:
         self.computed = 0
 
     def _maps(self) -> tuple[Any, Any]:
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         if self._vectors is None:
@@ -82,6 +86,7 @@ class ExactRows:
 
     def missing(self, rows: Any = None) -> Any:
         """The rows (of ``rows``, default all) whose vectors are not there yet."""
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         _, flags = self._maps()
@@ -93,6 +98,7 @@ class ExactRows:
 
     def get(self, rows: Any, embedder: Embedder) -> np.ndarray:
         """The vectors of ``rows``, computing the missing ones with ``embedder``."""
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         rows = np.asarray(rows, dtype=np.int64)
@@ -111,8 +117,6 @@ class ExactRows:
     def compute(self, rows: Any, embedder: Embedder, progress: Progress | None = None) -> None:
         """Compute and keep the vectors of ``rows`` (tool texts: ``embed_documents``, with the
         vector cache)."""
-        from atc.retrieval.embedders import VectorCache, embed_cached
-
         rows = [int(r) for r in rows]
         if not rows:
             return
@@ -135,6 +139,7 @@ class ExactRows:
     def _write(self, rows: list[int], vectors: np.ndarray) -> bool:
         """Put computed rows into the generation's files (see the module doc); False when it
         cannot be written (then the caller keeps them in memory)."""
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         if self.folder is None:
@@ -186,6 +191,7 @@ class Stages:
     @classmethod
     def of(cls, static: np.ndarray, exact: ExactRows, groups: Any) -> Stages:
         """With ``groups`` (duplicates.py: ``(canon, ring)`` over the documents, or None)."""
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         if groups is None:
@@ -202,6 +208,7 @@ class Stages:
 
     def per_row(self, scores: np.ndarray) -> np.ndarray:
         """Document scores as row scores: each group takes its best copy's."""
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         if self.row_of is None:

@@ -23,6 +23,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from atc.config import embed_background
+from atc.retrieval.embedders import make_embedder
+from atc.retrieval.index import index_dir, open_index
+
 __all__ = ["spawn", "fill", "pending", "complete", "BATCH", "NICE", "INLINE"]
 
 #: tools per batch: the filler checks between batches whether its generation is still the live one
@@ -33,7 +37,7 @@ NICE = 10
 
 #: an import that leaves at most this many tools without their full vectors computes them itself
 #: (under a second with the fast encoder): the first search would need them all anyway, since a
-#: search short-lists that many (twostage.SHORT_LIST), and no process is left behind
+#: search short-lists that many (hybrid.SHORT_LIST), and no process is left behind
 INLINE = 64
 
 
@@ -61,12 +65,8 @@ def spawn(home: Path) -> int | None:
     ``ATC_EMBED_BACKGROUND=off``)."""
     import subprocess
 
-    from atc.config import embed_background
-
     if embed_background() == "off":
         return None
-    from atc.retrieval.index import index_dir
-
     folder = index_dir(home)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -83,9 +83,6 @@ def spawn(home: Path) -> int | None:
 def fill(home: Path, *, batch: int = BATCH, nice: int = NICE) -> int:
     """Compute every missing full vector of the live index of ``home``; the number computed.
     Returns at once (0) when another filler holds the lock."""
-    from atc.retrieval.embedders import make_embedder
-    from atc.retrieval.index import index_dir, open_index
-
     home = Path(home)
     folder = index_dir(home)
     try:

@@ -6,13 +6,31 @@ the ``POOL``-th best and the best, and the fused score is ``ALPHA * lexical + CH
 dense`` over the union of each side's top ``POOL``. The n-grams catch what whole words miss
 (``weatherforecast``, ``crypto`` against ``cryptocurrency``). The dense side takes, per tool,
 the best similarity to the whole query or to one of its sentences (a tool's vector is the mean
-of three views of it: corpus.doc_of, embedders.doc_vectors). Reciprocal-rank fusion is available
+of three views of it: doc.doc_of, embedders.doc_vectors). Reciprocal-rank fusion is available
 (``fusion="rrf"``) and was measured against it (benchmarks/RESULTS.md); the global settings below
 were chosen on the dev split of the public sets, never per data set.
 
-Every retriever ends with chain-aware expansion (the idea of ``protocols.bm25``): right after a
+Every retriever ends with chain-aware expansion (``protocols.bm25.DocInfo``): right after a
 hit that needs an entity's id (``/movie/{movie_id}/credits``) comes the best tool of the same
 collection that finds such ids without needing one (``/search/movie``), unless already shown.
+
+Two stages, for an embedder with a static first stage (the local model, static.py): stage one
+ranks every tool: BM25F, the character n-grams and the cosine of the tools' static vectors with
+the whole request's, fused as the one-stage hybrid fuses. Stage two
+takes its first ``SHORT_LIST`` tools and fuses again with the full model's similarities in place
+of the static ones: each tool's best similarity to one of the request's sentences, as the
+one-stage hybrid computes it, from tool vectors computed when a search first short-lists the tool
+(exact.py). The one-stage fusion maps the dense similarities to [0, 1] between the ``POOL``-th
+best of all tools and the best; stage two knows the full model's similarities of its short list
+only, so it takes the best among them, and estimates the ``POOL``-th best of all by a line fitted
+from the short list's static similarities to its full ones, applied to the ``POOL``-th best
+static similarity. The rest of stage one's ranking follows, below the short list.
+
+A corpus of at most ``SHORT_LIST`` tools gets every full similarity, and exactly the one-stage
+ranking. On the public sets, stage two after the static first stage stays within 0.003 nDCG@5 of
+the one-stage hybrid on the full model's vectors (benchmarks/RESULTS.md, issue #25). Which tools
+were short-listed depends on the request and the tools only, so a search gives the same answer
+whether the full vectors were computed before or by it.
 """
 
 from __future__ import annotations
@@ -22,13 +40,17 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from atc.retrieval.base import Embedder, Hit, SearchResult, register
-from atc.retrieval.corpus import Corpus
+from atc.retrieval.corpus import Corpus, MemoryCorpus
+from atc.retrieval.duplicates import as_groups, collapse, copies_of
+from atc.retrieval.embedders import make_embedder
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from atc.retrieval.exact import Stages
+
 __all__ = ["Bm25Retriever", "DenseRetriever", "HybridRetriever", "expand", "finish", "fuse_scores", "ALPHA", "CHARS",
-           "POOL", "RRF_K"]
+           "POOL", "RRF_K", "SHORT_LIST", "stages_of", "hybrid_two_stage", "dense_two_stage"]
 
 #: the weights of BM25F and of the character n-grams in the fused score (the embedder has the rest)
 ALPHA = 0.3
@@ -52,6 +74,7 @@ def _top(scores: dict[int, float], k: int) -> list[tuple[int, float]]:
 
 def _best(values: np.ndarray, depth: int) -> np.ndarray:
     """Indices of the ``depth`` largest values, best first (ties: the lower index first)."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
     import numpy as np
 
     idx = np.arange(len(values))
@@ -93,8 +116,6 @@ def expand(corpus: Corpus, ranked: Sequence[tuple[int, float]], k: int,
 def finish(corpus: Corpus, ranked: Sequence[tuple[int, float]], k: int, producers: bool = True) -> list[Hit]:
     """The hits of a ranking: copies of one tool shown once (duplicates.py), then chain-aware
     expansion, then the first ``k``."""
-    from atc.retrieval.duplicates import as_groups, collapse
-
     found = as_groups(corpus)
     ranked = collapse(found, ranked)
     top = expand(corpus, ranked, k, found[0] if found else None) if producers else ranked[:k]
@@ -102,9 +123,6 @@ def finish(corpus: Corpus, ranked: Sequence[tuple[int, float]], k: int, producer
 
 
 def _hits(corpus: Corpus, ranked: Sequence[tuple[int, float]], found: Any = None) -> list[Hit]:
-    from atc.retrieval.corpus import MemoryCorpus
-    from atc.retrieval.duplicates import copies_of
-
     in_memory = isinstance(corpus, MemoryCorpus)  # the store's tools are read only when asked for
     out = []
     for i, score in ranked:
@@ -119,6 +137,7 @@ def fuse_scores(lexical: np.ndarray, ngrams: np.ndarray, sims: np.ndarray, alpha
                 fusion: str = "score") -> list[tuple[int, float]]:
     """The first ``POOL`` of the fused ranking of three score arrays over the same documents
     (see the module doc), best first; ``fusion="rrf"``: reciprocal-rank fusion instead."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
     import numpy as np
 
     hit = np.flatnonzero(lexical)
@@ -152,6 +171,118 @@ def fuse_scores(lexical: np.ndarray, ngrams: np.ndarray, sims: np.ndarray, alpha
              + dense_w * np.maximum(sims[candidates] - dense_floor, 0.0) / span)
     order = np.lexsort((candidates, -fused))[:POOL]
     return [(int(candidates[j]), float(fused[j])) for j in order]
+
+
+#: tools that stage one hands to the full model (64 measured within 0.003 of one stage on every
+#: public set; 50 within 0.006, 80 within 0.002)
+SHORT_LIST = 64
+
+
+def stages_of(corpus: Any, embedder: Embedder) -> Stages | None:
+    """The corpus's two stages for ``embedder``, when both have them (else the one-stage path)."""
+    if getattr(embedder, "static", None) is None:
+        return None
+    get = getattr(corpus, "stages", None)
+    return get(embedder) if callable(get) else None
+
+
+def _floor(static_short: np.ndarray, exact_short: np.ndarray, static_floor: float) -> float:
+    """The full model's ``POOL``-th best similarity of all tools, estimated (see the module doc)."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
+    import numpy as np
+
+    low = float(exact_short.min())
+    if len(static_short) < 2 or float(np.ptp(static_short)) < 1e-9:
+        return low
+    slope, intercept = np.polyfit(static_short.astype(np.float64), exact_short.astype(np.float64), 1)
+    guess = float(slope * static_floor + intercept)
+    return guess if np.isfinite(guess) and guess < float(exact_short.max()) else low
+
+
+def _query_sims(embedder: Embedder, query: str, vectors: np.ndarray) -> np.ndarray:
+    """Each row's best similarity to one of the query's sentences (or to the query)."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
+    import numpy as np
+
+    texts = sentences(query) or [query]
+    q = np.asarray(embedder.embed(texts), dtype=np.float32)
+    sims: np.ndarray = (vectors @ q.T).max(axis=1) if len(texts) > 1 else vectors @ q[0]
+    return sims
+
+
+def hybrid_two_stage(stages: Stages, embedder: Embedder, query: str, lexical: np.ndarray, ngrams: np.ndarray,
+                     alpha: float, chars: float, fusion: str = "score") -> list[tuple[int, float]]:
+    """The ranking (documents, best first) for ``query`` given every document's BM25F and n-gram
+    scores."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
+    import numpy as np
+
+    lexical, ngrams = stages.per_row(lexical), stages.per_row(ngrams)
+    static_q = embedder.static.embed([query])[0]  # type: ignore[attr-defined]
+    static_sims = stages.static @ static_q
+    if stages.rows <= SHORT_LIST:  # every full similarity: the one-stage ranking
+        sims = _query_sims(embedder, query, stages.exact.get(np.arange(stages.rows), embedder))
+        return _docs(stages, fuse_scores(lexical, ngrams, sims, alpha, chars, fusion))
+    first = fuse_scores(lexical, ngrams, static_sims, alpha, chars, fusion)
+    short = np.asarray([i for i, _ in first[:SHORT_LIST]], dtype=np.int64)
+    sims = _query_sims(embedder, query, stages.exact.get(short, embedder))
+    dense_w = 1.0 - alpha - chars
+    lex_max = float(lexical.max()) if len(lexical) else 0.0
+    gram_max = float(ngrams.max()) if len(ngrams) else 0.0
+    if fusion == "rrf":
+        def ranks(values: np.ndarray) -> np.ndarray:
+            order = np.lexsort((short, -values))
+            out = np.empty(len(values))
+            out[order] = np.arange(len(values))
+            return out
+
+        fused = sum(w / (RRF_K + ranks(v) + 1) for w, v in ((alpha, lexical[short]), (chars, ngrams[short]),
+                                                             (dense_w, sims)) if w > 0)
+        fused = np.asarray(fused, dtype=np.float64)
+    else:
+        depth = min(POOL, stages.rows)
+        static_floor = float(np.partition(static_sims, stages.rows - depth)[stages.rows - depth])
+        best = float(sims.max())
+        floor = _floor(static_sims[short], sims, static_floor)
+        span = (best - floor) or 1.0
+        fused = (alpha * lexical[short] / (lex_max or 1.0) + chars * ngrams[short] / (gram_max or 1.0)
+                 + dense_w * np.maximum(sims - floor, 0.0) / span)
+    order = np.lexsort((short, -fused))
+    ranked = [(int(short[j]), float(fused[j])) for j in order]
+    return _docs(stages, _with_tail(ranked, first[SHORT_LIST:POOL]))
+
+
+def dense_two_stage(stages: Stages, embedder: Embedder, query: str, depth: int) -> list[tuple[int, float]]:
+    """The dense retriever's ranking: the first ``SHORT_LIST`` tools by static similarity,
+    ordered by the full model's, then the rest of the static order."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
+    import numpy as np
+
+    static_q = embedder.static.embed([query])[0]  # type: ignore[attr-defined]
+    static_sims = stages.static @ static_q
+    first = _best(static_sims, max(depth, SHORT_LIST))
+    short = first[:SHORT_LIST]
+    sims = _query_sims(embedder, query, stages.exact.get(short, embedder))
+    order = np.lexsort((short, -sims))
+    ranked = [(int(short[j]), float(sims[j])) for j in order]
+    tail = [(int(i), float(static_sims[i])) for i in first[SHORT_LIST:depth]]
+    return _docs(stages, _with_tail(ranked, tail))
+
+
+def _with_tail(ranked: list[tuple[int, float]], tail: Any) -> list[tuple[int, float]]:
+    """``ranked`` followed by ``tail`` in its order, each score below the one before it."""
+    out = list(ranked)
+    last = out[-1][1] if out else 0.0
+    for i, score in tail:
+        last = min(float(score), last - 1e-6)
+        out.append((int(i), last))
+    return out
+
+
+def _docs(stages: Stages, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    if stages.shown is None:
+        return ranked
+    return [(stages.doc(r), s) for r, s in ranked]
 
 
 class Bm25Retriever:
@@ -189,6 +320,7 @@ class DenseRetriever:
         intents, and one vector of all of them matches each tool weakly. The whole request of
         several sentences is not embedded as well: that doubled the cost of a long request for
         under 0.005 nDCG@5 on every public set (benchmarks/RESULTS.md, issue #25)."""
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         vectors = self.corpus.vectors(self.embedder)
@@ -200,8 +332,6 @@ class DenseRetriever:
         return sims
 
     def search(self, query: str, k: int = 5) -> SearchResult:
-        from atc.retrieval.twostage import dense_two_stage, stages_of
-
         stages = stages_of(self.corpus, self.embedder)
         if stages is not None:
             ranked = dense_two_stage(stages, self.embedder, query, max(k, POOL))
@@ -233,8 +363,6 @@ class HybridRetriever:
 
     def fused(self, query: str) -> list[tuple[int, float]] | None:
         """The fused ranking (documents, best first), or None when the corpus has no vectors."""
-        from atc.retrieval.twostage import hybrid_two_stage, stages_of
-
         stages = stages_of(self.corpus, self.embedder)
         if stages is not None:
             return hybrid_two_stage(stages, self.embedder, query, self.corpus.lexical.score_array(query),
@@ -246,6 +374,7 @@ class HybridRetriever:
                            self.chars, self.fusion)
 
     def _ngrams(self, query: str) -> np.ndarray:
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         if self.chars > 0:
@@ -270,8 +399,6 @@ def _embedder(options: dict[str, Any]) -> Embedder:
     given = options.get("embedder")
     if given is not None:
         return given  # type: ignore[no-any-return]
-    from atc.retrieval.embedders import make_embedder
-
     made = make_embedder(required=True)
     assert made is not None
     return made

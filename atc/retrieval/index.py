@@ -4,7 +4,7 @@ Layout under ``ATC_HOME/retrieval/``::
 
     CURRENT            the name of the live generation (replaced atomically: the switch)
     gen-<id>/meta.json  collections indexed (name -> store data file), document count, embedder
-    gen-<id>/docs.jsonl one document per line (corpus.Doc + its producer lists); docs.off: offsets
+    gen-<id>/docs.jsonl one document per line (doc.Doc + its producer lists); docs.off: offsets
     gen-<id>/postings.i32, weights.f32, lexical.json   the BM25F index (lexical.py)
     gen-<id>/grams.i32, grams.f32, grams.json   the character n-grams (chargrams.py), when an embedder ran
     gen-<id>/vectors.f32  the documents' vectors (mean of their views' unit vectors) (float32, row-major), when an embedder ran
@@ -39,9 +39,12 @@ from typing import TYPE_CHECKING, Any
 
 from atc.errors import AtcError
 from atc.retrieval.chargrams import CharGramIndex
-from atc.retrieval.corpus import Doc, docs_of, producer_lists
+from atc.retrieval.doc import Doc, docs_of, producer_lists
 from atc.retrieval.duplicates import groups
+from atc.retrieval.embedders import VectorCache, doc_vectors, make_embedder
+from atc.retrieval.exact import STATIC, ExactRows, Stages
 from atc.retrieval.lexical import LexicalIndex
+from atc.retrieval.stagebuild import write_stages
 from protocols.files import atomic_write
 from protocols.model import Tool
 from protocols.store import Store
@@ -51,11 +54,10 @@ if TYPE_CHECKING:
 
     from atc.retrieval.base import Embedder
     from atc.retrieval.embedders import Progress
-    from atc.retrieval.exact import Stages
 
 __all__ = ["StoreIndex", "update_index", "open_index", "index_dir"]
 
-#: 2: a document's vector is the mean of its views' vectors (corpus.Doc.dense_views)
+#: 2: a document's vector is the mean of its views' vectors (doc.Doc.dense_views)
 #: 3: the character n-gram index of the hybrid (chargrams.py) is written with the vectors
 #: 4: documents carry their protocol key and documentation score; copies are grouped (dups.i32)
 #: 5: an embedder with a static first stage (the local model) writes static.f32, and the full
@@ -187,9 +189,8 @@ class StoreIndex:
         if static is None or self.embedder != embedder.name or self.meta.get("static") != static.name:
             return None
         if self._stages is None:
+            # numpy: 60-120 ms to import, and a BM25-only search never needs it
             import numpy as np
-
-            from atc.retrieval.exact import STATIC, ExactRows, Stages
 
             rows, dim = int(self.meta["rows"]), int(self.meta["dim"])
             matrix = np.memmap(self.folder / STATIC, dtype="<f4", mode="r", shape=(rows, dim)) if rows \
@@ -206,6 +207,7 @@ class StoreIndex:
         if self.embedder != embedder.name or self.meta.get("static"):
             return None
         if self._vectors is None:
+            # numpy: 60-120 ms to import, and a BM25-only search never needs it
             import numpy as np
 
             path = self.folder / "vectors.f32"
@@ -283,8 +285,6 @@ def _open_index(home: Path, store: Store, embedder: Embedder | None, refresh: bo
 
 def _embedder_named(name: str) -> Embedder | None:
     """The embedder that built the live index, when it can be made again here (else vectors go)."""
-    from atc.retrieval.embedders import make_embedder
-
     try:
         candidate = make_embedder()
     except Exception:
@@ -386,14 +386,12 @@ def _write_generation(folder: Path, home: Path, docs: Sequence[Doc], collections
     stages: dict[str, Any] = {}
     if embedder is not None and docs:
         if getattr(embedder, "static", None) is not None:
-            from atc.retrieval.stagebuild import write_stages
-
-            stages = write_stages(folder, home, docs, canon if hidden else None, embedder, previous, progress,
-                                  previous_docs)
+            before = previous.stages(embedder) if previous is not None else None
+            stages = write_stages(folder, home, docs, canon if hidden else None, embedder, before,
+                                  previous_docs or (lambda: previous.all_docs() if previous is not None else []),
+                                  progress)
             dim = int(stages["dim"])
         else:
-            from atc.retrieval.embedders import VectorCache, doc_vectors
-
             vectors = doc_vectors(embedder, docs, VectorCache(home, embedder.name), progress=progress)
             dim = int(vectors.shape[1])
             (folder / "vectors.f32").write_bytes(vectors.astype("<f4").tobytes())

@@ -42,8 +42,15 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from atc.retrieval.corpus import MemoryCorpus, docs_of
+from atc.config import embed_background
+from atc.retrieval.corpus import MemoryCorpus
+from atc.retrieval.doc import docs_of
+from atc.retrieval.embedders import make_embedder
+from atc.retrieval.fill import BATCH
+from atc.retrieval.hybrid import SHORT_LIST
+from atc.toolsets import collections_of
 from protocols.model import Collection, Tool
+from sandbox.api import Toolset
 
 __all__ = ["shared_corpus", "tools_of", "clear", "fill_in_background", "MAX_CORPORA"]
 
@@ -132,9 +139,6 @@ def fill_in_background(corpus: MemoryCorpus) -> threading.Thread | None:
     stored index. Only for a corpus larger than a short list, with an embedder of two stages,
     unless ``ATC_EMBED_BACKGROUND=off``; it stops when the corpus leaves the cache. ``filled``
     (an event on the corpus) is set when it is done."""
-    from atc.config import embed_background
-    from atc.retrieval.twostage import SHORT_LIST
-
     done = threading.Event()
     corpus.filled = done
     if embed_background() == "off" or corpus.n <= SHORT_LIST:
@@ -143,9 +147,6 @@ def fill_in_background(corpus: MemoryCorpus) -> threading.Thread | None:
 
     def work() -> None:
         try:
-            from atc.retrieval.embedders import make_embedder
-            from atc.retrieval.fill import BATCH
-
             embedder = make_embedder()
             stages = corpus.stages(embedder) if embedder is not None else None
             if stages is None or embedder is None:
@@ -177,8 +178,6 @@ def tools_of(tools: Any) -> list[Tool]:
     """The ``Tool`` objects of what ``atc.search`` is given: tools, collections (what
     ``atc.load`` returns), a ``Toolset``, or anything ``tools=`` takes elsewhere (spec paths,
     stored collection names, MCP sources, Python functions), alone or in a list."""
-    from sandbox.api import Toolset
-
     if isinstance(tools, Toolset):
         return list(tools.tools.values())
     if isinstance(tools, Collection):
@@ -200,7 +199,5 @@ def tools_of(tools: Any) -> list[Tool]:
         else:
             others.append(item)
     if others:
-        from atc.toolsets import collections_of
-
         out.extend(t for c in collections_of(others) for t in c.tools)
     return out

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from atc.retrieval.corpus import FIELDS, Doc
+from atc.retrieval.doc import FIELDS, Doc
 from protocols.bm25 import tokenize
 
 __all__ = ["LexicalIndex", "K1", "B"]
@@ -179,6 +179,7 @@ class LexicalIndex:
         With numpy already loaded (a long-lived process, the hybrid), the postings are added as
         arrays; otherwise in plain Python, which beats paying numpy's import for one query."""
         if sys.modules.get("numpy") is not None:
+            # numpy: 60-120 ms to import, and a BM25-only search never needs it
             import numpy as np
 
             arr = self.score_array(query)
@@ -192,6 +193,7 @@ class LexicalIndex:
 
     def score_array(self, query: str) -> Any:
         """Every document's score as a float64 numpy array (0 where no query term occurs)."""
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         if self._np is None:

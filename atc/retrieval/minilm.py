@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from atc.errors import ConfigError
-from atc.retrieval.embedders import INSTALL_HINT, model_dir
+from atc.retrieval.weights import INSTALL_HINT, model_dir
 from atc.retrieval.wordpiece import WordPiece, vocabulary
 
 __all__ = ["MiniLM", "read_safetensors"]
@@ -233,6 +233,7 @@ class MiniLM:
         one-query process more than the query's embedding. Both give the same ids."""
         if len(texts) > _PLAIN_TEXTS and self._fast is None:
             try:
+                # tokenizers (optional, atc[embed]): only a batch of texts to tokenise needs it
                 from tokenizers import Tokenizer
             except ImportError:
                 pass

@@ -31,6 +31,7 @@ def build_model(weights: dict[str, np.ndarray]) -> Any:
     """The ``onnx.ModelProto`` of the encoder: inputs ``input_ids`` and ``attention_mask``
     (int32, ``[batch, tokens]``, padded on the right), output ``embedding`` (``[batch, 384]``,
     unit rows)."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
@@ -109,6 +110,7 @@ def build_model(weights: dict[str, np.ndarray]) -> Any:
 
 
 def write_model(weights: dict[str, np.ndarray], path: Path) -> None:
+    # onnx: optional (atc[onnx]); only writing the encoder's graph, once per machine, needs it
     import onnx
 
     onnx.save_model(build_model(weights), str(path))
@@ -120,6 +122,7 @@ def quantize(source: Path, target: Path) -> None:
     per channel by 0.994); the activations are quantised per product at run time."""
     import logging
 
+    # onnx: optional (atc[onnx]); only writing the encoder's graph, once per machine, needs it
     from onnx import TensorProto
     from onnxruntime.quantization import QuantType, quantize_dynamic
 

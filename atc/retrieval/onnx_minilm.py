@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atc.errors import ConfigError
-from atc.retrieval.embedders import INSTALL_HINT, model_dir
+from atc.retrieval.onnx_graph import quantize, write_model
+from atc.retrieval.weights import INSTALL_HINT, model_dir
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,8 +87,8 @@ def prepared_model(models: Path, precision: str) -> Path:
         try:
             if target.is_file():  # written by another process while this one waited
                 return target
+            # lazy: minilm imports numpy (about 60 ms); only building the graph, once per machine, needs it
             from atc.retrieval.minilm import read_safetensors
-            from atc.retrieval.onnx_graph import quantize, write_model
 
             with tempfile.TemporaryDirectory(dir=models, prefix=".build-") as tmp:
                 fp32 = Path(tmp) / "model.onnx"
@@ -117,6 +118,7 @@ class OnnxMiniLM:
 
     def __init__(self, models: Path, precision: str = "int8", *, threads: int = 0, batch_tokens: int = 4096) -> None:
         try:
+            # onnxruntime: optional (atc[onnx]), about 250 ms to import; only the fast encoder needs it
             import onnxruntime as ort
             from tokenizers import Tokenizer
         except ImportError as exc:
@@ -139,6 +141,7 @@ class OnnxMiniLM:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors, one row per text (float32)."""
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         out = np.zeros((len(texts), self.dim), dtype=np.float32)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from atc import prompts
 from atc.errors import ModelError
 from atc.model import ModelClient
 from protocols.files import atomic_write
@@ -122,8 +123,6 @@ def generate(tools: Sequence[Tool], client: ModelClient, store: QueryStore, *, p
     in ``errors``; tools left out by the model's answer or not sent count as ``failed`` (tried
     again next time). ``usage`` counts the answered requests (a failed one raised before its
     usage was known)."""
-    from atc import prompts
-
     report = GenerationReport()
     todo: dict[str, Tool] = {}
     for tool in tools:

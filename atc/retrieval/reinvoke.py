@@ -22,10 +22,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from atc import prompts
+from atc.config import atc_home
 from atc.errors import ModelError
 from atc.model import ModelClient
 from atc.retrieval.base import Embedder, Hit, SearchResult, register
 from atc.retrieval.queries import QueryStore, document_hash, generate, tool_document
+from atc.retrieval.select import corpus_tools
+from protocols.bm25 import tokenize
 from protocols.model import Tool
 
 __all__ = ["ReInvoke", "extract_intents", "merge_intents", "make"]
@@ -64,13 +68,10 @@ def merge_intents(per_intent: Sequence[dict[int, float]], k: int) -> list[tuple[
 
 class ViewIndex:
     """Okapi BM25 over the views, with every posting list built once: a Re-Invoke retriever
-    answers many queries over the same views (``protocols.bm25.BM25Index`` builds postings per
-    query term on first use, which suits one query over a fresh tool set)."""
+    answers many queries over the same views."""
 
     def __init__(self, texts: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> None:
         from collections import Counter
-
-        from protocols.bm25 import tokenize
 
         self.k1, self.b = k1, b
         self.postings: dict[str, list[tuple[int, int]]] = {}
@@ -86,8 +87,6 @@ class ViewIndex:
 
     def scores(self, query: str) -> dict[int, float]:
         import math
-
-        from protocols.bm25 import tokenize
 
         acc: dict[int, float] = {}
         for term in set(tokenize(query)):
@@ -146,8 +145,6 @@ class ReInvoke:
         if self.client is None:
             notes.append("no model: the request is its own only intent")
             return [query]
-        from atc import prompts
-
         try:
             completion = self.client.complete([{"role": "user", "content": prompts.render("reinvoke_intents",
                                                                                           query=query)}])
@@ -162,6 +159,7 @@ class ReInvoke:
     def scores(self, intents: Sequence[str], views: list[tuple[int, str]]) -> list[dict[int, float]]:
         """Per intent, each tool's best score over its views (tools matching nothing left out)."""
         if self.embedder is not None:
+            # numpy: 60-120 ms to import, and a BM25-only search never needs it
             import numpy as np
 
             if self._matrix is None:
@@ -197,9 +195,6 @@ class ReInvoke:
 def make(*, tools: Sequence[Tool] | None = None, client: ModelClient | None = None, embedder: Embedder | None = None,
          home: str | Path | None = None, per_tool: int = 5, corpus: Any = None, **_: Any) -> ReInvoke:
     """The registry's factory (``--retriever reinvoke``): over ``tools``, or a retrieval ``corpus``."""
-    from atc.config import atc_home
-    from atc.retrieval.select import corpus_tools
-
     return ReInvoke(corpus_tools(tools, corpus, home), client=client, embedder=embedder, home=atc_home(home), per_tool=per_tool)
 
 

@@ -14,10 +14,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from atc import prompts
+from atc.config import atc_home
 from atc.retrieval.base import Retriever, SearchResult, factory
+from atc.retrieval.corpus import MemoryCorpus
+from atc.retrieval.hybrid import Bm25Retriever
 from protocols.model import Tool
+from protocols.render import render_compact
+from protocols.store import Store
 
-__all__ = ["build", "select", "reopen", "is_broken", "reopened_text", "corpus_tools"]
+__all__ = ["build", "select", "reopen", "is_broken", "reopened_text", "corpus_tools", "lexical_choice"]
 
 #: A 404 only means "broken" when the server says the route itself does not exist (a 404 for an
 #: unknown id is the program's mistake, not the tool's).
@@ -34,8 +40,6 @@ def build(retriever: str | Retriever, *, tools: Sequence[Tool], client: Any = No
     """A retriever object: ``retriever`` itself, or the registered one of that name built over ``tools``."""
     if not isinstance(retriever, str):
         return retriever
-    from atc.config import atc_home
-
     return factory(retriever)(tools=list(tools), client=client, home=atc_home(home), **options)
 
 
@@ -48,9 +52,6 @@ def corpus_tools(tools: Sequence[Tool] | None, corpus: Any, home: str | Path | N
     out: list[Tool | None] = [corpus.tool(i) for i in range(corpus.n)]
     missing = [i for i, t in enumerate(out) if t is None]
     if missing:
-        from atc.config import atc_home
-        from protocols.store import Store
-
         store = Store(atc_home(home))
         loaded: dict[str, dict[str, Tool]] = {}
         for i in missing:
@@ -59,6 +60,12 @@ def corpus_tools(tools: Sequence[Tool] | None, corpus: Any, home: str | Path | N
                 loaded[doc.collection] = {t.name: t for t in store.get(doc.collection).tools}
             out[i] = loaded[doc.collection].get(doc.name)
     return [t for t in out if t is not None]
+
+
+def lexical_choice(query: str, tools: Sequence[Tool], k: int) -> SearchResult:
+    """BM25F's first ``k`` of ``tools``, with chain-aware expansion: what a search that found
+    nothing falls back on (it needs no model and no index)."""
+    return Bm25Retriever(MemoryCorpus(tools)).search(query, k)
 
 
 def _tools_of(result: SearchResult, everything: Sequence[Tool]) -> list[Tool]:
@@ -72,9 +79,8 @@ def select(query: str, everything: Sequence[Tool], retriever: Retriever, k: int)
     result = retriever.search(query, k)
     tools = _tools_of(result, everything)
     if not tools:
-        from protocols.bm25 import search
-
-        tools = [h.tool for h in search(query, everything, k=k)] or list(everything)[:k]
+        tools = [h.tool for h in lexical_choice(query, everything, k).hits if h.tool is not None] \
+            or list(everything)[:k]
         result.notes.append(f"{result.retriever} returned no known tool; BM25's choice instead")
     return tools, result
 
@@ -117,9 +123,6 @@ def reopen(retriever: Retriever, error: dict[str, Any] | None, blamed: str | Non
 
 def reopened_text(before: Sequence[Tool], after: Sequence[Tool]) -> str:
     """The note for the model's next prompt: what was dropped, and the tool set now shown."""
-    from atc import prompts
-    from protocols.render import render_compact
-
     now = {t.name for t in after}
     gone = [t.name for t in before if t.name not in now]
     dropped = f"These tools were removed: {', '.join(gone)}. " if gone else ""

@@ -36,7 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from atc.config import search_server_idle
+from atc.errors import AtcError, UsageError
+from atc.retrieval.api import search_store
 from atc.retrieval.base import SearchResult
+from atc.retrieval.embedders import make_embedder
 from atc.retrieval.warm import LLM_FREE, MAX_LINE, PROTOCOL, exchange, socket_path, spawn
 
 __all__ = ["ServerInfo", "start", "stop", "status", "serve", "main"]
@@ -107,9 +111,6 @@ class _Searcher:
     index (kept per file version by store.py and index.py, brought up to date when they change)."""
 
     def __init__(self, home: Path) -> None:
-        from atc.errors import AtcError
-        from atc.retrieval.embedders import make_embedder
-
         self.home = home
         try:
             self.embedder = make_embedder()
@@ -120,9 +121,6 @@ class _Searcher:
             resident()
 
     def search(self, query: str, k: int, retriever: str | None) -> tuple[SearchResult, bool]:
-        from atc.errors import UsageError
-        from atc.retrieval.api import search_store
-
         if k < 1 or not query.strip():
             raise UsageError("bad request")
         # The command's own code path (nothing passed that the command does not pass).
@@ -144,8 +142,6 @@ def _read_line(conn: socket.socket) -> bytes:
 def serve(home: Path, *, idle: float | None = None) -> int:
     """Answer searches of the store in ``home`` until idle for ``idle`` seconds, asked to stop, or
     the store's folder is gone. Returns the exit code (0; 1 when the socket could not be bound)."""
-    from atc.config import search_server_idle
-
     home = Path(home)
     idle = search_server_idle() if idle is None else idle
     path = socket_path(home)

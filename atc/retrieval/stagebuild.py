@@ -13,13 +13,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from atc.retrieval.embedders import VectorCache, text_hash
+from atc.retrieval.exact import FLAGS, STATIC, VECTORS, Stages, mean_of_views
+
 if TYPE_CHECKING:
     import numpy as np
 
     from atc.retrieval.base import Embedder
-    from atc.retrieval.corpus import Doc
+    from atc.retrieval.doc import Doc
     from atc.retrieval.embedders import Progress
-    from atc.retrieval.index import StoreIndex
 
 __all__ = ["write_stages", "static_rows", "STATIC_STEP"]
 
@@ -29,9 +31,8 @@ STATIC_STEP = 2048
 
 def static_rows(static: Embedder, views: Sequence[Sequence[str]], progress: Progress | None = None) -> np.ndarray:
     """The static vector of each document (the mean of its views'), in steps of ``STATIC_STEP``."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
     import numpy as np
-
-    from atc.retrieval.exact import mean_of_views
 
     out = np.zeros((len(views), static.dim), dtype=np.float32)
     if progress is not None and len(views):
@@ -45,10 +46,9 @@ def static_rows(static: Embedder, views: Sequence[Sequence[str]], progress: Prog
     return out
 
 
-def _previous_rows(previous: StoreIndex | None, embedder: Embedder,
+def _previous_rows(stages: Stages | None,
                    previous_docs: Callable[[], list[Doc]]) -> tuple[dict[tuple[str, ...], int], Any, Any, Any]:
     """The previous generation's rows by their documents' views: (key -> row, static, vectors, flags)."""
-    stages = previous.stages(embedder) if previous is not None else None
     if stages is None or not stages.rows:
         return {}, None, None, None
     docs = previous_docs()
@@ -58,22 +58,21 @@ def _previous_rows(previous: StoreIndex | None, embedder: Embedder,
 
 
 def write_stages(folder: Path, home: Path, docs: Sequence[Doc], canon: Sequence[int] | None, embedder: Embedder,
-                 previous: StoreIndex | None, progress: Progress | None = None,
-                 previous_docs: Callable[[], list[Doc]] | None = None) -> dict[str, Any]:
+                 previous: Stages | None, previous_docs: Callable[[], list[Doc]],
+                 progress: Progress | None = None) -> dict[str, Any]:
     """Write ``static.f32``, ``vectors.f32`` and ``exact.u8`` into a fresh generation; the meta
-    fields of the two stages (``static``, ``rows``, ``dim``, ``exact``: rows with full vectors)."""
+    fields of the two stages (``static``, ``rows``, ``dim``, ``exact``: rows with full vectors).
+    ``previous``: the stages of the generation before (its rows are reused where the views are
+    the same), with ``previous_docs`` its documents."""
+    # numpy: 60-120 ms to import, and a BM25-only search never needs it
     import numpy as np
-
-    from atc.retrieval.embedders import VectorCache, text_hash
-    from atc.retrieval.exact import FLAGS, STATIC, VECTORS, mean_of_views
 
     static = embedder.static  # type: ignore[attr-defined]
     dim = int(static.dim)
     shown = [i for i in range(len(docs)) if canon is None or canon[i] == i]
     views = [list(docs[i].views) for i in shown]
     keys = [tuple(v) for v in views]
-    old_keys, old_static, old_vectors, old_flags = _previous_rows(
-        previous, embedder, previous_docs or (lambda: previous.all_docs() if previous is not None else []))
+    old_keys, old_static, old_vectors, old_flags = _previous_rows(previous, previous_docs)
     old_rows = [old_keys.get(k, -1) for k in keys]
     static_out = np.zeros((len(shown), dim), dtype=np.float32)
     exact_out = np.zeros((len(shown), dim), dtype=np.float32)

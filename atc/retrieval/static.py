@@ -31,8 +31,11 @@ from typing import Any
 import numpy as np
 
 from atc.errors import ConfigError
-from atc.retrieval.embedders import INSTALL_HINT, model_dir
+from atc.retrieval.minilm import TableRows, read_safetensors
+from atc.retrieval.onnx_minilm import weights_key
+from atc.retrieval.weights import INSTALL_HINT, model_dir
 from atc.retrieval.wordpiece import WordPiece, vocabulary
+from protocols.files import atomic_write
 
 __all__ = ["StaticEmbedder", "STATIC_VERSION"]
 
@@ -50,8 +53,6 @@ class StaticEmbedder:
     dim = 384
 
     def __init__(self, folder: Path | None = None, *, models: Path | None = None) -> None:
-        from atc.retrieval.minilm import TableRows, read_safetensors
-
         folder = folder or model_dir()
         if folder is None:
             raise ConfigError("the local embedding model is not installed", hint=INSTALL_HINT)
@@ -100,8 +101,6 @@ class StaticEmbedder:
         center: np.ndarray = np.asarray(self._table, dtype=np.float32).mean(axis=0, dtype=np.float64).astype("<f4")
         if path is not None:
             try:
-                from protocols.files import atomic_write
-
                 path.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write(path, center.tobytes())
             except OSError:  # a folder we cannot write: computed again next time, nothing lost
@@ -112,8 +111,6 @@ class StaticEmbedder:
     def _center_path(self) -> Path | None:
         if self._models is None:
             return None
-        from atc.retrieval.onnx_minilm import weights_key
-
         return Path(self._models) / f"all-MiniLM-L6-v2-{weights_key(self._folder / 'model.safetensors')}-center.f32"
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
@@ -131,6 +128,7 @@ class StaticEmbedder:
             with self._lock:
                 if self._fast is None:
                     try:
+                        # tokenizers (optional, atc[embed]): only a batch of texts to tokenise needs it
                         from tokenizers import Tokenizer
                     except ImportError:
                         self._fast = False

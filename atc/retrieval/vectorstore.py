@@ -58,6 +58,7 @@ class VectorCache:
 
     def _records(self) -> tuple[dict[bytes, int], Any, int]:
         """The index of hashes, the file's records as a structured array (or None) and its dim."""
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         if self._legacy.exists() and not self.path.exists():
@@ -96,6 +97,7 @@ class VectorCache:
     def _scan(records: Any, keys: dict[bytes, int], seen: int, count: int) -> int:
         """Add records ``seen``..``count`` to ``keys``; returns where the next scan starts (a
         record still being written, its hash zeros, at the end)."""
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         blob = np.ascontiguousarray(records["h"][seen:count]).tobytes()
@@ -119,6 +121,7 @@ class VectorCache:
 
     def put(self, hashes: Sequence[bytes], vectors: np.ndarray) -> None:
         """Add the vectors of ``hashes`` that the cache does not hold yet."""
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         if not len(hashes):
@@ -164,6 +167,7 @@ class VectorCache:
 
     def _replace(self, hashes: Sequence[bytes], vectors: np.ndarray) -> None:
         """A new file of this vector length in place of the old one (readers keep the old map)."""
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         dim = int(vectors.shape[1])
@@ -176,6 +180,7 @@ class VectorCache:
 
     def _migrate(self) -> None:
         """The vectors of the ``.npy`` file of atc before issue #25, moved into the new file once."""
+        # numpy: 60-120 ms to import, and a BM25-only search never needs it
         import numpy as np
 
         try:

@@ -23,6 +23,8 @@ try:
     from _blake2 import blake2b
 except ImportError:  # pragma: no cover
     from hashlib import blake2b
+import atc
+from atc.config import embed_runtime, embed_settings, temp_dir
 
 __all__ = ["LLM_FREE", "PROTOCOL", "MAX_LINE", "socket_path", "private_dir", "exchange", "ask", "spawn"]
 
@@ -38,8 +40,6 @@ _MAX_PATH = 104
 def _code_stamp() -> str:
     """The version of the code that answers: the newest change among the modules a search runs
     (an upgrade or an edit of atc never reaches a server started by the old code)."""
-    import atc
-
     root = Path(atc.__file__).parent
     newest = 0
     for folder in (root, root / "retrieval", root.parent / "protocols"):
@@ -55,8 +55,6 @@ def _code_stamp() -> str:
 
 def _fingerprint(home: Path) -> str:
     """One store, one interpreter, one version of the code, one embedder configuration."""
-    from atc.config import embed_runtime, embed_settings
-
     emb = embed_settings()
     key = blake2b(digest_size=10)
     # The API key only enters the hash, never the name (a different key is a different server).
@@ -73,8 +71,6 @@ def _fingerprint(home: Path) -> str:
 def private_dir() -> Path | None:
     """``$TMPDIR/atc-UID`` (``/tmp`` without TMPDIR), made with mode 0700; None when it exists
     but is not this user's own, or is open to others (then no server is used at all)."""
-    from atc.config import temp_dir
-
     uid = getattr(os, "getuid", lambda: None)()
     if uid is None or not hasattr(_sock, "AF_UNIX"):  # no users or no Unix sockets here: no server
         return None

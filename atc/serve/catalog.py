@@ -23,7 +23,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from atc.config import atc_home
 from atc.errors import UsageError
+from atc.retrieval.api import make_retriever
+from atc.retrieval.corpus import MemoryCorpus
 from protocols.model import Tool
 from protocols.render import purpose, render_compact, render_full
 from sandbox.api import Toolset
@@ -94,10 +97,6 @@ class Catalog:
         """The retriever over the served tools, made on first use (``warm`` makes it sooner)."""
         with self._lock:
             if self._finder is None:
-                from atc.config import atc_home
-                from atc.retrieval.api import make_retriever
-                from atc.retrieval.corpus import MemoryCorpus
-
                 corpus = MemoryCorpus(list(self.toolset.tools.values()), home=atc_home())
                 name = self.retriever_name
                 if name in (None, "auto") and len(self.toolset.tools) <= LISTING_MAX_TOOLS:

@@ -43,6 +43,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from atc.errors import UsageError
+from atc.serve import sessions as mcp_sessions  # its IDLE_SECONDS is read when a server starts
 from atc.serve.hosts import HostCheck, is_loopback
 from atc.serve.sessions import SCOPE_CLIENT, SCOPE_SESSION
 
@@ -200,6 +201,7 @@ class Guard:
 def _authenticate(scope: Scope, client: str) -> None:
     """Tell the SDK (which then serves a session only to the client that opened it) and atc's
     handlers who the client is: the name of its token's variable, never the token."""
+    # the MCP SDK: optional (atc[mcp]), over a second to import; only `atc serve` needs it
     from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
     from mcp.server.auth.provider import AccessToken
 
@@ -249,15 +251,14 @@ def bind(host: str, port: int) -> socket.socket:
 def listen(server: AtcServer, sock: socket.socket, tokens: Mapping[str, str], hosts: HostCheck) -> None:
     """Serve MCP at ``/mcp`` on ``sock`` until SIGINT/SIGTERM (blocking), for the clients of
     ``tokens`` (variable name -> token), to requests naming the ``hosts``."""
+    # uvicorn and the MCP SDK: optional (atc[mcp]), over a second to import; only `atc serve --http`
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
-
-    from atc.serve.sessions import IDLE_SECONDS
 
     # Host and Origin are checked by the guard, for every bind address; the SDK's own check (on
     # three loopback names only) would refuse the names of --allow-host.
     app = server.streamable_http_app(
-        streamable_http_path=PATH, host=sock.getsockname()[0], session_idle_timeout=IDLE_SECONDS,
+        streamable_http_path=PATH, host=sock.getsockname()[0], session_idle_timeout=mcp_sessions.IDLE_SECONDS,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     config = uvicorn.Config(Guard(app, tokens, server, hosts), log_config=None, log_level="warning",
                             access_log=False, lifespan="on", timeout_graceful_shutdown=5)

@@ -26,6 +26,7 @@ from protocols.model import Tool
 from protocols.render import render_compact
 from protocols.writes import is_write
 from sandbox.api import Limits, Toolset
+from sandbox.gateway import Gateway
 from sandbox.writes.gate import WriteGate
 
 __all__ = ["ProxyReply", "input_schema", "description", "read_only", "call"]
@@ -66,8 +67,6 @@ def _gateway_of(state: Any, toolset: Toolset, limits: Limits) -> _SessionGateway
     """The session's proxy gateway (made on its first proxied call; ``state`` is a ``SessionState``)."""
     with state.lock:
         if state.proxy is None:
-            from sandbox.gateway import Gateway
-
             # The budgets are counted by Sessions.take_call/end_call; the gateway's own counter only
             # needs to never refuse first.
             state.proxy = _SessionGateway(Gateway(toolset, Limits(

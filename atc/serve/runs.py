@@ -32,6 +32,7 @@ from atc.reflection import describe_error, tool_response
 from protocols.render import render_full
 from sandbox.api import ExecutionResult, Limits, Toolset
 from sandbox.cancel import Cancel, cancellable
+from sandbox.execute import run
 
 if TYPE_CHECKING:
     from sandbox.api import Backend
@@ -152,8 +153,6 @@ def static_check(program: str, toolset: Toolset) -> RunAnswer | None:
 def execute(program: str, toolset: Toolset, limits: Limits, backend: Backend, token: Cancel,
             tap: ProgressTap | None = None) -> ExecutionResult:
     """Run ``program`` (blocking; in a worker thread). ``token.cancel()`` from elsewhere stops it."""
-    from sandbox.execute import run
-
     if tap is not None:
         toolset = dataclasses.replace(toolset, taps=(tap, *toolset.taps))
     with cancellable(token):

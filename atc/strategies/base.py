@@ -34,16 +34,19 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from atc import prompts, tracing
 from atc.errors import ModelBudget, ModelError
 from atc.model import Completion, Message
+from atc.sessions import session
 from atc.strategies.meter import Meter
 from protocols.model import Tool
 from sandbox.api import Backend, ExecutionResult, Limits, ToolCall, Toolset
+from sandbox.execute import prepare, run
+from sandbox.gateway import Gateway
 
 if TYPE_CHECKING:
     from atc.answers import AnswerSpec
     from atc.retrieval.base import Retriever
     from atc.sessions import Session
     from sandbox.execute import Pending
-    from sandbox.gateway import CallOutcome, Gateway
+    from sandbox.gateway import CallOutcome
 
 __all__ = ["Strategy", "Episode", "Outcome", "Step", "StepHook", "FAILURE_KINDS", "SANDBOX_LIMITS", "call_failure",
            "run_failure", "error_dict", "model_stop"]
@@ -214,8 +217,6 @@ class Episode:
         """Start getting the sandbox ready in the background (a strategy that runs programs is
         started with it, so that the sandbox's start overlaps the model's first answer)."""
         if self._pending is None:
-            from sandbox.execute import prepare
-
             self._pending = prepare(self.sandbox, self.limits)
 
     def backend(self) -> Backend:
@@ -225,8 +226,6 @@ class Episode:
 
     def run_program(self, program: str) -> ExecutionResult:
         """Run ``program`` in the sandbox (an ``atc.sandbox.run`` span); its calls are logged."""
-        from sandbox.execute import run
-
         backend = self.backend()
         with tracing.span("atc.sandbox.run", {"atc.sandbox": getattr(backend, "name", None)}) as current:
             result = run(program, self.toolset, self.limits, sandbox=backend)
@@ -244,8 +243,6 @@ class Episode:
         """The episode's gateway for direct calls (made on first use; its call budget is the
         episode's)."""
         if self._gateway is None:
-            from sandbox.gateway import Gateway
-
             self._gateway = Gateway(self.toolset, self.limits)
         return self._gateway
 
@@ -268,8 +265,6 @@ class Episode:
     def session(self) -> Iterator[Session]:
         """A sandbox session over the episode's tools and limits (``atc.session``): one isolated
         interpreter whose globals survive from one snippet to the next, torn down on exit."""
-        from atc.sessions import session
-
         with session(self.toolset, self.limits, sandbox=self.sandbox) as live:
             yield live
 
@@ -292,8 +287,6 @@ class Episode:
         (``final_answer(value)``), or for the ``finish`` function's ``value`` argument."""
         if self.answer is None:
             return ""
-        from atc import prompts
-
         schema, shape = self.answer.instructions(), self.answer.shape()
         if finish is None:
             return "\n\n" + prompts.render("answer_code", schema=schema, shape=shape)

@@ -22,16 +22,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from atc import prompts, tracing
+from atc.answers import error_of
 from atc.checks import check_for_run
 from atc.errors import ModelError, UsageError
 from atc.extract import extract_program
 from atc.model import Message
 from atc.reflection import ask_model_for_tool, feedback, needs_model_attribution
+from atc.retrieval.select import reopen, reopened_text
 from atc.strategies.base import Episode, Outcome, Step, error_dict, model_stop, run_failure
 from atc.strategies.registry import register
 from atc.strategies.requests import note_program
 from atc.strategies.settings import ChainSettings
 from protocols.model import Tool
+from protocols.render import render_compact
 from sandbox.api import ExecutionResult
 
 __all__ = ["Attempt", "Chain", "ChainPlain", "attempt_failure"]
@@ -141,8 +144,6 @@ class Chain:
 
     def opening(self, episode: Episode) -> list[Message]:
         """The system prompt, the tools' compact protocols and the task (eq. 1 of the paper)."""
-        from protocols.render import render_compact
-
         task = prompts.render("generate", tools=render_compact(episode.shown).strip(), task=episode.query.strip())
         return [{"role": "system", "content": prompts.render("system")},
                 {"role": "user", "content": task + episode.answer_prompt() + episode.rules_note()}]
@@ -175,8 +176,6 @@ class Chain:
             error = result.error.to_dict() if result.error else error_dict("SandboxError", "the run failed")
             return Attempt(program, False, error, result, blamed_tool=error.get("tool"), reply=reply)
         if episode.answer is not None:  # a typed answer: the value counts, printing is for notes
-            from atc.answers import error_of
-
             value, wrong = error_of(episode.answer, result)
             if wrong is not None:
                 return Attempt(program, False, wrong, result, reply=reply)
@@ -217,8 +216,6 @@ class Chain:
         finder = episode.retriever
         if finder is None or not callable(getattr(finder, "reflect", None)):
             return ""
-        from atc.retrieval.select import reopen, reopened_text
-
         calls = attempt.result.calls if attempt.result else []
         reopened = reopen(finder, attempt.error, attempt.blamed_tool, calls, list(episode.toolset.tools.values()),
                           episode.top_k)

@@ -27,6 +27,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from atc import prompts, tracing
+from atc.answers import error_of
 from atc.errors import ModelError, SandboxError, UsageError
 from atc.extract import extract_program
 from atc.model import Message
@@ -34,6 +35,7 @@ from atc.reflection import describe_error
 from atc.strategies.base import Episode, Outcome, Step, error_dict, model_stop, run_failure
 from atc.strategies.registry import register
 from atc.strategies.settings import CodeActSettings
+from protocols.render import render_compact
 from sandbox.api import ErrorInfo, ExecutionResult
 
 if TYPE_CHECKING:
@@ -78,8 +80,6 @@ class CodeAct:
         self.max_output = settings.max_output
 
     def run(self, episode: Episode) -> Outcome:
-        from protocols.render import render_compact
-
         messages: list[Message] = [
             {"role": "system", "content": prompts.render("codeact", tools=render_compact(episode.shown).strip())
              + episode.answer_prompt() + episode.rules_note()},
@@ -129,8 +129,6 @@ class CodeAct:
         if missing and re.search(rf"\b{re.escape(missing.group('name'))}\s*\(", code):
             episode.note_request(missing.group("name"), "unknown_tool")  # a made-up tool, called
         if episode.answer is not None and result.ok and result.answered:  # final_answer(value): the end
-            from atc.answers import error_of
-
             typed, wrong = error_of(episode.answer, result)
             if wrong is None:
                 text = result.answer.strip() or json.dumps(result.value, ensure_ascii=False)

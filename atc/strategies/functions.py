@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from atc.model import Message, ToolCallRequest, tool_calls_of
 from protocols.model import Tool
+from protocols.render import purpose, response_shape
+from sandbox.condense import condense
 
 if TYPE_CHECKING:
     from atc.strategies.base import Episode
@@ -37,8 +39,6 @@ _MAX_DESCRIPTION = 1000
 
 def function_schemas(tools: Sequence[Tool]) -> list[dict[str, Any]]:
     """The tools in the OpenAI ``tools`` form."""
-    from protocols.render import purpose, response_shape
-
     out = []
     for tool in tools:
         text = tool.description.strip() or purpose(tool)
@@ -116,9 +116,6 @@ def observation(outcome: CallOutcome, *, max_chars: int = MAX_OBSERVATION, mode:
         return text
     if mode == "truncate":
         return text[:max_chars] + "..."
-    from protocols.render import response_shape
-    from sandbox.condense import condense
-
     schema, excerpt = condense(outcome.data, max_chars=max(200, max_chars - 400))
     shape = response_shape(schema) if schema else "unknown"
     return (f"(a long response, {len(text)} characters: its shape and an excerpt)\n"

@@ -35,6 +35,7 @@ from typing import Any
 
 from atc.errors import ConfigError, UsageError
 from atc.strategies.base import Strategy
+from atc.strategies.repeat import UNTIL, Repeat
 from atc.strategies.settings import (
     ChainSettings,
     CodeActSettings,
@@ -147,8 +148,6 @@ def make(name: str, **options: Any) -> Strategy:
     strategy = _checked(base, factory(base)(**options))
     if runs == 1:
         return strategy
-    from atc.strategies.repeat import Repeat
-
     return Repeat(strategy, runs)
 
 
@@ -225,8 +224,6 @@ class Choice:
         inner = _checked(self.base, made(settings=self.settings) if self.settings is not None else made(**self.options))
         if self.runs == 1:
             return inner
-        from atc.strategies.repeat import Repeat
-
         return Repeat(inner, self.runs, self.until)
 
     def to_dict(self) -> dict[str, Any]:
@@ -243,8 +240,6 @@ def choose(name: str, *, preset: str | None = None, changes: dict[str, Any] | No
     (``max_steps``: the strategy's own bound, ``max_reflections``: chain's repairs). ``until`` is
     the rule that ends ``NAME@k``'s reruns (``atc.strategies.repeat.UNTIL``). An unknown name,
     preset, profile or field, or a bad value, is a ``UsageError`` now."""
-    from atc.strategies.repeat import UNTIL
-
     base, runs = split_name(name)
     factory(base)  # an unknown name is said now, with the known ones
     if until not in UNTIL:

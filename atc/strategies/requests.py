@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from atc.extract import bound_names
+from sandbox.pyparse import parse
 
 if TYPE_CHECKING:
     from atc.strategies.base import Episode
@@ -40,8 +41,6 @@ def program_calls(program: str, names: Sequence[str] | set[str]) -> list[str]:
     """The calls a program's source asks for, in source order: every call of a plain name that
     the program does not bind itself and that is no builtin -- a tool of ``names``, or a made-up
     one. A program that does not parse asks for nothing that can be read."""
-    from sandbox.pyparse import parse
-
     try:
         tree = parse(program, filename="<program>")
     except (SyntaxError, ValueError):

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from atc.errors import UsageError
-from atc.workflows.executors import EXECUTORS
+from atc.workflows.executors import EXECUTORS, run_each
 from atc.workflows.jobs import Job, Outcome
 from atc.workflows.outfile import ResultLog
+from atc.workflows.ray_executor import run_on_ray
 from atc.workflows.tasks import Task
 
 __all__ = ["BatchSummary", "run_batch", "EXECUTORS", "OutcomeHook", "ledger_path"]
@@ -130,8 +131,6 @@ def run_batch(tasks: list[Task], job: Job, *, log: ResultLog | None = None, conc
             on_outcome(index, outcome)
 
     if executor == "ray":
-        from atc.workflows.ray_executor import run_on_ray
-
         done = run_on_ray(todo, job, concurrency=concurrency, on_outcome=finished, stop=stop, address=ray_address)
     else:
         done = _run_local(todo, job, concurrency=concurrency, on_outcome=finished, stop=stop)
@@ -149,7 +148,5 @@ def ledger_path(out: Path) -> str:
 def _run_local(todo: list[tuple[int, Task]], job: Job, *, concurrency: int, on_outcome: OutcomeHook,
                stop: threading.Event) -> int:
     """Threads in this process; returns how many tasks finished."""
-    from atc.workflows.executors import run_each
-
     return run_each(job.run, [t for _, t in todo], indexes=[i for i, _ in todo], on_result=on_outcome,
                     concurrency=concurrency, stop=stop)

@@ -29,6 +29,7 @@ R = TypeVar("R")
 def ray_module() -> Any:
     """``ray``, imported now (it takes a second or more); ``ConfigError`` with the install command."""
     try:
+        # ray: optional (atc[ray]), seconds to import; only --executor ray needs it
         import ray
     except ImportError as exc:
         raise ConfigError("--executor ray needs Ray, which is not installed", hint=RAY_INSTALL) from exc

@@ -14,16 +14,24 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from atc.errors import AtcError
+from atc import tracing
+from atc.answers import AnswerSpec, judge_result
+from atc.approval import task_writes
+from atc.errors import AtcError, UsageError
+from atc.model import make_client
+from atc.solving import Solution, solve
+from atc.strategies.registry import resolve
+from atc.workflows.replay import MISSES, open_recording
 from atc.workflows.tasks import Task
+from sandbox.api import Backend, ErrorInfo, ExecutionResult
+from sandbox.execute import check_toolset, get_backend
+from sandbox.writes.ledger import LedgerFile, WriteLedger
+from sandbox.writes.policy import WritePolicy, Writes
 
 if TYPE_CHECKING:
     from atc.model import ModelClient
-    from atc.solving import Solution
     from atc.workflows.replay import Recording
-    from sandbox.api import Backend, ExecutionResult, Limits, Toolset
-    from sandbox.writes.ledger import LedgerFile
-    from sandbox.writes.policy import Writes
+    from sandbox.api import Limits, Toolset
 
 __all__ = ["Job", "Outcome"]
 
@@ -111,8 +119,6 @@ class Job:
 
     def shippable(self) -> Job:
         """A copy fit for another process (``UsageError`` for what cannot go there)."""
-        from atc.errors import UsageError
-
         if not isinstance(self.sandbox, str | None):
             raise UsageError("a sandbox backend object cannot be sent to remote workers",
                              hint="pass sandbox='local' or 'docker': each worker makes its own")
@@ -126,12 +132,8 @@ class Job:
     def _prepare(self) -> tuple[Toolset, Recording | None]:
         with self._lock:
             if self._ready is None:
-                from atc.workflows.replay import open_recording
-
                 recording = open_recording(self.record, self.replay)
                 toolset = recording.wrap_toolset(self.toolset) if recording else self.toolset
-                from atc import tracing
-
                 toolset = tracing.wrap_toolset(toolset)
                 self._ready = toolset, recording
             return self._ready
@@ -145,33 +147,24 @@ class Job:
                 elif self.client is not None:
                     self._client = self.client
                 else:
-                    from atc.model import make_client
-
                     self._client = make_client(self.model)
             return self._client
 
     def check(self, tasks: list[Task]) -> None:
         """What would fail every task, said before any runs: the tools' configuration and, when a
         task is a query, the strategy (an unknown name, a bad bound) and the model's configuration."""
-        from sandbox.execute import check_toolset
-
         toolset, recording = self._prepare()
         if recording is None or recording.mode != "replay":
             check_toolset(toolset)
         if any(t.query is not None for t in tasks):
             strategy = self.solve_options.get("strategy")
             if strategy is not None:
-                from atc.strategies.registry import resolve
-
                 resolve(strategy, max_reflections=self.max_reflections, max_steps=self.solve_options.get("max_steps"))
             self.model_client()
 
     def task_writes(self, task: Task) -> Writes:
         """The write policy and ledger of ``task``: from the ledger file when there is one (what an
         earlier, interrupted run of the task wrote is there), else a new one."""
-        from sandbox.writes.ledger import LedgerFile, WriteLedger
-        from sandbox.writes.policy import WritePolicy, Writes
-
         ledger: WriteLedger
         if self.ledger is not None:
             with self._lock:
@@ -186,9 +179,6 @@ class Job:
 
     def run(self, task: Task) -> Outcome:
         """Run one task; never raises for the task's own failure (it becomes a failed result)."""
-        from atc import tracing
-        from atc.workflows.replay import MISSES
-
         misses: list[str] = []
         token = MISSES.set(misses)
         try:
@@ -200,8 +190,6 @@ class Job:
             MISSES.reset(token)
 
     def _solve(self, task: Task) -> Solution:
-        from atc.solving import Solution, solve
-
         started = time.perf_counter()
         assert task.query is not None
         try:
@@ -216,22 +204,14 @@ class Job:
                                    strategy=name)
 
     def _run_program(self, task: Task) -> ExecutionResult:
-        from sandbox.api import ErrorInfo, ExecutionResult
-        from sandbox.execute import get_backend
-
         started = time.perf_counter()
         assert task.program is not None
         try:
             toolset, _ = self._prepare()
-            from atc.approval import task_writes
-            from sandbox.api import Backend
-
             backend = self.sandbox if isinstance(self.sandbox, Backend) else get_backend(self.sandbox)
             result = backend.run(task.program, task_writes(toolset, self.task_writes(task)), self.limits)
             answer = self.solve_options.get("answer")
             if answer is not None:  # a typed answer asked for: a program task's value is checked too
-                from atc.answers import AnswerSpec, judge_result
-
                 result, _ = judge_result(result, AnswerSpec.of(answer))
             return result
         except Exception as exc:

@@ -10,8 +10,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from atc.answers import json_value
 from atc.errors import UsageError
 from atc.solving import Solution, ToolsArg, toolset_for
+from atc.workflows.batch import run_batch
+from atc.workflows.jobs import Job, Outcome
+from atc.workflows.outfile import ResultLog
+from atc.workflows.tasks import Task
 from sandbox.api import Limits
 from sandbox.execute import pick_sandbox
 
@@ -36,11 +41,10 @@ class Solutions(list[Solution]):
         message), ``query``, ``strategy``, ``steps``, ``api_calls``, ``model_calls``,
         ``prompt_tokens``, ``completion_tokens`` and ``duration_ms``. Needs pandas."""
         try:
+            # pandas: about 500 ms to import; only this reader needs it
             import pandas
         except ImportError:
             raise UsageError("Solutions.to_pandas needs pandas", hint="pip install pandas") from None
-        from atc.answers import json_value
-
         rows = []
         for solution in self:
             error = solution.error or {}
@@ -107,11 +111,6 @@ def solve_many(
         UsageError: bad batch settings (``concurrency``, ``ids``) or tools.
         ConfigError: no model configured (no task could run).
     """
-    from atc.workflows.batch import run_batch
-    from atc.workflows.jobs import Job, Outcome
-    from atc.workflows.outfile import ResultLog
-    from atc.workflows.tasks import Task
-
     if concurrency < 1:
         raise UsageError("concurrency must be at least 1")
     if ids is not None and len(ids) != len(queries):

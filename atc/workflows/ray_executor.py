@@ -19,9 +19,12 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from atc.solving import Solution
 from atc.workflows.executors import RAY_INSTALL, run_each
 from atc.workflows.jobs import Job, Outcome
 from atc.workflows.tasks import Task
+from sandbox.api import ErrorInfo, ExecutionResult
+from sandbox.http.credentials import env_var
 
 __all__ = ["run_on_ray", "INSTALL", "shipped_env", "worker_env", "MODEL_VARS"]
 
@@ -39,8 +42,6 @@ def shipped_env(job: Job) -> dict[str, str]:
 def worker_env(credential_sources: Iterable[str]) -> dict[str, str]:
     """``MODEL_VARS`` and the variables that ``env:VAR`` credential sources name, with their
     values on this host (unset ones left out)."""
-    from sandbox.http.credentials import env_var
-
     names = set(MODEL_VARS) | {env_var(source) for source in credential_sources}
     return {name: os.environ[name] for name in sorted(names) if os.environ.get(name)}
 
@@ -63,9 +64,6 @@ def run_on_ray(todo: list[tuple[int, Task]], job: Job, *, concurrency: int, on_o
 
 
 def _failed(task: Task, exc: BaseException) -> Outcome:
-    from atc.solving import Solution
-    from sandbox.api import ErrorInfo, ExecutionResult
-
     message = f"the Ray worker failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
     if task.query is not None:
         return Outcome(task, Solution.failed(task.query, RuntimeError(message)))

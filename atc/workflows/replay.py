@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from atc.errors import ModelError, UsageError
-from atc.model import Completion, Message, ModelClient
-from atc.workflows.tape import MODEL_FILE, TOOLS_FILE, TapeFile, key_of
+from atc.model import Completion, Message, ModelClient, make_client, tool_calls_of
+from atc.workflows.tape import MODEL_FILE, TOOLS_FILE, TapeFile, canonical, key_of
 
 if TYPE_CHECKING:
     from sandbox.api import Toolset
@@ -88,8 +88,6 @@ class Recording:
         if self.mode == "replay":
             return ReplayModel(self, model=model)
         if client is None:
-            from atc.model import make_client
-
             client = make_client(model)
         return RecordingModel(client, self)
 
@@ -127,6 +125,7 @@ class ToolRecorder:
         self.recording = recording
 
     def exchange(self, call: Exchange) -> Reply:
+        # lazy: sandbox.http.transport imports httpx (about 40 ms): only a run that calls tools needs it
         from sandbox.http.transport import SendFailure
 
         request = _tool_request(call)
@@ -153,6 +152,7 @@ class ToolReplayer:
         self.recording = recording
 
     def exchange(self, call: Exchange) -> Reply:
+        # lazy: sandbox.http.transport imports httpx (about 40 ms): only a run that calls tools needs it
         from sandbox.http.transport import Reply, SendFailure
 
         request = _tool_request(call)
@@ -179,8 +179,6 @@ class ToolReplayer:
 
 
 def _short(args: dict[str, Any]) -> str:
-    from atc.workflows.tape import canonical
-
     text = canonical(args)[1:-1]
     return text if len(text) <= 120 else text[:117] + "..."
 
@@ -208,8 +206,6 @@ def _completion_from(d: dict[str, Any]) -> Completion:
                           "completion_tokens": int(d.get("completion_tokens") or 0),
                           "requests": int(d.get("requests") or 1)}
     if d.get("tool_calls"):
-        from atc.model import tool_calls_of
-
         kw["tool_calls"] = tool_calls_of(d["tool_calls"])
     return Completion(**kw)
 

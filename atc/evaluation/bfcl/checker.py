@@ -43,6 +43,7 @@ def _details(result: dict[str, Any]) -> str | None:
 def check(task: BfclTask, turns: list[list[str]]) -> dict[str, Any]:
     """BFCL's verdict on ``turns`` (each turn's call strings, in order): ``{"valid": bool}``, and
     when not valid its ``error_type``, ``error_message`` and a bounded account of the details."""
+    # bfcl-eval: optional (atc[bfcl]); only BFCL suites need it
     from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
     from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
 

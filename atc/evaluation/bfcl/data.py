@@ -118,6 +118,7 @@ def load_tasks(category: str, folder: Path | None = None) -> list[BfclTask]:
 
 def function_docs(class_name: str, folder: Path | None = None) -> list[dict[str, Any]]:
     """BFCL's function docs of an API class (what every model is shown for it)."""
+    # bfcl-eval: optional (atc[bfcl]); only BFCL suites need it
     from bfcl_eval.constants.executable_backend_config import MULTI_TURN_FUNC_DOC_FILE_MAPPING
 
     data = folder if folder is not None else package_data()

@@ -28,6 +28,9 @@ from typing import Any
 from atc import tracing
 from atc.evaluation.bfcl.checker import call_string, check
 from atc.evaluation.bfcl.data import BfclTask
+from atc.evaluation.bfcl.state import TaskTools
+from atc.retrieval.base import Hit, SearchResult
+from atc.solving import Solution, Usage, solve
 from atc.workflows.jobs import Job, Outcome
 from atc.workflows.tasks import Task
 
@@ -61,6 +64,7 @@ def turn_query(task: BfclTask, turn: int, answers: list[str]) -> str:
 
 def _follow_up() -> str:
     try:
+        # bfcl-eval: optional (atc[bfcl]); only BFCL suites need it
         from bfcl_eval.constants.default_prompts import DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC
     except ImportError:
         return FOLLOW_UP
@@ -75,8 +79,6 @@ class ShownTools:
     name: str = "bfcl"
 
     def search(self, query: str, k: int = 5) -> Any:
-        from atc.retrieval.base import Hit, SearchResult
-
         return SearchResult([Hit(c, n, 1.0) for c, n in self.shown], self.name)
 
 
@@ -104,8 +106,6 @@ class BfclJob(Job):
     folder: Path | None = None
 
     def run(self, task: Task) -> Outcome:
-        from atc.solving import Solution
-
         started = time.perf_counter()
         entry = self.tasks[task.key]
         with tracing.span("atc.task", {"atc.task.id": entry.id, "atc.task.kind": "bfcl"}) as span:
@@ -123,9 +123,6 @@ class BfclJob(Job):
         return chosen if isinstance(chosen, str | None) else getattr(chosen, "name", None)
 
     def _episode(self, task: Task, entry: BfclTask) -> BfclOutcome:
-        from atc.evaluation.bfcl.state import TaskTools
-        from atc.solving import Solution, solve
-
         started = time.perf_counter()
         tools = TaskTools(entry, self.folder)
         _, recording = self._prepare()
@@ -165,8 +162,6 @@ class BfclJob(Job):
 def _combined(entry: BfclTask, solutions: list[Any], turns: list[list[str]], strategy: str | None,
               started: float) -> Any:
     """The turns' solutions as one (see the module docstring)."""
-    from atc.solving import Solution, Usage
-
     usage = Usage()
     failures: dict[str, int] = {}
     for s in solutions:

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from atc.evaluation.bfcl.data import CATEGORIES, BfclTask, load_tasks, package_data
+from atc.evaluation.bfcl.job import BfclJob
 from atc.evaluation.suite import EvalTask, Suite
+from sandbox.api import Toolset
 
 __all__ = ["BfclSuite", "read_category", "suite_name", "data_folder"]
 
@@ -36,8 +38,6 @@ class BfclSuite(Suite):
     folder: Path | None = None
 
     def toolset(self) -> Any:
-        from sandbox.api import Toolset
-
         return Toolset(collections=[])  # each task brings its own
 
     def head(self, limit: int | None) -> BfclSuite:
@@ -47,8 +47,6 @@ class BfclSuite(Suite):
                          entries=self.entries, folder=self.folder)
 
     def make_job(self, toolset: Any, limits: Any, **options: Any) -> Any:
-        from atc.evaluation.bfcl.job import BfclJob
-
         return BfclJob(toolset, limits, tasks=self.entries, folder=self.folder, **options)
 
 

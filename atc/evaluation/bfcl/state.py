@@ -53,6 +53,7 @@ class Recorder:
 def load_instances(task: BfclTask) -> dict[str, Any]:
     """The task's API class instances with its initial state (as BFCL loads them)."""
     try:
+        # bfcl-eval: optional (atc[bfcl]); only BFCL suites need it
         from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING, STATELESS_CLASSES
     except ImportError:
         raise ConfigError("BFCL's API classes come from the bfcl-eval package, which is not installed",
