@@ -15,8 +15,8 @@ Attributes are imported lazily (PEP 562) so that ``import atc.errors`` from the 
 reads the same names from the ``TYPE_CHECKING`` block below, so ``atc.solve`` has its real type.
 
 The public API is ``atc.<name>`` for the names of ``__all__`` (and the submodules ``atc.errors``,
-``atc.answers``, ``atc.functions``, ``atc.strategies``, ``atc.retrieval``, ``atc.evaluation``);
-the modules that implement them (``atc.solving``, ``atc.toolsets``, ``sandbox.*``...) are private
+``atc.loop.answers``, ``atc.functions``, ``atc.loop.strategies``, ``atc.retrieval``, ``atc.evaluation``);
+the modules that implement them (``atc.loop.solving``, ``atc.toolsets``, ``sandbox.*``...) are private
 and may change without notice.
 """
 
@@ -51,30 +51,30 @@ _LAZY: dict[str, str] = {
     "session": "atc.sessions",
     "tool": "atc.functions",
     "asession": "atc.sessions",
-    "Session": "sandbox.interactive",
+    "Session": "sandbox.session.open",
     "AsyncSession": "atc.sessions",
     "SessionLimits": "sandbox.api",
-    "load_mcp": "sandbox.mcp.sources",
-    "Writes": "sandbox.writes.policy",
-    "WritePolicy": "sandbox.writes.policy",
-    "WriteRequest": "sandbox.writes.policy",
-    "WriteLedger": "sandbox.writes.ledger",
-    "close_mcp_servers": "sandbox.mcp.connections",
+    "load_mcp": "sandbox.gateway.mcp.sources",
+    "Writes": "sandbox.gateway.writes.policy",
+    "WritePolicy": "sandbox.gateway.writes.policy",
+    "WriteRequest": "sandbox.gateway.writes.policy",
+    "WriteLedger": "sandbox.gateway.writes.ledger",
+    "close_mcp_servers": "sandbox.gateway.mcp.connections",
     # solve
     "solve": "atc.solver",
     "Solver": "atc.solver",
-    "asolve": "atc.solving",
+    "asolve": "atc.loop.solving",
     "solve_many": "atc.workflows.many",
-    "Solution": "atc.solving",
+    "Solution": "atc.loop.solving",
     "Solutions": "atc.workflows.many",
-    "AnswerSpec": "atc.answers",
-    "Attempt": "atc.solving",
-    "Strategy": "atc.strategies",
+    "AnswerSpec": "atc.loop.answers",
+    "Attempt": "atc.loop.solving",
+    "Strategy": "atc.loop.strategies",
     # probing
     "probe": "probes.probing",
     "probe_many": "probes.many",
-    "ProbeReport": "probes.report",
-    "ProbeSettings": "probes.report",
+    "ProbeReport": "probes.results.report",
+    "ProbeSettings": "probes.results.report",
     # errors
     "AtcError": "atc.errors",
     "ConfigError": "atc.errors",
@@ -88,7 +88,6 @@ _LAZY: dict[str, str] = {
 __all__ = sorted(_LAZY) + ["__version__"]
 
 if TYPE_CHECKING:  # what a type checker sees; at run time each name is imported on first use
-    from atc.answers import AnswerSpec as AnswerSpec
     from atc.errors import AtcError as AtcError
     from atc.errors import ConfigError as ConfigError
     from atc.errors import ModelError as ModelError
@@ -97,6 +96,11 @@ if TYPE_CHECKING:  # what a type checker sees; at run time each name is imported
     from atc.errors import SessionEnded as SessionEnded
     from atc.errors import ToolError as ToolError
     from atc.functions import tool as tool
+    from atc.loop.answers import AnswerSpec as AnswerSpec
+    from atc.loop.solving import Attempt as Attempt
+    from atc.loop.solving import Solution as Solution
+    from atc.loop.solving import asolve as asolve
+    from atc.loop.strategies import Strategy as Strategy
     from atc.retrieval.api import search as search
     from atc.retrieval.base import SearchResult as SearchResult
     from atc.running import arun as arun
@@ -106,16 +110,12 @@ if TYPE_CHECKING:  # what a type checker sees; at run time each name is imported
     from atc.sessions import session as session
     from atc.solver import Solver as Solver
     from atc.solver import solve as solve
-    from atc.solving import Attempt as Attempt
-    from atc.solving import Solution as Solution
-    from atc.solving import asolve as asolve
-    from atc.strategies import Strategy as Strategy
     from atc.workflows.many import Solutions as Solutions
     from atc.workflows.many import solve_many as solve_many
     from probes.many import probe_many as probe_many
     from probes.probing import probe as probe
-    from probes.report import ProbeReport as ProbeReport
-    from probes.report import ProbeSettings as ProbeSettings
+    from probes.results.report import ProbeReport as ProbeReport
+    from probes.results.report import ProbeSettings as ProbeSettings
     from protocols.loaders import load_spec as load_spec
     from protocols.model import Collection as Collection
     from protocols.model import McpServer as McpServer
@@ -131,13 +131,13 @@ if TYPE_CHECKING:  # what a type checker sees; at run time each name is imported
     from sandbox.api import ToolCall as ToolCall
     from sandbox.api import Toolset as Toolset
     from sandbox.execute import load as load
-    from sandbox.interactive import Session as Session
-    from sandbox.mcp.connections import close_mcp_servers as close_mcp_servers
-    from sandbox.mcp.sources import load_mcp as load_mcp
-    from sandbox.writes.ledger import WriteLedger as WriteLedger
-    from sandbox.writes.policy import WritePolicy as WritePolicy
-    from sandbox.writes.policy import WriteRequest as WriteRequest
-    from sandbox.writes.policy import Writes as Writes
+    from sandbox.gateway.mcp.connections import close_mcp_servers as close_mcp_servers
+    from sandbox.gateway.mcp.sources import load_mcp as load_mcp
+    from sandbox.gateway.writes.ledger import WriteLedger as WriteLedger
+    from sandbox.gateway.writes.policy import WritePolicy as WritePolicy
+    from sandbox.gateway.writes.policy import WriteRequest as WriteRequest
+    from sandbox.gateway.writes.policy import Writes as Writes
+    from sandbox.session.open import Session as Session
 
 
 def __getattr__(name: str) -> Any:

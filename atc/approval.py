@@ -6,7 +6,7 @@ The question goes to the controlling terminal (``/dev/tty``), not to stdout or s
 output stays one document, and a program fed on stdin does not answer for the person. With no
 terminal (a CI job, a service, a notebook kernel) there is no one to ask: ``terminal_approver``
 returns None and every write is refused, saying so. Questions are asked one at a time
-(``sandbox.writes.policy`` serialises them), and the time a person takes does not count against
+(``sandbox.gateway.writes.policy`` serialises them), and the time a person takes does not count against
 the program's deadline.
 """
 
@@ -18,8 +18,8 @@ from dataclasses import replace
 
 from sandbox.api import Toolset
 from sandbox.execute import WritesArg
-from sandbox.writes.ledger import WriteLedger
-from sandbox.writes.policy import Approver, WritePolicy, WriteRequest, Writes
+from sandbox.gateway.writes.ledger import WriteLedger
+from sandbox.gateway.writes.policy import Approver, WritePolicy, WriteRequest, Writes
 
 __all__ = ["terminal_approver", "task_writes", "TTY"]
 

@@ -13,7 +13,7 @@ decorator only adds what the function cannot say itself::
 It returns the function itself, unchanged and callable as before (a bound method or a builtin,
 which take no attributes, is wrapped with ``functools.wraps``). How a function becomes a tool is
 ``protocols.functions``; how it is called, on the host and through the gateway, is
-``sandbox.functions``.
+``sandbox.gateway.functions``.
 
 On the command line, ``--tools py:PACKAGE.MODULE:NAME`` names a function, a list or dict of
 functions, or an object holding them (an instance: its public methods), and

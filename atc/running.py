@@ -2,7 +2,7 @@
 
 The sandbox runs it (``sandbox.execute.run``); this layer adds what the Python API accepts as
 ``tools`` everywhere (``atc.toolsets``: stored collection names, ``py:`` sources...) and the typed
-answer: with ``answer=`` (``atc.answers``) the value the program hands to ``final_answer`` is
+answer: with ``answer=`` (``atc.loop.answers``) the value the program hands to ``final_answer`` is
 checked against the schema, a mismatch (or no value) fails the run with an ``AnswerError``, and
 ``result.value`` is the typed value (an instance of the pydantic model or dataclass asked for).
 """
@@ -13,13 +13,13 @@ import asyncio
 import functools
 from typing import Any
 
-from atc.answers import AnswerSpec, judge_result
+from atc.loop.answers import AnswerSpec, judge_result
 from atc.toolsets import ToolsArg, toolset_for
 from sandbox.api import Backend, ExecutionResult, Limits, Toolset
 from sandbox.execute import BaseUrl, Validation, WritesArg, pick_sandbox
 from sandbox.execute import arun as arun_in_sandbox
 from sandbox.execute import run as run_in_sandbox
-from sandbox.writes.policy import Approver
+from sandbox.gateway.writes.policy import Approver
 
 __all__ = ["run", "arun"]
 

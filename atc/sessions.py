@@ -8,7 +8,7 @@
     async with atc.asession(shop, base_url=api.url) as s:
         result = await s.run("print(get_stats())")
 
-The session itself is ``sandbox.interactive.Session`` (its limits, its reaping, its teardown);
+The session itself is ``sandbox.session.open.Session`` (its limits, its reaping, its teardown);
 this layer adds what the Python API accepts as tools everywhere (``atc.toolsets``): a stored
 collection's name besides Collections, spec paths, MCP sources and Toolsets.
 """
@@ -24,8 +24,8 @@ from atc.toolsets import ToolsArg, toolset_for
 from protocols.errors import UsageError
 from sandbox.api import Backend, ExecutionResult, Limits, SessionLimits
 from sandbox.execute import WritesArg
-from sandbox.interactive import Session, open_session
-from sandbox.writes.policy import Approver
+from sandbox.gateway.writes.policy import Approver
+from sandbox.session.open import Session, open_session
 
 __all__ = ["session", "asession", "Session", "AsyncSession", "SessionLimits"]
 

@@ -9,9 +9,9 @@
 Everything that does not change from task to task is settled when the ``Solver`` is made, at the
 edge: the tools are read (``atc.toolsets``: files, URLs, stored names, MCP sources, functions) and
 their credentials parsed into ``Credentials``, the strategy is resolved into its typed settings
-(``atc.strategies.registry.Choice``), and the sandbox is chosen. An unknown collection, strategy or
+(``atc.loop.strategies.registry.Choice``), and the sandbox is chosen. An unknown collection, strategy or
 credential form is said then, before any model is asked anything. Each ``solve`` is then one task
-of ``atc.solving`` (its own write ledger, its own model meter); ``solve_many`` runs a batch of them
+of ``atc.loop.solving`` (its own write ledger, its own model meter); ``solve_many`` runs a batch of them
 with ``atc.workflows.many``.
 """
 
@@ -21,16 +21,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from atc import solving
-from atc.model import ModelClient
-from atc.solving import AttemptHook, Solution
-from atc.strategies.base import StepHook, Strategy
-from atc.strategies.registry import DEFAULT, Choice, choose
+from atc.llm.client import ModelClient
+from atc.loop import solving
+from atc.loop.solving import AttemptHook, Solution
+from atc.loop.strategies.base import StepHook, Strategy
+from atc.loop.strategies.registry import DEFAULT, Choice, choose
 from atc.toolsets import ToolsArg, toolset_for
 from atc.workflows.many import ResultHook, Solutions, solve_many
 from sandbox.api import Backend, Credentials, Limits
 from sandbox.execute import BaseUrl, Validation, WritesArg, pick_sandbox
-from sandbox.writes.policy import Approver
+from sandbox.gateway.writes.policy import Approver
 
 if TYPE_CHECKING:
     from atc.retrieval.base import Retriever
@@ -107,7 +107,7 @@ class Solver:
         return f"Solver(tools=[{names}], model={self.model!r}, strategy={_name(self.strategy)!r})"
 
     def _options(self) -> dict[str, Any]:
-        """The keywords of ``atc.solving.solve`` that every task of this solver shares."""
+        """The keywords of ``atc.loop.solving.solve`` that every task of this solver shares."""
         return {"model": self.model, "client": self.client, "max_reflections": self.max_reflections,
                 "limits": self.limits, "sandbox": self.sandbox, "top_k": self.top_k, "on_attempt": self.on_attempt,
                 "retriever": self.retriever, "strategy": self.strategy, "max_model_calls": self.max_model_calls,
@@ -196,7 +196,7 @@ def solve(
     answer: Any = None,
 ) -> Solution:
     """Solve ``query`` with ``tools``: ``Solver(tools, ...).solve(query)`` in one call (the
-    keywords are ``Solver``'s; ``atc.solving.solve`` has the long description of each).
+    keywords are ``Solver``'s; ``atc.loop.solving.solve`` has the long description of each).
 
     Args:
         query: the task, in words.

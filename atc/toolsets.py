@@ -37,7 +37,7 @@ from protocols.model import Collection
 from protocols.store import Store
 from sandbox.api import Credentials, Toolset
 from sandbox.execute import as_toolset
-from sandbox.mcp.sources import check_names, is_mcp_source, load_source
+from sandbox.gateway.mcp.sources import check_names, is_mcp_source, load_source
 
 if TYPE_CHECKING:
     from sandbox.execute import BaseUrl, Validation
@@ -100,7 +100,7 @@ def _read(item: str | Path, note: Note) -> list[Collection]:
         return [load_python(item)]
     if isinstance(item, str) and is_mcp(item):
         # lazy: the connections bring asyncio (the MCP SDK's loop), which no other source needs
-        from sandbox.mcp.connections import servers
+        from sandbox.gateway.mcp.connections import servers
 
         servers().start_timeout = mcp_start_timeout()
         return load_source(item)
@@ -129,7 +129,7 @@ def stored_wins(word: str, path: Path, note: Note = _stderr) -> bool:
 def is_mcp(text: str) -> bool:
     """Does ``text`` name live MCP servers (``mcp:...``, ``mcp+http://...``, an ``mcpServers`` file)?"""
     if not (text.startswith(("mcp:", "mcp+")) or text.endswith(".json")):
-        return False  # the common cases decide without importing sandbox.mcp
+        return False  # the common cases decide without importing sandbox.gateway.mcp
     return is_mcp_source(text)
 
 

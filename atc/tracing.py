@@ -38,8 +38,8 @@ from atc.errors import ConfigError
 
 if TYPE_CHECKING:
     from sandbox.api import Toolset
-    from sandbox.http.transport import Reply
-    from sandbox.taps import Exchange
+    from sandbox.gateway.http.transport import Reply
+    from sandbox.gateway.taps import Exchange
 
 __all__ = ["enabled", "span", "model_span", "model_usage", "set_attributes", "wrap_toolset", "configure",
            "ToolSpans", "INSTALL", "PROVIDER"]
@@ -88,7 +88,7 @@ def model_span(model: str | None) -> Iterator[Any]:
         return
     with span(f"chat {model}" if model else "chat", {
             "gen_ai.operation.name": "chat", "gen_ai.provider.name": PROVIDER, "gen_ai.system": PROVIDER,
-            "gen_ai.request.model": model or None, "atc.model": model or None}) as current:
+            "gen_ai.request.model": model or None, "atc.llm.client": model or None}) as current:
         yield current
 
 
@@ -100,11 +100,11 @@ def model_usage(current: Any, prompt_tokens: int, completion_tokens: int) -> Non
 
 
 class ToolSpans:
-    """A ``sandbox.taps.Tap``: one ``execute_tool {tool}`` span per call that reaches a transport."""
+    """A ``sandbox.gateway.taps.Tap``: one ``execute_tool {tool}`` span per call that reaches a transport."""
 
     def exchange(self, call: Exchange) -> Reply:
-        # lazy: sandbox.http.transport imports httpx (about 40 ms): only a run that calls tools needs it
-        from sandbox.http.transport import SendFailure
+        # lazy: sandbox.gateway.http.transport imports httpx (about 40 ms): only a run that calls tools needs it
+        from sandbox.gateway.http.transport import SendFailure
 
         started = time.perf_counter()
         tool = call.tool

@@ -1,9 +1,9 @@
 """Benchmark attribution: how often it blames the right tool, and what it costs.
 
-Runs every program of tests/attribution_cases.py once through the real local sandbox against
+Runs every program of tests/support/attribution_cases.py once through the real local sandbox against
 the library API on 127.0.0.1, then, on the recorded error dicts and call logs:
 
-- accuracy of ``sandbox.attribution.attribute`` against two baselines measured on the same
+- accuracy of ``sandbox.attribution.fault.attribute`` against two baselines measured on the same
   failures: "the last tool called" (what a log-only system would say) and "the tool called on
   the failing line, else the last tool called";
 - time of one ``attribute`` call against ``ast.parse`` of the same program (the floor of any
@@ -29,10 +29,10 @@ from timing import median_us  # noqa: E402  (benchmarks/ is the script directory
 
 from protocols import load_spec  # noqa: E402
 from sandbox.api import Limits, ToolCall, Toolset  # noqa: E402
-from sandbox.attribution import attribute  # noqa: E402
+from sandbox.attribution.fault import attribute  # noqa: E402
 from sandbox.execute import run  # noqa: E402
-from tests.apis.library import SECRET, LibraryAPI  # noqa: E402
-from tests.attribution_cases import CASES  # noqa: E402
+from tests.support.apis.library import SECRET, LibraryAPI  # noqa: E402
+from tests.support.attribution_cases import CASES  # noqa: E402
 
 
 def last_called(error_type: str, tool: str | None, line: int | None, calls: list[ToolCall]) -> str | None:
@@ -50,7 +50,9 @@ def on_failing_line(error_type: str, tool: str | None, line: int | None, calls: 
 
 
 def main() -> None:
-    from tests.test_attribution import InProcessRunner  # the unit tests' harness: same frames as the runner
+    from tests.sandbox.attribution.test_attribution import (
+        InProcessRunner,  # the unit tests' harness: same frames as the runner
+    )
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=30)

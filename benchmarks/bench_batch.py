@@ -1,7 +1,7 @@
 """What a batch costs on top of the model: ``solve_many`` and ``atc batch`` over 100 tasks.
 
 Each task is one solve: a scripted OpenAI-compatible model on 127.0.0.1 that answers in 50 ms
-(``tests/fakes/openai_server.py`` with ``delay``), a real local sandbox running the program, one
+(``tests/support/fakes/openai_server.py`` with ``delay``), a real local sandbox running the program, one
 tool call to ``atc mock`` of the bundled bookshop API on 127.0.0.1. The ideal wall time of a batch
 is (tasks x model latency) / concurrency: what it would take if the sandbox, the tool call and
 atc itself cost nothing. Rows:
@@ -37,12 +37,12 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from atc import examples  # noqa: E402
+from atc.llm.client import make_client  # noqa: E402
 from atc.mock import MockServer  # noqa: E402
-from atc.model import make_client  # noqa: E402
 from atc.workflows.many import solve_many  # noqa: E402
 from protocols import load_spec  # noqa: E402
 from sandbox.api import ExecutionResult, Limits  # noqa: E402
-from tests.fakes.openai_server import ScriptedOpenAI  # noqa: E402
+from tests.support.fakes.openai_server import ScriptedOpenAI  # noqa: E402
 
 SPEC = examples.path("bookshop/openapi.json")
 ATC = ROOT / ".venv" / "bin" / "atc"

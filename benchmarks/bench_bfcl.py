@@ -1,6 +1,6 @@
 """BFCL multi-turn, base category, with the oracle (issue 33): wall time per task.
 
-The oracle (tests/fakes/bfcl_oracle.py) behind the scripted OpenAI-compatible server answers each
+The oracle (tests/support/fakes/bfcl_oracle.py) behind the scripted OpenAI-compatible server answers each
 user turn with that turn's ground-truth calls, so the time is atc's own: a solve per turn (the
 model's reply read, the program checked and run in the sandbox, each call through the gateway to
 BFCL's class instances on the host), then BFCL's checker. In the same run, the baseline is BFCL's
@@ -33,10 +33,10 @@ def main() -> int:
     os.environ.setdefault("ATC_HOME", tempfile.mkdtemp(prefix="bench-bfcl-"))
     from atc.evaluation import RunSettings, evaluate, load_suite
     from atc.evaluation.bfcl.checker import check
-    from atc.model import OpenAIModel
+    from atc.llm.client import OpenAIModel
     from sandbox.api import Limits
-    from tests.fakes.bfcl_oracle import BfclOracle
-    from tests.fakes.openai_server import ScriptedOpenAI
+    from tests.support.fakes.bfcl_oracle import BfclOracle
+    from tests.support.fakes.openai_server import ScriptedOpenAI
 
     suite = load_suite("bfcl-multi-turn-base").head(args.tasks)
     entries = [suite.entries[t.id] for t in suite.tasks]

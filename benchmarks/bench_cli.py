@@ -9,7 +9,7 @@ Every row is a fresh process, as a user runs it (p50/p95 of wall time over N run
 - ``atc run`` of the bookshop example program (five chained tool calls) against ``atc mock`` of
   the same spec, on the local sandbox: the path a real program takes (gateway, validation, HTTP);
 - ``atc solve`` with an instant model: the scripted OpenAI-compatible server of
-  ``tests/fakes/openai_server.py`` answers every request at once with a trivial program, so
+  ``tests/support/fakes/openai_server.py`` answers every request at once with a trivial program, so
   what is measured is everything atc does around the model's answer (the real ``openai`` client
   included).
 
@@ -46,7 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fakes.openai_server import ScriptedOpenAI  # noqa: E402
+from tests.support.fakes.openai_server import ScriptedOpenAI  # noqa: E402
 
 PYTHON = sys.executable  # the venv's interpreter: the one the ``atc`` script runs on
 SPEC = ROOT / "atc" / "examples" / "bookshop" / "openapi.json"
@@ -99,7 +99,7 @@ def docker_ready(env: dict[str, str]) -> bool:
 def container_floor(n: int) -> list[float]:
     """ms for one fresh container of the sandbox image running ``python3 -I -S -c pass``: create,
     start and wait through the engine API (the client is connected beforehand)."""
-    from sandbox.docker_engine import DEFAULT_IMAGE, connect
+    from sandbox.docker.engine import DEFAULT_IMAGE, connect
 
     client = connect()
     samples = []

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from timing import median_us  # noqa: E402  (benchmarks/ is the script directory)
 
-from sandbox.condense import condense  # noqa: E402
+from sandbox.attribution.condense import condense  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "bench-data" / "toolflow" / "dataset" / "tmdb" / "tmdb.spec.probed.v2.json"
 

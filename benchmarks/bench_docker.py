@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import Row, measure  # noqa: E402
 
 from sandbox.api import Limits, Toolset  # noqa: E402
-from sandbox.docker_backend import DEFAULT_IMAGE, DockerBackend, connect, docker_available  # noqa: E402
+from sandbox.docker.backend import DEFAULT_IMAGE, DockerBackend, connect, docker_available  # noqa: E402
 
 __all__ = ["Row", "docker_rows", "main"]
 

@@ -2,7 +2,7 @@
 
 All 100 RestBench TMDB tasks (the public data, read from ``../shared/bench-data``), against
 ``atc mock`` of the TMDB spec on 127.0.0.1, each task shown its 20 candidates, the local sandbox,
-8 tasks at a time. The model is the scripted OpenAI-compatible server of tests/fakes playing an
+8 tasks at a time. The model is the scripted OpenAI-compatible server of tests/support/fakes playing an
 oracle that writes each task's gold chain as a program (answering after ``--latency`` seconds);
 the judge, when there is one, is another scripted server.
 
@@ -45,15 +45,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from atc.evaluation import JudgeOptions, RunSettings, evaluate, load_suite  # noqa: E402
+from atc.evaluation.execution import CandidateRetriever, resolve_tools  # noqa: E402
 from atc.evaluation.mockhub import MockHub  # noqa: E402
 from atc.evaluation.report import chart  # noqa: E402
-from atc.evaluation.runner import CandidateRetriever, resolve_tools  # noqa: E402
-from atc.model import make_client  # noqa: E402
-from atc.strategies import registered  # noqa: E402
+from atc.llm.client import make_client  # noqa: E402
+from atc.loop.strategies import registered  # noqa: E402
 from atc.workflows.many import solve_many  # noqa: E402
 from sandbox.api import Limits  # noqa: E402
-from tests.fakes.gold_model import GoldModel, every_protocol, gold_tools, protocol_of  # noqa: E402
-from tests.fakes.openai_server import ScriptedOpenAI  # noqa: E402
+from tests.support.fakes.gold_model import GoldModel, every_protocol, gold_tools, protocol_of  # noqa: E402
+from tests.support.fakes.openai_server import ScriptedOpenAI  # noqa: E402
 
 DATA = next((p / "shared" / "bench-data" for p in ROOT.parents if (p / "shared" / "bench-data").is_dir()), None)
 CONCURRENCY = 8

@@ -55,7 +55,7 @@ def in_sandbox(sandbox: str, calls: int) -> dict[str, float]:
 def on_host(calls: int) -> dict[str, float]:
     from protocols.functions import functions_collection
     from sandbox.api import Limits, Toolset
-    from sandbox.gateway import Gateway
+    from sandbox.gateway.core import Gateway
 
     gateway = Gateway(Toolset([functions_collection([lookup])]), Limits(max_calls=calls + 10))
     gateway.call("lookup", {"user_id": 0})

@@ -1,14 +1,14 @@
 """What hostile programs cost the HOST: the atc process's peak memory and CPU per run (issue 20).
 
-Every case of the hostile-host corpus (``tests/hostile_host.py``: validation bombs, frames of
+Every case of the hostile-host corpus (``tests/support/hostile_host.py``: validation bombs, frames of
 millions of empty lists, streams of ``ready`` and ``output`` frames, huge arguments and responses
 kept in the call log, a 500 KB program, ...) plus a normal run, on each backend and for each
-``--memory``, in a child atc process (``tests.hostile_host.measure``): the peak resident memory
+``--memory``, in a child atc process (``tests.support.hostile_host.measure``): the peak resident memory
 above the process's baseline (taken once, before the first case) and the process's CPU time
 during the run, set against the run's own limits: ``peak / --memory`` (the goal: at most 4) and
 ``CPU / --timeout``. The "normal" row is the baseline measured in the same run.
 
-The hostile MCP server's answers (``tests.hostile_host.MCP_CASES``, issue 29: a million content
+The hostile MCP server's answers (``tests.support.hostile_host.MCP_CASES``, issue 29: a million content
 items, four million numbers, a million keys, a 120 MB text item, a value nested 100,000 deep, with
 the id first, last or left out, and the largest answer the values bound lets in) are measured the
 same way, once per MCP transport of ``--mcp``: ``stdio`` (the server started by atc), ``http``
@@ -44,8 +44,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.apis.echo import EchoAPI  # noqa: E402
-from tests.hostile_host import CASES, MCP_CASES, HostCase, Measured, measure  # noqa: E402
+from tests.support.apis.echo import EchoAPI  # noqa: E402
+from tests.support.hostile_host import CASES, MCP_CASES, HostCase, Measured, measure  # noqa: E402
 
 NORMAL = HostCase("normal run (3 calls)", "for i in range(3):\n    echo(items=[1, 2, 3], blob='x')\nprint('ok')",
                   ("ok",))
@@ -60,7 +60,7 @@ def _prepare(code: Path) -> Path:
     """A checkout to measure, with this corpus and its echo API in it."""
     if code == ROOT:
         return code
-    for rel in ("tests/hostile_host.py", "tests/apis/echo.py", "tests/mcp_servers/hostile.py"):
+    for rel in ("tests/support/hostile_host.py", "tests/support/apis/echo.py", "tests/support/mcp_servers/hostile.py"):
         (code / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, code / rel)
     return code
@@ -71,13 +71,13 @@ def _mcp_source(transport: str, code: Path) -> Iterator[str]:
     """The hostile MCP server as a --tools source: over stdio (atc starts it), or a process on
     127.0.0.1 serving streamable HTTP (``sse``: answering each request as an SSE stream)."""
     if transport == "stdio":
-        yield "mcp:" + shlex.join([sys.executable, "-m", "tests.mcp_servers.hostile"])
+        yield "mcp:" + shlex.join([sys.executable, "-m", "tests.support.mcp_servers.hostile"])
         return
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     flags = {"sse": ["--sse"], "legacy-sse": ["--legacy-sse"]}.get(transport, [])
-    proc = subprocess.Popen([sys.executable, "-m", "tests.mcp_servers.hostile", "--http", str(port), *flags], cwd=code,
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.mcp_servers.hostile", "--http", str(port), *flags], cwd=code,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     transports = [t for t in args.mcp.split(",") if t] if len(mcp_cases) > 1 else []
     backends = [b for b in args.backends.split(",") if b]
     if "docker" in backends:
-        from sandbox.docker_backend import docker_available
+        from sandbox.docker.backend import docker_available
 
         if not docker_available():
             print("(no Docker engine or no sandbox image: Docker rows left out)")

@@ -1,6 +1,6 @@
 """What calling an MCP tool through atc costs per call, against the SDK alone, in the same run:
 
-- baseline: ``ClientSession.call_tool`` straight to the shop server (tests/mcp_servers/shop.py,
+- baseline: ``ClientSession.call_tool`` straight to the shop server (tests/support/mcp_servers/shop.py,
   stdio), on its own connection, timed call by call inside the event loop;
 - ``Gateway.call``: the host side of an atc call (argument validation, the hop from the gateway's
   thread to the connection's event loop, result conversion, redaction, the call log) on the
@@ -36,11 +36,11 @@ from timing import Row  # noqa: E402
 
 import atc  # noqa: E402
 from sandbox.api import Limits, Toolset  # noqa: E402
-from sandbox.gateway import Gateway  # noqa: E402
-from sandbox.mcp.connections import close_servers  # noqa: E402
-from tests.apis.library import LibraryAPI  # noqa: E402
+from sandbox.gateway.core import Gateway  # noqa: E402
+from sandbox.gateway.mcp.connections import close_servers  # noqa: E402
+from tests.support.apis.library import LibraryAPI  # noqa: E402
 
-COMMAND = [sys.executable, "-m", "tests.mcp_servers.shop"]
+COMMAND = [sys.executable, "-m", "tests.support.mcp_servers.shop"]
 SOURCE = "mcp:" + shlex.join(COMMAND)
 
 

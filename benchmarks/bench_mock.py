@@ -3,7 +3,7 @@
 Three measurements, each with a baseline taken in the same run:
 
 1. HTTP latency per request: ``MockServer`` built from the library fixture's own OpenAPI spec
-   against the hand-written ``tests/apis/library.py`` server answering the same five endpoints
+   against the hand-written ``tests/support/apis/library.py`` server answering the same five endpoints
    (both stdlib ``ThreadingHTTPServer`` on 127.0.0.1, one keep-alive httpx client each).
 2. In-process generation of every RestBench TMDB operation (``MockApp.handle``, 54 operations)
    against ``json.dumps`` of the bodies it produced.
@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from atc.mock import MockApp, MockServer  # noqa: E402
 from protocols import load_data, load_spec  # noqa: E402
-from tests.apis.library import LibraryAPI  # noqa: E402
+from tests.support.apis.library import LibraryAPI  # noqa: E402
 
 TMDB = ROOT.parent / "shared" / "bench-data" / "restbench" / "specs" / "tmdb_oas.json"
 BOOKSHOP = ROOT / "atc" / "examples" / "bookshop" / "openapi.json"

@@ -17,15 +17,15 @@ samples, no cache) and with the defaults; then a second default run on the same 
 Two more servers, written for the tests (issue 21), each against the same naive baseline:
 
 - ``rest``: a JSON REST server whose relations are optional filters (``/comments?postId=``,
-  tests/apis/jsonrest.py); the extra column counts the relations found out of the 6 it has, with
+  tests/support/apis/jsonrest.py); the extra column counts the relations found out of the 6 it has, with
   and without trying the filters;
-- ``mcp-text``: an MCP file server whose every answer is text (tests/mcp_servers/files.py, a real
+- ``mcp-text``: an MCP file server whose every answer is text (tests/support/mcp_servers/files.py, a real
   process over stdio): documented read-only tools, requests, and how many paths the server was
   sent that it never handed out (made up).
 
 And two for unsafe probing (issues 29, 30):
 
-- ``orchestrator``: the Prefect-like API of the tests (tests/apis/orchestrator_fleet.py: reads by
+- ``orchestrator``: the Prefect-like API of the tests (tests/support/apis/orchestrator_fleet.py: reads by
   POST with nested filter bodies, names in paths, upserts): tools documented read-only (no POST
   read sent), with its POST reads marked ``--read-only``, and with ``--allow-unsafe --scope``
   twice on the same server (what was left behind, and whether the server's state is as before);
@@ -33,7 +33,7 @@ And two for unsafe probing (issues 29, 30):
   ``components`` and, as the baseline in the same run, written inline (what the probe wrote
   before), and of ``probe.md``;
 - ``redirects``: a store whose in-scope PATCH/DELETE answer 307/308 towards the user's bucket
-  (tests/apis/redirecting.py): requests that reached an object outside the scope, with the scope
+  (tests/support/apis/redirecting.py): requests that reached an object outside the scope, with the scope
   guard and, as the baseline, with the probe's toolset ungarded.
 
 Usage: .venv/bin/python benchmarks/bench_probe.py [--n 3]
@@ -58,15 +58,15 @@ os.environ["ATC_HOME"] = tempfile.mkdtemp(prefix="atc-bench-probe-")
 
 from atc.mock import MockServer  # noqa: E402
 from probes import probe  # noqa: E402
+from probes.arguments.naming import param_role  # noqa: E402
+from probes.arguments.values import schema_values  # noqa: E402
 from probes.calls import classify_body  # noqa: E402
-from probes.document import leaf_paths, merge_schema  # noqa: E402
-from probes.naming import param_role  # noqa: E402
-from probes.safety import call_safety  # noqa: E402
-from probes.values import schema_values  # noqa: E402
+from probes.plan.safety import call_safety  # noqa: E402
+from probes.results.document import leaf_paths, merge_schema  # noqa: E402
 from protocols import load_data, load_spec  # noqa: E402
 from protocols.model import Collection  # noqa: E402
 from sandbox.api import Limits, Toolset  # noqa: E402
-from sandbox.gateway import Gateway  # noqa: E402
+from sandbox.gateway.core import Gateway  # noqa: E402
 
 SPECS = {"tmdb": ROOT.parent / "shared" / "bench-data" / "restbench" / "specs" / "tmdb_oas.json",
          "spotify": ROOT.parent / "shared" / "bench-data" / "restbench" / "specs" / "spotify_oas.json"}
@@ -179,8 +179,8 @@ RELATIONS = {("list_users", "list_posts"), ("list_posts", "list_comments"), ("li
 
 def rest_rows(n: int) -> None:
     """The JSON REST server whose relations are optional filters."""
-    import probes.chain
-    from tests.apis.jsonrest import JsonRestAPI
+    import probes.rounds
+    from tests.support.apis.jsonrest import JsonRestAPI
 
     def links(report: Any) -> int:
         found = {(f["tool"], t.name) for t in report.tools for f in t.filters.values()}
@@ -191,14 +191,14 @@ def rest_rows(n: int) -> None:
         started = time.perf_counter()
         base_doc, base_calls, safe = _naive_calls(Toolset([collection], base_url=api.url), n)
         base_s = time.perf_counter() - started
-        keep = probes.chain.probe_filters
-        probes.chain.probe_filters = lambda session, round_: None  # the probe before issue 21
+        keep = probes.rounds.probe_filters
+        probes.rounds.probe_filters = lambda session, round_: None  # the probe before issue 21
         try:
             started = time.perf_counter()
             before = probe(collection, no_llm=True, cache=False)
             before_s = time.perf_counter() - started
         finally:
-            probes.chain.probe_filters = keep
+            probes.rounds.probe_filters = keep
         started = time.perf_counter()
         ours = probe(collection, no_llm=True, cache=False)
         ours_s = time.perf_counter() - started
@@ -219,7 +219,7 @@ def rest_rows(n: int) -> None:
 def mcp_text_rows(n: int) -> None:
     """The MCP file server whose every answer is text."""
     from probes.single import resolve_toolset
-    from sandbox.mcp.connections import close_servers
+    from sandbox.gateway.mcp.connections import close_servers
 
     root = Path(tempfile.mkdtemp(prefix="atc-bench-files-"))
     (root / "docs").mkdir()
@@ -228,7 +228,7 @@ def mcp_text_rows(n: int) -> None:
     log = root.parent / f"{root.name}.log"
     config = root.parent / f"{root.name}-servers.json"
     config.write_text(json.dumps({"mcpServers": {"files": {
-        "command": sys.executable, "args": ["-m", "tests.mcp_servers.files", str(root)], "cwd": str(ROOT),
+        "command": sys.executable, "args": ["-m", "tests.support.mcp_servers.files", str(root)], "cwd": str(ROOT),
         "env": {"FILES_LOG": str(log)}}}}))
     try:
         toolset = resolve_toolset(str(config))
@@ -273,8 +273,8 @@ def orchestrator_rows() -> None:
     """The Prefect-like API: reads by POST, clean-up, output size."""
     import copy
 
-    import probes.outputs
-    from tests.apis.orchestrator_fleet import FleetAPI
+    import probes.results.outputs
+    from tests.support.apis.orchestrator_fleet import FleetAPI
 
     scope = {"work_pool_name": "atc-scratch", "key": "atc-scratch"}
     rows: list[tuple[str, Any, float, str]] = []
@@ -295,13 +295,13 @@ def orchestrator_rows() -> None:
             rows.append((label, report, time.perf_counter() - started, same))
         written = (out / "openapi.json").stat().st_size
         page = (out / "probe.md").stat().st_size
-        keep = probes.outputs.factor
-        probes.outputs.factor = lambda doc: doc  # the document as the probe wrote it before (issue 30 item 4)
+        keep = probes.results.outputs.factor
+        probes.results.outputs.factor = lambda doc: doc  # the document as the probe wrote it before (issue 30 item 4)
         try:
-            inline = len(json.dumps(probes.outputs.openapi_document(
-                probes.outputs.learnt_collection(collection, report), report), indent=1, ensure_ascii=False))
+            inline = len(json.dumps(probes.results.outputs.openapi_document(
+                probes.results.outputs.learnt_collection(collection, report), report), indent=1, ensure_ascii=False))
         finally:
-            probes.outputs.factor = keep
+            probes.results.outputs.factor = keep
         largest = max(len(json.dumps(op)) for item in json.loads((out / "openapi.json").read_text())["paths"].values()
                       for op in item.values())
     total = len(collection.tools)
@@ -321,7 +321,7 @@ def orchestrator_rows() -> None:
 def redirect_rows() -> None:
     """In-scope writes that answer 307/308 out of the scope: requests that reached the user's objects."""
     import probes.probing
-    from tests.apis.redirecting import RedirectingStore
+    from tests.support.apis.redirecting import RedirectingStore
 
     def away(method: str, path: str) -> tuple[int, str] | None:
         if method in ("PATCH", "DELETE") and path.startswith(("/buckets/throwaway/", "/buckets/prod/")):

@@ -38,8 +38,8 @@ import httpx  # noqa: E402
 from protocols import load_data, load_spec  # noqa: E402
 from protocols.model import Binding, Collection, Tool  # noqa: E402
 from sandbox.api import Limits, Toolset  # noqa: E402
-from sandbox.gateway import Gateway  # noqa: E402
-from tests.apis.realworld import RealWorld, bomb  # noqa: E402
+from sandbox.gateway.core import Gateway  # noqa: E402
+from tests.support.apis.realworld import RealWorld, bomb  # noqa: E402
 
 SPECS = Path("/work/shared/bench-data/restbench/specs")
 

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from timing import median_us  # noqa: E402  (benchmarks/ is the script directory)
 
-from sandbox.redact import Redactor  # noqa: E402
+from sandbox.gateway.redact import Redactor  # noqa: E402
 
 #: ``../shared/bench-data`` of the repository (also one level further up, for a git worktree in a folder)
 DATA = next((base / "shared" / "bench-data" / "toolflow" / "dataset" / "tmdb" / "tmdb.spec.probed.v2.json"

@@ -1,7 +1,7 @@
 """How much smaller is ``render_compact`` than the raw OpenAPI a model would otherwise be shown?
 
 For the RestBench TMDB and Spotify specs, 20 operations (three seeded random samples, and the
-first 20), and for the FastAPI-style orchestrator of the tests (``tests/apis/orchestrator_spec.py``,
+first 20), and for the FastAPI-style orchestrator of the tests (``tests/support/apis/orchestrator_spec.py``,
 Prefect 3's shape of API: nested ``$ref``'d filter bodies; all its 18 operations, and three seeded
 samples of 8), compare characters and estimated tokens of:
 
@@ -36,7 +36,7 @@ def _orchestrator_spec() -> dict[str, Any]:
     measure that code), ``tests`` is that checkout's, which may not have it."""
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "tests/apis/orchestrator_spec.py"
+    path = Path(__file__).resolve().parents[1] / "tests/support/apis/orchestrator_spec.py"
     spec = importlib.util.spec_from_file_location("orchestrator_spec", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

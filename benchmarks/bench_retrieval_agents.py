@@ -35,7 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from atc.openai_http import HttpChatModel  # noqa: E402
+from atc.llm.openai_http import HttpChatModel  # noqa: E402
 from atc.retrieval.anytool import AnyTool  # noqa: E402
 from atc.retrieval.corpus import MemoryCorpus  # noqa: E402
 from atc.retrieval.hybrid import Bm25Retriever  # noqa: E402
@@ -43,7 +43,7 @@ from atc.retrieval.queries import QueryStore, generate  # noqa: E402
 from atc.retrieval.reinvoke import ReInvoke  # noqa: E402
 from protocols.loaders import load_spec  # noqa: E402
 from protocols.model import Tool, python_identifier  # noqa: E402
-from tests.fakes.openai_server import Reply, ScriptedOpenAI, call  # noqa: E402
+from tests.support.fakes.openai_server import Reply, ScriptedOpenAI, call  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "bench-data" / "toolbench" / "stabletoolbench" / "solvable_queries" / "test_instruction"
 FILES = ["G1_instruction", "G1_category", "G1_tool", "G2_instruction", "G2_category", "G3_instruction"]

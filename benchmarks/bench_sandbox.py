@@ -38,9 +38,9 @@ from timing import Row, measure  # noqa: E402
 
 from protocols import load_spec  # noqa: E402
 from sandbox.api import Limits, Toolset  # noqa: E402
-from sandbox.gateway import Gateway  # noqa: E402
-from sandbox.local_backend import LocalBackend, sandbox_python  # noqa: E402
-from tests.apis.library import LibraryAPI  # noqa: E402
+from sandbox.gateway.core import Gateway  # noqa: E402
+from sandbox.local.backend import LocalBackend, sandbox_python  # noqa: E402
+from tests.support.apis.library import LibraryAPI  # noqa: E402
 
 LIMITS = Limits(timeout=30)
 
@@ -144,7 +144,7 @@ def concurrency_row(tools: Toolset, runs: int = 20) -> tuple[float, int]:
 def docker_rows_if_available(n: int) -> list[Row]:
     """The Docker engineer's rows (benchmarks/bench_docker.py), when an engine and image are there."""
     try:
-        from sandbox.docker_backend import docker_available
+        from sandbox.docker.backend import docker_available
     except ImportError:
         return []
     if not docker_available():

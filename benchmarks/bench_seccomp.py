@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from timing import Row, median_us  # noqa: E402
 
 from sandbox.api import Limits, Toolset  # noqa: E402
-from sandbox.local_backend import LocalBackend, jail_path, sandbox_python  # noqa: E402
-from sandbox.seccomp import compile_filter  # noqa: E402
+from sandbox.inside.seccomp import compile_filter  # noqa: E402
+from sandbox.local.backend import LocalBackend, jail_path, sandbox_python  # noqa: E402
 
 LIMITS = Limits(timeout=60)
 SYSCALLS = """

@@ -155,7 +155,7 @@ STEPS: list[tuple[str, dict[str, Any]]] = []  # filled from the API's data: the 
 
 
 def plan_steps() -> None:
-    from tests.apis.library import AUTHORS, BOOKS, REVIEWS
+    from tests.support.apis.library import AUTHORS, BOOKS, REVIEWS
 
     STEPS.append(("search_authors", {"name": ""}))
     STEPS.extend(("list_author_books", {"author_id": a}) for a in AUTHORS)
@@ -262,7 +262,7 @@ def main() -> None:
     args = parser.parse_args()
     import anyio
 
-    from tests.apis.library import LibraryAPI
+    from tests.support.apis.library import LibraryAPI
 
     plan_steps()
     api = LibraryAPI()

@@ -35,8 +35,8 @@ from timing import Row, measure  # noqa: E402
 import atc  # noqa: E402
 from protocols import load_spec  # noqa: E402
 from sandbox.api import Backend, Limits, Toolset  # noqa: E402
-from sandbox.local_backend import LocalBackend  # noqa: E402
-from tests.apis.library import LibraryAPI  # noqa: E402
+from sandbox.local.backend import LocalBackend  # noqa: E402
+from tests.support.apis.library import LibraryAPI  # noqa: E402
 
 LIMITS = Limits(timeout=30)
 FETCH = "books = [get_book(book_id=i) for i in (10, 11, 20)]"
@@ -104,7 +104,7 @@ def main() -> int:
                 local.prewarm(LIMITS)
                 show("local", rows_for(local, tools, args.n))
             if not args.no_docker:
-                from sandbox.docker_backend import DockerBackend, docker_available
+                from sandbox.docker.backend import DockerBackend, docker_available
 
                 if docker_available():
                     with DockerBackend(pool_size=2) as docker:

@@ -188,12 +188,12 @@ def main() -> int:
     # -- 2. sandbox time per attempt ---------------------------------------------------------
     import httpx
 
-    from atc.checks import check_program
-    from atc.extract import extract_program
+    from atc.loop.checks import check_program
+    from atc.loop.extract import extract_program
+    from atc.loop.reflection import feedback
     from atc.mock import MockServer
-    from atc.reflection import feedback
     from sandbox.api import Limits, Toolset
-    from sandbox.local_backend import LocalBackend
+    from sandbox.local.backend import LocalBackend
 
     starts = []
     for _ in range(20):

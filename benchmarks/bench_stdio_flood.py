@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mb", type=int, default=200, help="MB the program writes")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    from sandbox.docker_backend import DockerBackend, docker_available
+    from sandbox.docker.backend import DockerBackend, docker_available
 
     if not docker_available():
         print("no Docker engine or no sandbox image")

@@ -2,7 +2,7 @@
 
 One task -- the bookshop example's "who wrote the cheapest book about gardens, and which shop
 has the most copies" -- solved by every strategy against ``atc mock`` of the bookshop spec on
-127.0.0.1, with the scripted OpenAI-compatible server (tests/fakes) playing an oracle model of
+127.0.0.1, with the scripted OpenAI-compatible server (tests/support/fakes) playing an oracle model of
 that strategy's protocol through the real HTTP model client:
 
 - ``chain`` / ``chain-plain``: the example program in one reply (and, as a second row, a first
@@ -39,11 +39,11 @@ sys.path.insert(0, str(ROOT))
 
 import atc  # noqa: E402
 from atc.examples import path  # noqa: E402
+from atc.llm.client import make_client  # noqa: E402
+from atc.loop.solving import Solution, solve  # noqa: E402
 from atc.mock import MockServer  # noqa: E402
-from atc.model import make_client  # noqa: E402
-from atc.solving import Solution, solve  # noqa: E402
 from sandbox.api import Limits  # noqa: E402
-from tests.fakes.openai_server import Reply, ScriptedOpenAI, call  # noqa: E402
+from tests.support.fakes.openai_server import Reply, ScriptedOpenAI, call  # noqa: E402
 
 TASK = "Who wrote the cheapest book about gardens, and which shop has the most copies?"
 PROGRAM = path("bookshop/program.py").read_text()

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from timing import Row, measure  # noqa: E402
 
 from sandbox.api import Backend, Limits, Toolset  # noqa: E402
-from sandbox.local_backend import LocalBackend, sandbox_python  # noqa: E402
+from sandbox.local.backend import LocalBackend, sandbox_python  # noqa: E402
 
 LIMITS = Limits(timeout=30)
 TOOLS = Toolset(collections=[])
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         ("local after", lambda: LocalBackend()),
     ]
     if not args.no_docker:
-        from sandbox.docker_backend import DockerBackend, docker_available
+        from sandbox.docker.backend import DockerBackend, docker_available
 
         if docker_available():
             configs += [("docker before", lambda: DockerBackend(pool_size=2, pool_max=2, reuse=False)),

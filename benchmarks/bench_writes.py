@@ -2,7 +2,7 @@
 gateway, against the code before it (``--base``, default: the commit before the ledger), measured
 in the same run with the same interpreter and packages.
 
-Each side runs ``Gateway.call`` in-process on the orders API's tools (tests/apis/orders.py) with
+Each side runs ``Gateway.call`` in-process on the orders API's tools (tests/support/apis/orders.py) with
 the transport replaced by an answer made in memory: the network is not what is measured, the
 gateway's own work is (budget, validation, the write rule, the ledger, redaction, the call log).
 The new code runs with a write ledger and policy attached (what every solve has); writes carry
@@ -31,13 +31,13 @@ def _worker(calls: int, ledger: bool, spec_path: str) -> dict[str, float]:
     """Runs inside the tree being measured (``tree_run.py``): per-call p50 in microseconds."""
     from protocols.loaders import load_data
     from sandbox.api import Limits, Toolset
-    from sandbox.gateway import Gateway
-    from sandbox.http.transport import Reply
+    from sandbox.gateway.core import Gateway
+    from sandbox.gateway.http.transport import Reply
 
     shop = load_data(json.loads(Path(spec_path).read_text()), name="shop")
     toolset = Toolset([shop])
     if ledger:
-        from sandbox.writes.policy import Writes
+        from sandbox.gateway.writes.policy import Writes
 
         toolset = Toolset([shop], writes=Writes.of("allow"))
 
@@ -73,7 +73,7 @@ def _worker(calls: int, ledger: bool, spec_path: str) -> dict[str, float]:
 
 
 def _base_commit() -> str:
-    added = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", "sandbox/writes/gate.py"],
+    added = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", "sandbox/gateway/writes/gate.py"],
                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     return f"{added[-1]}^" if added else "HEAD"
 
@@ -111,7 +111,7 @@ def main() -> int:
                 subprocess.run(["rm", "-rf", str(now / package)], check=True)
                 subprocess.run(["cp", "-r", str(ROOT / package), str(now / package)], check=True)
         sys.path.insert(0, str(ROOT))
-        from tests.apis.orders import spec
+        from tests.support.apis.orders import spec
 
         spec_path = Path(tmp) / "orders.json"
         spec_path.write_text(json.dumps(spec()))

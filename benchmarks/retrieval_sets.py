@@ -143,7 +143,7 @@ def stripped_and_probed(which: str) -> tuple[RetrievalSet, RetrievalSet, int]:
 
     from atc.mock import MockServer
     from probes import probe
-    from probes.outputs import learnt_collection
+    from probes.results.outputs import learnt_collection
     from protocols import load_data
 
     original = restbench(which)

@@ -25,19 +25,19 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from probes.many import probe_many
+    from probes.plan.safety import Safety, call_safety
     from probes.probing import probe
-    from probes.report import ProbeInterrupted, ProbeReport, ProbeSettings, ToolReport
-    from probes.safety import Safety, call_safety
+    from probes.results.report import ProbeInterrupted, ProbeReport, ProbeSettings, ToolReport
 
 _LAZY: dict[str, str] = {
     "probe": "probes.probing",
     "probe_many": "probes.many",
-    "ProbeReport": "probes.report",
-    "ToolReport": "probes.report",
-    "ProbeSettings": "probes.report",
-    "ProbeInterrupted": "probes.report",
-    "call_safety": "probes.safety",
-    "Safety": "probes.safety",
+    "ProbeReport": "probes.results.report",
+    "ToolReport": "probes.results.report",
+    "ProbeSettings": "probes.results.report",
+    "ProbeInterrupted": "probes.results.report",
+    "call_safety": "probes.plan.safety",
+    "Safety": "probes.plan.safety",
 }
 
 __all__ = ["ProbeInterrupted", "ProbeReport", "ProbeSettings", "Safety", "ToolReport", "call_safety", "probe", "probe_many"]

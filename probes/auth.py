@@ -29,7 +29,7 @@ from typing import Protocol
 from probes.calls import Caller, Observation
 from protocols.model import Collection, Tool
 from sandbox.api import Toolset
-from sandbox.http.credentials import for_collection
+from sandbox.gateway.http.credentials import for_collection
 
 __all__ = ["AuthWatch", "Watched", "hint", "given_credentials", "REFUSED", "AUTH_WALL"]
 
@@ -74,7 +74,7 @@ class _Answers(Protocol):
 
 
 class Watched(Protocol):
-    """What the watch reads of the probe it watches (``probes.state.Session``, which holds the
+    """What the watch reads of the probe it watches (``probes.state.ProbeState``, which holds the
     watch): said here as a Protocol so that this module sits below ``probes.state``."""
 
     @property
@@ -96,8 +96,8 @@ class _Canary:
 class AuthWatch:
     """Watches one probe's answers for a credential that stops working (see the module docstring)."""
 
-    def __init__(self, session: Watched) -> None:
-        self.s = session
+    def __init__(self, probe_state: Watched) -> None:
+        self.s = probe_state
         self.canary: _Canary | None = None
         self.latest: _Canary | None = None
         self.refusals = 0

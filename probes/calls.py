@@ -1,6 +1,6 @@
 """Sending probe requests: the budget, the cache, the gateway, and what an answer means.
 
-Every request of a probe goes through ``sandbox.gateway.Gateway.call``, exactly like a program's
+Every request of a probe goes through ``sandbox.gateway.core.Gateway.call``, exactly like a program's
 calls: credentials are added on the host and redacted from what comes back, arguments are
 validated, and timeouts and size caps apply. ``Caller`` adds what probing needs on top:
 
@@ -28,7 +28,7 @@ from typing import Any
 from probes.cache import ResponseCache, cacheable
 from protocols.model import Tool
 from sandbox.api import Limits, ToolCall, Toolset
-from sandbox.gateway import Gateway, validator_for
+from sandbox.gateway.core import Gateway, validator_for
 
 __all__ = ["Observation", "Budget", "Caller", "classify_body", "Source"]
 
@@ -140,7 +140,7 @@ class Budget:
 
 
 class Caller:
-    """Sends probe requests for one probe session (single-threaded)."""
+    """Sends probe requests for one probe (single-threaded)."""
 
     def __init__(self, toolset: Toolset, limits: Limits, budget: Budget, cache: ResponseCache | None = None,
                  *, gateway: Gateway | None = None, sleep: Callable[[float], None] = time.sleep) -> None:

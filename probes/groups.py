@@ -1,6 +1,6 @@
 """Splitting a collection's tools into groups that can be probed apart (``atc probe --executor``).
 
-The chain of probing (``probes.chain``) feeds a tool the identifiers other tools' answers handed
+The chain of probing (``probes.rounds``) feeds a tool the identifiers other tools' answers handed
 out: ``getItem(sku=...)`` runs on a ``sku`` that ``listShelfItems`` returned, which ran on a
 ``shelf_id`` from ``listShelves``. Those links are found while probing, from the answers, so a
 split made before probing can only predict them. It predicts generously, because a link cut
@@ -21,7 +21,7 @@ costs a tool its documentation while a link kept costs only parallelism:
 - everything else -- tools that neither need nor are known to provide a value, and the tools
   that will not be called at all (``call_safety``) -- is a group of its own;
 - with ``allow_unsafe`` and tools that may write, everything is one group: the write plan
-  (``probes.plan``) orders creates, updates and deletes across all tools of one session.
+  (``probes.plan.steps``) orders creates, updates and deletes across all tools of one probe_state.
 
 Groups come in the order of their first tool in the spec, each listing its tools in spec order.
 The split depends only on the tools (never on ``--concurrency`` or the executor), so every run
@@ -33,8 +33,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from probes.naming import SYNONYMS, ParamRole, endpoint_nouns, norm, param_role, same_entity, singular, words
-from probes.safety import call_safety
+from probes.arguments.naming import (
+    SYNONYMS,
+    ParamRole,
+    endpoint_nouns,
+    norm,
+    param_role,
+    same_entity,
+    singular,
+    words,
+)
+from probes.plan.safety import call_safety
 from protocols.model import Tool
 from sandbox.api import Toolset
 
@@ -72,7 +81,7 @@ def probe_groups(toolset: Toolset, *, allow_unsafe: bool = False) -> list[list[s
             callable_.append(call_safety(tool, collection, allow_unsafe=allow_unsafe).safe)
             writes = writes or not call_safety(tool, collection).safe
     if allow_unsafe and writes:
-        # The write plan needs every tool in one session: its scope, what it created, its order.
+        # The write plan needs every tool in one probe: its scope, what it created, its order.
         return [[t.name for t in tools]]
     parent = list(range(len(tools)))
 

@@ -31,18 +31,18 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from atc.checks import check_program
 from atc.errors import ModelError
-from atc.extract import extract_program
-from atc.model import Message, ModelClient
+from atc.llm.client import Message, ModelClient
+from atc.loop.checks import check_program
+from atc.loop.extract import extract_program
+from probes.arguments.harvest import field_path
+from probes.arguments.naming import norm
 from probes.auth import REFUSED
 from probes.cache import cacheable
 from probes.calls import Observation, Source, classify_body
-from probes.findings import remember, replay
-from probes.harvest import field_path
-from probes.naming import norm
-from probes.schemas import combine
-from probes.state import Session, ToolState
+from probes.results.findings import remember, replay
+from probes.results.schemas import combine
+from probes.state import ProbeState, ToolState
 from protocols.model import Collection, Tool
 from protocols.render import render_compact, render_full
 from sandbox.api import Backend, ExecutionResult, Limits, ToolCall, Toolset
@@ -115,11 +115,11 @@ def _find(data: Any, value: Any, wanted: str, budget: int = 3000) -> tuple[str |
 
 
 class ModelProber:
-    """The model's rounds of the chain of probing over a ``Session``."""
+    """The model's rounds of the chain of probing over a ``ProbeState``."""
 
-    def __init__(self, session: Session, client: ModelClient, toolset: Toolset, *, sandbox: Backend,
+    def __init__(self, probe_state: ProbeState, client: ModelClient, toolset: Toolset, *, sandbox: Backend,
                  limits: Limits) -> None:
-        self.s = session
+        self.s = probe_state
         self.client = client
         self.toolset = toolset
         self.sandbox = sandbox

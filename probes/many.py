@@ -22,7 +22,7 @@ from atc.errors import AtcError, UsageError
 from atc.workflows.executors import run_each
 from atc.workflows.ray_executor import worker_env
 from atc.workflows.replay import open_recording
-from probes.report import ProbeReport, ProbeSettings
+from probes.results.report import ProbeReport, ProbeSettings
 from probes.single import ToolsArg, probe_toolset, resolve_toolset
 from sandbox.api import Toolset
 from sandbox.execute import BaseUrl, as_toolset

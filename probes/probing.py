@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from atc.errors import UsageError
-from atc.model import ModelClient
-from probes.report import ProbeReport, ProbeSettings
+from atc.llm.client import ModelClient
+from probes.results.report import ProbeReport, ProbeSettings
 from probes.single import ToolsArg, probe_toolset, resolve_toolset
 from probes.spread import probe_spread
 from probes.state import Event

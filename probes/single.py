@@ -21,25 +21,25 @@ from pathlib import Path
 
 from atc.config import atc_home
 from atc.errors import ConfigError, UsageError
-from atc.model import ModelClient, make_client
+from atc.llm.client import ModelClient, make_client
 from atc.toolsets import toolset_for
-from probes.actions import Action, action_of
-from probes.announce import describe
 from probes.cache import ResponseCache
 from probes.calls import Budget, Caller
-from probes.chain import ChainProber
-from probes.created import absence_checks
-from probes.findings import remember
-from probes.guard import ScopeGuard, guarded_toolset
 from probes.llm import ModelProber
-from probes.outputs import WRITE_EVERY, publish, write_outputs
-from probes.plan import path_prefixes, plan_writes
-from probes.postreads import marked_post_read, marked_toolset, read_evidence
-from probes.report import ProbeInterrupted, ProbeReport, ProbeSettings
-from probes.safety import call_safety
-from probes.scope import Scope
-from probes.state import Event, Session, ToolState
-from probes.writes import WriteRunner, created_candidates, pinned_later
+from probes.plan.actions import Action, action_of
+from probes.plan.announce import describe
+from probes.plan.created import absence_checks
+from probes.plan.guard import ScopeGuard, guarded_toolset
+from probes.plan.postreads import marked_post_read, marked_toolset, read_evidence
+from probes.plan.safety import call_safety
+from probes.plan.scope import Scope
+from probes.plan.send import WriteRunner, created_candidates, pinned_later
+from probes.plan.steps import path_prefixes, plan_writes
+from probes.results.findings import remember
+from probes.results.outputs import WRITE_EVERY, publish, write_outputs
+from probes.results.report import ProbeInterrupted, ProbeReport, ProbeSettings
+from probes.rounds import ChainProber
+from probes.state import Event, ProbeState, ToolState
 from protocols.model import Collection, Tool
 from sandbox.api import Backend, Limits, Toolset
 from sandbox.execute import BaseUrl, check_toolset, get_backend
@@ -71,7 +71,7 @@ def _pick_client(settings: ProbeSettings, client: ModelClient | None, model: str
 
 
 class _Run:
-    """One probe: the session, its outputs, and what the report says about how it ran."""
+    """One probe: its state, its outputs, and what the report says about how it ran."""
 
     def __init__(self, toolset: Toolset, settings: ProbeSettings, llm: ModelClient | None, note: str | None,
                  out: str | Path | None, on_event: Event | None) -> None:
@@ -90,7 +90,7 @@ class _Run:
         tools = [t for c in toolset.collections for t in c.tools]
         unsafe: dict[str, str] = {}
         writers: list[tuple[Tool, Action]] = []
-        #: POSTs probed as reads, with the evidence (``probes.postreads``); ``guessed``: recognised by
+        #: POSTs probed as reads, with the evidence (``probes.plan.postreads``); ``guessed``: recognised by
         #: their names only (not marked), so their paths stay in the scope
         self.post_reads: dict[str, str] = {}
         guessed: set[str] = set()
@@ -125,26 +125,26 @@ class _Run:
         self.cache = ResponseCache(atc_home(), self.name, toolset.base_url or "", credentials=toolset.credentials,
                                    refresh=settings.refresh, enabled=settings.cache)
         # Every call that may write passes the scope guard at the gateway: the planned request and
-        # each redirect that would send it again (``probes.guard``).
+        # each redirect that would send it again (``probes.plan.guard``).
         self.guard = ScopeGuard(Scope(settings.scope), {t.name: t for t in tools}, toolset.base_url_for,
                                 reads=dict(self.post_reads), guessed=set(guessed))
         self.wire = guarded_toolset(toolset, self.guard)
-        self.session = Session(tools, Caller(self.wire, self.limits, self.budget, self.cache), settings,
+        self.probe_state = ProbeState(tools, Caller(self.wire, self.limits, self.budget, self.cache), settings,
                                on_event=self._event)
-        self.session.reads_by_post = dict(self.post_reads)
-        self.session.planner.scoped = guessed
+        self.probe_state.reads_by_post = dict(self.post_reads)
+        self.probe_state.planner.scoped = guessed
         for name, reason in unsafe.items():
-            self.session.settle(self.session.states[name], "skipped", reason)
+            self.probe_state.settle(self.probe_state.states[name], "skipped", reason)
         for tool, _ in writers:
-            self.session.states[tool.name].status = "queued"
+            self.probe_state.states[tool.name].status = "queued"
         if self.plan is not None and not settings.dry_run:
             for name, why in self.plan.never.items():  # said first, before anything is sent
-                self.session.settle(self.session.states[name], "skipped", f"never sent: {why}")
+                self.probe_state.settle(self.probe_state.states[name], "skipped", f"never sent: {why}")
         if self.plan is not None and not settings.dry_run:
             made = {x.creates.template.rstrip("/") + "/{}" for x in self.plan.steps
                     if x.creates is not None and x.creates.template is not None}
-            self.session.waiting = {st.name for st in self.session.pending() if set(path_prefixes(st.tool)) & made}
-            self.writes = WriteRunner(self.session, self.plan, say=self._say if on_event is None else None,
+            self.probe_state.waiting = {st.name for st in self.probe_state.pending() if set(path_prefixes(st.tool)) & made}
+            self.writes = WriteRunner(self.probe_state, self.plan, say=self._say if on_event is None else None,
                                       guard=self.guard)
 
     def _say(self, text: str) -> None:
@@ -152,12 +152,12 @@ class _Run:
         sys.stderr.write(f"atc probe: {text}\n")
         sys.stderr.flush()
     def report(self, *, interrupted: bool = False) -> ProbeReport:
-        stopped = self.session.stop_reason
+        stopped = self.probe_state.stop_reason
         note = self.note
         if stopped and stopped.startswith("stopped:"):
             note = f"{note}; {stopped}" if note else stopped
         return ProbeReport(
-            tools=self.session.reports(), calls=self.budget.spent, collection=self.name,
+            tools=self.probe_state.reports(), calls=self.budget.spent, collection=self.name,
             mode="model" if self.llm is not None else "no-llm", base_url=self.toolset.base_url,
             budget=self.budget.total, rounds=self.rounds, cached=self.cache.hits,
             duration_ms=(time.perf_counter() - self.started) * 1000, interrupted=interrupted, note=note,
@@ -185,7 +185,7 @@ class _Run:
 
     def dry(self) -> None:
         """``--dry-run``: nothing is sent; every tool says what the probe would do with it."""
-        s = self.session
+        s = self.probe_state
         for state in s.states.values():
             evidence = self.post_reads.get(state.name)
             if state.status == "pending" and evidence is not None:
@@ -213,12 +213,12 @@ class _Run:
             return
         if self.writes is not None:
             # Reads name what the user pinned, but a pinned object the plan creates only once it exists.
-            self.session.planner.pins = created_candidates(self.session, self.writes,
+            self.probe_state.planner.pins = created_candidates(self.probe_state, self.writes,
                                                            later=pinned_later(self.writes.plan))
         first_round = 0
         if self.llm is not None:
             backend = sandbox if isinstance(sandbox, Backend) else get_backend(sandbox)
-            model_prober = ModelProber(self.session, self.llm, self.wire, sandbox=backend, limits=self.limits)
+            model_prober = ModelProber(self.probe_state, self.llm, self.wire, sandbox=backend, limits=self.limits)
             try:
                 self.rounds = model_prober.run()
             finally:
@@ -227,7 +227,7 @@ class _Run:
             if model_prober.model_error:
                 self.note = f"the model failed ({model_prober.model_error}); the rest was probed without it"
             first_round = max(1, self.rounds)
-        chain = ChainProber(self.session)
+        chain = ChainProber(self.probe_state)
         self.rounds = max(self.rounds, chain.run(first_round=first_round, finish=self.writes is None))
         if self.writes is not None:
             writes = self.writes
@@ -235,7 +235,7 @@ class _Run:
                 writes.reserve()
                 writes.run(("create",), self.rounds)
                 if any(x in writes.made for x in range(1, len(writes.plan.steps) + 1)):
-                    self.session.planner.pins = created_candidates(self.session, writes)
+                    self.probe_state.planner.pins = created_candidates(self.probe_state, writes)
                     if chain.more(self.rounds + 1):
                         self.rounds += 1
                 chain.tail(self.rounds)  # guesses come after what the creates made
@@ -244,10 +244,10 @@ class _Run:
                 writes.finish()
                 chain.finish()
         if self.settings.cache:
-            for state in self.session.states.values():
+            for state in self.probe_state.states.values():
                 # A tool documented from recorded answers has its finding already.
                 if state.successes and state.source != "model" and not state.successes[0].cached:
-                    remember(self.session, state, state.successes[0])
+                    remember(self.probe_state, state, state.successes[0])
 
 
 def probe_toolset(toolset: Toolset, settings: ProbeSettings, *, model: str | None = None,

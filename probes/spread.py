@@ -32,9 +32,9 @@ from atc.workflows.executors import EXECUTORS, ray_module, run_each
 from atc.workflows.ray_executor import worker_env
 from probes.groups import probe_groups
 from probes.many import ProbeJob, probe_task
-from probes.outputs import WRITE_EVERY, publish, write_outputs
-from probes.postreads import marked_toolset
-from probes.report import ProbeInterrupted, ProbeReport, ProbeSettings, ToolReport
+from probes.plan.postreads import marked_toolset
+from probes.results.outputs import WRITE_EVERY, publish, write_outputs
+from probes.results.report import ProbeInterrupted, ProbeReport, ProbeSettings, ToolReport
 from probes.single import ToolsArg, resolve_toolset
 from sandbox.api import Toolset
 from sandbox.execute import BaseUrl, check_toolset

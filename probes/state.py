@@ -2,7 +2,7 @@
 
 ``ToolState`` is the prober's working record of one tool (every request made for it, the
 successes, the plans tried, the values that proved wrong, the parameters the API demanded).
-``Session`` holds the tools' states in spec order, the caller (budget, cache, gateway), the
+``ProbeState`` holds the tools' states in spec order, the caller (budget, cache, gateway), the
 harvest and the planner, and the stop flags; it turns states into ``ToolReport``s.
 """
 
@@ -13,20 +13,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from probes.arguments.harvest import Harvest
+from probes.arguments.planner import Planner
 from probes.auth import AuthWatch
 from probes.calls import Caller, Observation
-from probes.document import choose_examples, condense_value, dependencies, example_program, merge_schema
-from probes.harvest import Harvest
-from probes.planner import Planner
-from probes.report import ProbeSettings, ToolReport
-from probes.safety import call_safety
-from probes.schemas import combine
+from probes.plan.safety import call_safety
+from probes.results.document import (
+    choose_examples,
+    condense_value,
+    dependencies,
+    example_program,
+    merge_schema,
+)
+from probes.results.report import ProbeSettings, ToolReport
+from probes.results.schemas import combine
 from protocols.model import Tool
 
-__all__ = ["ToolState", "Session", "Event", "BUDGET_SPENT"]
+__all__ = ["ToolState", "ProbeState", "Event", "BUDGET_SPENT"]
 
 #: Why a probe stopped when its request budget ran out (the deletes a write plan keeps back are
-#: still sent: ``probes.writes``).
+#: still sent: ``probes.plan.send``).
 BUDGET_SPENT = "the request budget (--max-calls) is spent"
 
 #: A progress hook: ``(event, state)`` with event ``documented``, ``failed``, ``skipped``, ``call`` or
@@ -71,7 +77,7 @@ class ToolState:
         return merge_schema([o.data for o in self.successes if o.data is not None] + self.helper_samples)
 
 
-class Session:
+class ProbeState:
     """Shared state of one probe (single-threaded)."""
 
     def __init__(self, tools: list[Tool], caller: Caller, settings: ProbeSettings,
@@ -85,7 +91,7 @@ class Session:
         self.on_event = on_event
         self.stop_reason: str | None = None
         #: Tools whose method may write that this probe sends as reads (tool -> the evidence:
-        #: ``probes.postreads``).
+        #: ``probes.plan.postreads``).
         self.reads_by_post: dict[str, str] = {}
         #: Reads that wait for the write plan's creates: their path names an object the plan makes
         #: (``GET /work_pools/{name}`` of a pinned pool it creates), so a guess before would be wasted.

@@ -7,7 +7,7 @@ a pandas transform). ``functions_collection`` makes them a ``FunctionCollection`
 the function's qualified name, and which carries the callables themselves in ``functions``
 (tool name -> ``HostFunction``). The callables stay in the host process: they are never stored
 (``Collection.to_dict`` does not know them) and never cross into the sandbox, where the program
-sees the same stub as for an API; the gateway calls them (``sandbox.functions``).
+sees the same stub as for an API; the gateway calls them (``sandbox.gateway.functions``).
 
 A function's protocol comes from its signature and docstring (``function_tool``):
 

@@ -7,7 +7,7 @@ MCP tools are not HTTP operations: a tool is recorded with ``method="MCP"`` and 
 on the server (what ``tools/call`` sends), its arguments as ``body`` bindings (Python name -> the
 server's argument name), ``outputSchema`` as the response schema and ``annotations`` kept as they
 are (the prober reads ``readOnlyHint``). A listing read from a file knows no server: the gateway
-can call its tools only once the collection carries an ``mcp_server`` (``sandbox.mcp`` imports live
+can call its tools only once the collection carries an ``mcp_server`` (``sandbox.gateway.mcp`` imports live
 servers with it; a listing written by ``atc probe --out`` names its server under ``mcpServer``).
 """
 

@@ -47,7 +47,7 @@ __all__ = [
 #: Keyword arguments every tool function accepts besides its parameters (``extra_query`` sends
 #: query parameters the spec does not list; ``with_headers`` returns the status and headers too;
 #: ``resend_unknown=True`` sends again a write whose earlier identical send got no answer,
-#: ``sandbox.writes.gate``). No spec parameter gets these names: it is renamed with a trailing
+#: ``sandbox.gateway.writes.gate``). No spec parameter gets these names: it is renamed with a trailing
 #: ``_``, like a keyword. They belong to what a tool is, so they live here; ``protocols.building``
 #: re-exports them for the loaders.
 RESERVED_ARGUMENTS = frozenset({"extra_query", "with_headers", "resend_unknown"})

@@ -3,7 +3,7 @@
 An origin is (scheme, host, port), with the scheme's default port filled in. A credential given
 for a URL goes to that URL's origin only; ``http`` -> ``https`` on the same host (default ports) is
 allowed too, as an upgrade that keeps the secret just as safe. The gateway follows API redirects by
-this rule (``sandbox.http.redirects``) and ``atc tools import URL`` fetches a spec by it
+this rule (``sandbox.gateway.http.redirects``) and ``atc tools import URL`` fetches a spec by it
 (``protocols.remote``): one rule, so that they cannot drift apart.
 """
 

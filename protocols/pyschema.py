@@ -1,6 +1,6 @@
 """Python types as JSON Schema, and JSON values back as those types.
 
-A Python function used as a tool (``protocols.functions``) and a typed answer (``atc.answers``)
+A Python function used as a tool (``protocols.functions``) and a typed answer (``atc.loop.answers``)
 are both described by type hints. ``schema_of(annotation)`` gives the JSON Schema the gateway
 validates with and the prompt renders from; ``converter_of(annotation)`` gives the function that
 turns a JSON value that passed that schema into what the Python code expects (None when the

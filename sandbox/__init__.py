@@ -4,7 +4,7 @@
     result = run(program, tools=[collection], limits=Limits(timeout=20), sandbox="local")
     print(result.ok, result.answer, [c.tool for c in result.calls])
 
-Names are imported lazily so that ``import sandbox.runner`` (stdlib-only) or
+Names are imported lazily so that ``import sandbox.inside.runner`` (stdlib-only) or
 ``import sandbox.api`` stays light.
 """
 
@@ -19,15 +19,15 @@ _LAZY: dict[str, str] = {
     "get_backend": "sandbox.execute",
     "Limits": "sandbox.api",
     "SessionLimits": "sandbox.api",
-    "open_session": "sandbox.interactive",
-    "Session": "sandbox.interactive",
+    "open_session": "sandbox.session.open",
+    "Session": "sandbox.session.open",
     "Toolset": "sandbox.api",
     "ExecutionResult": "sandbox.api",
     "ToolCall": "sandbox.api",
     "ErrorInfo": "sandbox.api",
     "Backend": "sandbox.api",
-    "LocalBackend": "sandbox.local_backend",
-    "Gateway": "sandbox.gateway",
+    "LocalBackend": "sandbox.local.backend",
+    "Gateway": "sandbox.gateway.core",
 }
 
 __all__ = sorted(_LAZY)

@@ -16,10 +16,10 @@ from urllib.parse import urlsplit
 
 from protocols.errors import ConfigError, UsageError
 from protocols.model import Collection, Tool
-from sandbox.functions.results import jsonable
+from sandbox.gateway.functions.results import jsonable
 
 if TYPE_CHECKING:
-    from sandbox.writes.policy import Writes
+    from sandbox.gateway.writes.policy import Writes
 
 __all__ = ["Limits", "Credentials", "ToolCall", "ErrorInfo", "ExecutionResult", "Toolset", "Backend", "ERROR_TYPES",
            "FAILURE_KINDS", "VALIDATION_MODES", "SessionLimits", "SandboxSession", "SessionBackend"]
@@ -32,7 +32,7 @@ ERROR_TYPES = ("Timeout", "MemoryLimit", "CallBudget", "OutputLimit", "SandboxEr
 #: server: ``tool`` for an ``isError`` result, ``protocol`` for a JSON-RPC error or a malformed answer);
 #: ``unrecorded``: a replay (``--replay``) has no recorded answer for the call.
 #: ``refused``: a write refused before it was sent (the write policy, an approver, a guard, or an
-#: earlier identical write whose outcome is unknown: ``sandbox.writes``).
+#: earlier identical write whose outcome is unknown: ``sandbox.gateway.writes``).
 FAILURE_KINDS = ("arguments", "config", "budget", "connect", "timeout", "request", "response", "http", "redirect",
                  "tool", "protocol", "unrecorded", "refused")
 #: How the gateway checks a call's arguments against the tool's schema: ``strict`` refuses a call
@@ -56,7 +56,7 @@ class Limits:
     cpu_seconds: int | None = None
 
 
-#: ``KEY=env:VAR`` of the command line: KEY a security scheme or a placement (``sandbox.http.credentials``).
+#: ``KEY=env:VAR`` of the command line: KEY a security scheme or a placement (``sandbox.gateway.http.credentials``).
 _CREDENTIAL = re.compile(r"^(?P<key>[^=]+)=env:(?P<var>[A-Za-z_][A-Za-z0-9_]*)$")
 
 
@@ -65,7 +65,7 @@ class Credentials(Mapping[str, str]):
     """Where each secret of a run is read on the host: KEY -> the name of an environment variable.
 
     KEY is a security scheme of a spec or a placement (``header:NAME``, ``bearer``...), maybe
-    prefixed by a collection (``sandbox.http.credentials``). The value itself is read only when a
+    prefixed by a collection (``sandbox.gateway.http.credentials``). The value itself is read only when a
     request is built, in the gateway, and never crosses into the sandbox. This is the one place
     that parses ``env:VAR``: the edges make a ``Credentials`` (``parse`` for the command line's
     words, ``of`` for the Python API's ``{KEY: "env:VAR"}``) and pass it down. A mapping, so that
@@ -123,7 +123,7 @@ class Credentials(Mapping[str, str]):
 
 @dataclass(frozen=True)
 class SessionLimits:
-    """What bounds a sandbox session as a whole (``sandbox/interpreter.py``), on top of its
+    """What bounds a sandbox session as a whole (``sandbox/session/interpreter.py``), on top of its
     ``Limits``: there ``timeout`` bounds each snippet, ``memory_mb`` the session's processes
     together, ``max_calls`` the tool calls of all its snippets, ``cpu_seconds`` its CPU time (None:
     ``exec_seconds`` plus 2 s). ``exec_seconds`` is the time its snippets may run in all;
@@ -181,7 +181,7 @@ class ToolCall:
     headers: dict[str, str] | None = None
     summarized: dict[str, int] = field(default_factory=dict)
     #: the call may change data (``protocols.writes``); for writes, ``outcome`` is one of
-    #: ``sandbox.writes.OUTCOMES``: ``done``, ``failed``, ``unknown``, ``replayed``, ``refused``
+    #: ``sandbox.gateway.writes.OUTCOMES``: ``done``, ``failed``, ``unknown``, ``replayed``, ``refused``
     write: bool = False
     outcome: str | None = None
 
@@ -253,7 +253,7 @@ class ErrorInfo:
 class ExecutionResult:
     """One run: ``answer`` is what the program printed; ``value`` what it handed to
     ``final_answer(value)`` (JSON data; ``answered`` tells ``None`` from no call at all;
-    ``value_line`` is the line of that call), checked against an answer schema by ``atc.answers``
+    ``value_line`` is the line of that call), checked against an answer schema by ``atc.loop.answers``
     when one was asked for."""
 
     ok: bool
@@ -296,7 +296,7 @@ class Toolset:
 
     ``base_url`` overrides every collection's server; ``base_urls`` overrides it per collection
     (collection name -> URL; wins over ``base_url``). ``credentials`` maps a security scheme name,
-    or a placement such as ``header:Authorization`` (``sandbox.http.credentials``), to where its
+    or a placement such as ``header:Authorization`` (``sandbox.gateway.http.credentials``), to where its
     secret is read on the host (``Credentials``: a ``{KEY: "env:VAR"}`` given here is parsed
     into one); the value itself is looked up only when a request is
     built, in the gateway, and never crosses into the sandbox. ``validation`` is the mode of
@@ -309,10 +309,10 @@ class Toolset:
     base_urls: dict[str, str] = field(default_factory=dict)
     validation: str = "strict"
     validations: dict[str, str] = field(default_factory=dict)
-    #: Wrappers of every tool call's exchange with its API (``sandbox.taps``: record, replay,
+    #: Wrappers of every tool call's exchange with its API (``sandbox.gateway.taps``: record, replay,
     #: tracing), outermost first. Not part of what the tools are: left out of comparisons.
     taps: tuple[Any, ...] = field(default=(), compare=False)
-    #: The write policy and the task's write ledger (``sandbox.writes.Writes``) that every gateway
+    #: The write policy and the task's write ledger (``sandbox.gateway.writes.Writes``) that every gateway
     #: of the task's runs shares; None: writes are sent as asked and recorded per call only.
     writes: Writes | None = field(default=None, compare=False)
 
@@ -413,7 +413,7 @@ class Backend(Protocol):
 @runtime_checkable
 class SandboxSession(Protocol):
     """One isolated interpreter whose globals survive from one ``execute`` to the next, under
-    ``Limits`` and ``SessionLimits`` for the whole session (``sandbox/interpreter.py``). ``execute``
+    ``Limits`` and ``SessionLimits`` for the whole session (``sandbox/session/interpreter.py``). ``execute``
     returns the result of ONE snippet (its output, its calls, its error), never raises for what the
     snippet does, and raises ``SessionEnded`` once the session is over (``ended`` says why: closed,
     reaped, or a snippet that timed out, ran out of memory, spent the call budget or killed its

@@ -9,7 +9,7 @@ program runs (``atc serve``) -- makes a ``Cancel`` and runs the program inside
     with cancellable(token):                  # in the thread that runs the program
         result = run(program, tools, limits)  # returns soon after token.cancel() elsewhere
 
-The session loop (``sandbox.session.serve``, shared by every backend) watches the runner channel
+The session loop (``sandbox.program_run.serve``, shared by every backend) watches the runner channel
 of the current token's run: cancelling shuts that channel down, which wakes the loop at once; the
 run ends as a ``Cancelled`` failure, and the backend kills the runner and everything it started
 exactly as it does after a timeout (the local jail's PID namespace, the Docker container). A tool

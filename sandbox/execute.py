@@ -4,7 +4,7 @@
     result = run("print(get_stats()['books'])", tools=[collection], sandbox="local")
 
 ``sandbox`` is a ``Backend`` instance, a name (``"local"``, ``"docker"``) or ``None``/``"auto"``:
-Docker when an engine answers and the sandbox image exists (``sandbox.docker_backend.
+Docker when an engine answers and the sandbox image exists (``sandbox.docker.backend.
 docker_available()``), else local. Backends are cached per process so that repeated runs reuse
 their warm pools; the cache is closed at interpreter exit. The Docker client that ``auto``'s probe
 connected is handed to the Docker backend it picks, rather than connecting twice.
@@ -32,13 +32,13 @@ from protocols.loaders import load_spec
 from protocols.model import Collection
 from sandbox.api import Backend, Credentials, ExecutionResult, Limits, Toolset
 from sandbox.cancel import Cancel, cancellable
-from sandbox.docker_backend import DockerBackend
-from sandbox.docker_engine import docker_available
-from sandbox.http.credentials import check as check_credentials
-from sandbox.local_backend import LocalBackend
-from sandbox.mcp.sources import check_ready, is_mcp_source, load_source
-from sandbox.writes.ledger import WriteLedger
-from sandbox.writes.policy import WRITE_MODES, Approver, WritePolicy, Writes
+from sandbox.docker.backend import DockerBackend
+from sandbox.docker.engine import docker_available
+from sandbox.gateway.http.credentials import check as check_credentials
+from sandbox.gateway.mcp.sources import check_ready, is_mcp_source, load_source
+from sandbox.gateway.writes.ledger import WriteLedger
+from sandbox.gateway.writes.policy import WRITE_MODES, Approver, WritePolicy, Writes
+from sandbox.local.backend import LocalBackend
 
 __all__ = ["run", "arun", "get_backend", "resolve_backend_name", "as_toolset", "close_backends", "pick_sandbox",
            "check_toolset", "prepare", "Pending", "warm", "with_writes", "WritesArg"]

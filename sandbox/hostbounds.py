@@ -5,7 +5,7 @@ process: frames to receive and decode, arguments to validate, answers to decode 
 call log to keep. A program chooses all of that, so each is bounded here, in proportion to the
 limits the run was given, so that running N programs at once (``solve_many``, ``atc batch``)
 costs the host N small multiples of their limits and no more. The target, measured by
-``tests/test_host_memory.py`` and ``benchmarks/bench_hostile.py``: the atc process's peak
+``tests/sandbox/test_host_memory.py`` and ``benchmarks/bench_hostile.py``: the atc process's peak
 resident memory during any run stays within ``4 x --memory`` above what it was before the run
 (with ``--memory`` taken as at least ``MIN_BASIS_MB``).
 
@@ -44,7 +44,7 @@ MIN_BASIS_MB = 32
 MAX_FRAME_BYTES = 16 << 20
 #: What the call log keeps of an argument set or response once the run's log is full.
 LOG_TAIL_BYTES = 4 << 10
-#: The runner streams output at most this often (``sandbox/runner.py`` ``FLUSH_SECONDS``).
+#: The runner streams output at most this often (``sandbox/inside/runner.py`` ``FLUSH_SECONDS``).
 _FLUSH_SECONDS = 0.2
 
 

@@ -151,7 +151,7 @@ def summarize(value: Any, limit: int) -> tuple[Any, int, int]:
     (``host_size``; then ``kept_size == size``), else a bounded copy of it that does, and the
     size ``value`` had, counted up to ``SIZE_COUNTED x limit`` (a larger one shows as just over
     that: "at least"). The copy
-    keeps the first and last items of long lists (``sandbox.condense`` samples the same way), the
+    keeps the first and last items of long lists (``sandbox.attribution.condense`` samples the same way), the
     first keys of wide objects and the head of long strings; it says nothing inline about what was
     cut (a marker would change the data's shape): the caller records that it is a summary."""
     size = host_size(value, stop=limit)

@@ -38,7 +38,7 @@ body is read), its number of JSON values (counted in the raw bytes before decodi
 ``sandbox.jsonbounds``: a frame's size in Python objects is not its size in bytes) and a deadline
 for the whole frame. ``sandbox.frames`` sets them per run and counts every frame against the run.
 
-The runner (``sandbox/runner.py``) is stdlib-only and standalone because it is mounted into
+The runner (``sandbox/inside/runner.py``) is stdlib-only and standalone because it is mounted into
 containers whose Python has nothing else; it carries its own copy of the four-line framing.
 """
 

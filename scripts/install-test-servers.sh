@@ -27,7 +27,7 @@ if [ ! -x "$MCP_VENV/bin/mcp-server-time" ] || [ ! -x "$MCP_VENV/bin/mcp-server-
   "$MCP_VENV/bin/python" -m pip install -q --disable-pip-version-check mcp-server-time mcp-server-git \
     || echo "install-test-servers: mcp-server-time/mcp-server-git could not be installed; their tests will skip" >&2
 fi
-# The reference memory and filesystem servers (tests/test_mcp_naming.py: two `mcp:"node ..."` sources
+# The reference memory and filesystem servers (tests/protocols/test_mcp_naming.py: two `mcp:"node ..."` sources
 # in one run) go to the same folder.
 for pkg in server-everything server-memory server-filesystem; do
   if [ ! -f ".cache/npm/node_modules/@modelcontextprotocol/$pkg/package.json" ]; then
@@ -40,7 +40,7 @@ for pkg in server-everything server-memory server-filesystem; do
     fi
   fi
 done
-# A third-party MCP client for atc serve (tests/test_serve_inspector.py): the MCP inspector's
+# A third-party MCP client for atc serve (tests/atc/serve/test_serve_inspector.py): the MCP inspector's
 # command-line mode, from npm, in the same project-local folder (never installed globally).
 if [ ! -f .cache/npm/node_modules/@modelcontextprotocol/inspector-cli/package.json ]; then
   if command -v npm >/dev/null 2>&1; then

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from tests.apis.library import LibraryAPI
+from tests.support.apis.library import LibraryAPI
 
 # CI must not be flaky: under CI the property tests draw the same examples on every run (and
 # never fail on a slow machine's timing); locally they keep exploring new ones.

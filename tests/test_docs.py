@@ -15,7 +15,7 @@ How code blocks are run (the conventions are also in docs/README.md, for whoever
 - A block that cannot run here (an install, a build that takes minutes, a server we do not have)
   carries ``<!-- docs-test: skip (why) -->`` on the line before its fence; the reason is required.
 - The environment: the repository root as working directory, an empty ``ATC_HOME`` per file,
-  the scripted OpenAI-compatible server of ``tests/fakes/openai_server.py`` as the model (it
+  the scripted OpenAI-compatible server of ``tests/support/fakes/openai_server.py`` as the model (it
   answers a task about a bundled example's tools with that example's program, anything else with
   ``print(42)``), no Docker engine (programs run in the local sandbox), and ports 8000 and 8765
   (``atc serve``'s default) replaced by free ports (``atc mock --port 8000`` in the docs must not
@@ -41,7 +41,7 @@ from typing import Any
 import pytest
 
 from atc import examples
-from tests.fakes.openai_server import ScriptedOpenAI
+from tests.support.fakes.openai_server import ScriptedOpenAI
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
@@ -190,11 +190,11 @@ def test_cli_reference_has_every_command_flag_and_argument() -> None:
 
 def test_every_result_field_is_documented() -> None:
     """Every key of the JSON that results print is named in docs/cli.md or docs/python.md."""
-    from atc.solving import Attempt, Solution, Usage
+    from atc.loop.solving import Attempt, Solution, Usage
     from protocols.model import Collection, Tool
     from protocols.store import CollectionInfo
     from sandbox.api import ErrorInfo, ExecutionResult, ToolCall
-    from sandbox.attribution import Attribution
+    from sandbox.attribution.fault import Attribution
 
     text = CLI_MD.read_text(encoding="utf-8") + PYTHON_MD.read_text(encoding="utf-8")
     docs: dict[str, Any] = {

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from atc import examples
-from atc.checks import check_program
+from atc.loop.checks import check_program
 from atc.mock import MockServer
 from protocols import load_spec
 from sandbox.api import Limits, Toolset
-from sandbox.local_backend import LocalBackend
+from sandbox.local.backend import LocalBackend
 
 ATC = Path(sys.executable).parent / "atc"
 #: example -> (spec file, source format, tools, the first tools its program calls)

@@ -103,8 +103,8 @@ def test_an_mcp_source_without_the_sdk_is_one_clean_error(tmp_path: Path) -> Non
     env = _env(tmp_path, PYTHONPATH=f"{hide}{os.pathsep}{ROOT}")
     program = tmp_path / "p.py"
     program.write_text("print(1)\n")
-    for argv in (["run", str(program), "--tools", "mcp:python -m tests.mcp_servers.shop", "--sandbox", "local"],
-                 ["tools", "import", "mcp:python -m tests.mcp_servers.shop"]):
+    for argv in (["run", str(program), "--tools", "mcp:python -m tests.support.mcp_servers.shop", "--sandbox", "local"],
+                 ["tools", "import", "mcp:python -m tests.support.mcp_servers.shop"]):
         proc = subprocess.run([str(ATC), *argv], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.splitlines() == ["atc: error: MCP servers need the MCP SDK, which is not installed",

@@ -17,7 +17,7 @@ import of ``pkg.name`` when that is a module.
 Imports of the project's own modules sit at module top level. A function-level one is allowed
 only in the shell (``atc/cli/``, ``atc/__init__.py``) or when a comment on its line, or the
 comment lines right above it (or above the run of imports it belongs to), says why with the word
-"lazy" -- e.g. ``# lazy: sandbox.http.transport brings httpx, which a run with no call never
+"lazy" -- e.g. ``# lazy: sandbox.gateway.http.transport brings httpx, which a run with no call never
 needs``. The reason is then a cost a test or a benchmark can see, never an import circle.
 
 The README's architecture table must name exactly the packages that exist.
@@ -38,8 +38,9 @@ LAYERS = ("protocols", "sandbox", "atc", "probes")
 SHELL = ("atc/cli/", "atc/__init__.py")
 #: Files that run alone under a bare interpreter (``python3 -I -S``): in the sandbox, or as its
 #: fork servers (the local backend's zygote, the Docker container's server).
-STANDALONE = ("sandbox/runner.py", "sandbox/jail.py", "sandbox/seccomp.py", "sandbox/zygote.py",
-              "sandbox/container_server.py")
+#: Every file of sandbox/inside/ (its __init__ only names their paths for the host).
+STANDALONE = tuple(sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "sandbox" / "inside").glob("*.py")
+                          if p.name != "__init__.py"))
 
 
 def _modules() -> list[Path]:
@@ -100,7 +101,12 @@ def test_no_module_imports_from_a_layer_above_it(path: Path) -> None:
     assert not upward, f"{rel} ({LAYERS[own]}) imports from a layer above it: {upward}"
 
 
-@pytest.mark.parametrize("rel", [s for s in STANDALONE if (ROOT / s).exists()])
+def test_the_in_sandbox_room_holds_the_files_that_run_alone() -> None:
+    assert {Path(s).name for s in STANDALONE} >= {"runner.py", "jail.py", "seccomp.py", "zygote.py",
+                                                  "container_server.py"}
+
+
+@pytest.mark.parametrize("rel", STANDALONE)
 def test_in_sandbox_files_import_nothing_of_the_project(rel: str) -> None:
     project = [f"line {line}: {m}" for line, m in _imports(ROOT / rel) if _layer(m) is not None]
     assert not project, f"{rel} runs alone in the sandbox but imports {project}"
@@ -120,13 +126,24 @@ def test_the_layer_rule_catches_an_upward_import(tmp_path: Path) -> None:
 def _readme_rooms() -> set[str]:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     section = text.split("## How it is built", 1)[1].split("\n## ", 1)[0]
-    return {m.rstrip("/") for m in re.findall(r"^\|\s*`([\w/]+)/`\s*\|", section, re.M)}
+    first_cells = re.findall(r"^\|([^|]+)\|", section, re.M)  # a row may name several rooms
+    return {m for cell in first_cells for m in re.findall(r"`([\w/]+)/`", cell)}
+
+
+def _packages() -> set[str]:
+    return {p.parent.relative_to(ROOT).as_posix() for layer in LAYERS for p in (ROOT / layer).rglob("__init__.py")
+            if "__pycache__" not in p.parts}
+
+
+def test_docs_architecture_names_every_room() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`([\w/]+)/`", text))
+    missing = sorted(_packages() - named)
+    assert not missing, f"docs/architecture.md does not name these rooms: {missing}"
 
 
 def test_readme_architecture_table_matches_the_folder_tree() -> None:
-    packages = {p.parent.relative_to(ROOT).as_posix() for layer in LAYERS for p in (ROOT / layer).rglob("__init__.py")
-                if "__pycache__" not in p.parts}
-    assert _readme_rooms() == packages, "README.md's 'How it is built' table must list every package folder"
+    assert _readme_rooms() == _packages(), "README.md's 'How it is built' table must list every package folder"
 
 
 # -- no import circles -------------------------------------------------------------------------
@@ -287,3 +304,58 @@ def test_the_lazy_rule_catches_an_unexplained_import(tmp_path: Path) -> None:
         _tree.cache_clear()
     assert found == [(10, "protocols.errors")]
 
+
+
+#: File names that two rooms share because they hold the same concept, each for its own room.
+SAME_CONCEPT = {
+    "api.py": "a room's Python API, or the sandbox's seam",
+    "approval.py": "asking a person before a write: at the terminal, or through an MCP host",
+    "backend.py": "a sandbox backend: local, Docker",
+    "base.py": "a room's seam: what its plug-ins take and return",
+    "batch.py": "batches: the library and its command",
+    "errors.py": "the one exception tree, re-exported by atc from its floor",
+    "functions.py": "Python functions as tools: imported, given by the user, offered to a chat API",
+    "many.py": "many tasks at once: solves, probes",
+    "report.py": "what a room reports: an evaluation, a probe",
+    "server.py": "a room's server: mock, search, serve",
+    "settings.py": "a room's settings",
+    "state.py": "what a room remembers: a probe, the mock, a BFCL task",
+    "transport.py": "one transport of the gateway: HTTP, MCP, functions",
+    "values.py": "values made from schemas: the mock's, a probe's",
+    "writes.py": "writes: the rule, its command-line options",
+}
+
+
+def test_two_modules_share_a_name_only_for_one_concept() -> None:
+    """One name, one meaning (docs/architecture.md): a file name used in two rooms is listed above
+    with the concept both hold; any other repeat is a name to change."""
+    rooms: dict[str, list[str]] = {}
+    for path in _modules():
+        rel = path.relative_to(ROOT).as_posix()
+        if path.name != "__init__.py" and not rel.startswith("atc/examples/"):
+            rooms.setdefault(path.name, []).append(rel)
+    repeated = {name: where for name, where in rooms.items() if len(where) > 1 and name not in SAME_CONCEPT}
+    assert not repeated, f"modules sharing a name with another meaning: {repeated}"
+    stale = [name for name in SAME_CONCEPT if len(rooms.get(name, [])) < 2]
+    assert not stale, f"SAME_CONCEPT lists names no longer shared: {stale}"
+
+
+def test_session_means_the_interactive_interpreter_only() -> None:
+    """No module, class or function of the project is called a session unless it is the sandbox
+    session (``sandbox/session/``, ``atc/sessions.py``) or the MCP protocol's own (``atc serve``'s
+    ``Mcp-Session-Id``, the SDK's ``ClientSession``)."""
+    allowed_files = ("sandbox/session/", "atc/sessions.py", "atc/serve/", "sandbox/api.py", "sandbox/inside/runner.py",
+                     "sandbox/local/backend.py", "sandbox/docker/backend.py", "sandbox/gateway/mcp/",
+                     "protocols/errors.py", "atc/cli/sandbox.py", "atc/__init__.py", "atc/loop/strategies/codeact.py",
+                     "atc/loop/strategies/base.py")
+    found = []
+    for path in _modules():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(allowed_files):
+            continue
+        if "session" in path.name:
+            found.append(rel)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [f"{rel}: {node.name}" for node in ast.walk(tree)
+                  if isinstance(node, ast.ClassDef | ast.FunctionDef) and "session" in node.name.lower()]
+    assert not found, f"'session' used for something else than the sandbox session: {found}"

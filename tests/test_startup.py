@@ -24,8 +24,8 @@ from protocols import load_spec
 from protocols.model import Collection, Tool
 from sandbox import execute
 from sandbox.api import Limits, Toolset
-from sandbox.gateway import Gateway
-from sandbox.local_backend import LocalBackend
+from sandbox.gateway.core import Gateway
+from sandbox.local.backend import LocalBackend
 
 SPEC = examples.path("bookshop/openapi.json")
 HEAVY = ("jsonschema", "httpx", "asyncio", "openai", "docker", "requests", "http.cookiejar")
@@ -73,7 +73,7 @@ def test_run_with_calls_loads_what_calls_need_only(tmp_path: Path) -> None:
 
 
 def test_solve_on_the_local_sandbox_does_not_load_docker() -> None:
-    from tests.fakes.openai_server import ScriptedOpenAI
+    from tests.support.fakes.openai_server import ScriptedOpenAI
 
     with ScriptedOpenAI(["```python\nprint('42')\n```"]) as model:
         code, heavy, out = loaded("solve", "What is it?", "--tools", str(SPEC), "--sandbox", "local",
@@ -143,7 +143,8 @@ def test_a_run_waits_for_the_runner_a_warm_up_is_starting(monkeypatch: pytest.Mo
 
 @pytest.mark.docker
 def test_auto_connects_to_docker_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sandbox import docker_backend, docker_engine
+    from sandbox.docker import backend as docker_backend
+    from sandbox.docker import engine as docker_engine
 
     if not docker_engine.docker_available(refresh=True):
         pytest.skip("no Docker engine or no sandbox image (atc sandbox build)")
@@ -224,7 +225,7 @@ def test_the_first_calls_clock_excludes_loading(tmp_path: Path) -> None:
     from atc.mock import MockServer
 
     code = ("import json, sys, time\n"
-            "from protocols import load_spec\nfrom sandbox.api import Limits, Toolset\nfrom sandbox.gateway import Gateway\n"
+            "from protocols import load_spec\nfrom sandbox.api import Limits, Toolset\nfrom sandbox.gateway.core import Gateway\n"
             "t = time.perf_counter()\n"
             "g = Gateway(Toolset([load_spec(sys.argv[1])], base_url=sys.argv[2]), Limits())\n"
             "out = g.call('get_shop', {'shop_id': 1})\n"
@@ -241,7 +242,7 @@ def test_the_first_calls_clock_excludes_loading(tmp_path: Path) -> None:
 def test_a_command_that_fails_early_leaves_no_container(tmp_path: Path) -> None:
     """``atc run`` starts the container while it loads the tools; when the tools turn out to be
     bad (exit 2), the container that was starting is still removed before the process ends."""
-    from sandbox.docker_engine import OWNER_LABEL, connect, docker_available
+    from sandbox.docker.engine import OWNER_LABEL, connect, docker_available
 
     if not docker_available(refresh=True):
         pytest.skip("no Docker engine or no sandbox image (atc sandbox build)")
@@ -264,7 +265,7 @@ def test_a_command_that_fails_early_leaves_no_container(tmp_path: Path) -> None:
 
 @pytest.mark.docker
 def test_closing_waits_for_a_backend_still_being_prepared(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sandbox.docker_engine import INSTANCE_LABEL, connect, docker_available
+    from sandbox.docker.engine import INSTANCE_LABEL, connect, docker_available
 
     if not docker_available(refresh=True):
         pytest.skip("no Docker engine or no sandbox image (atc sandbox build)")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import atc
-from sandbox.mcp.connections import close_servers
+from sandbox.gateway.mcp.connections import close_servers
 
 pytestmark = pytest.mark.slow  # the servers take 1-3 s to start
 

@@ -77,8 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv)
     finally:
-        if "sandbox.mcp.connections" in sys.modules:  # stop the MCP servers this command started
-            sys.modules["sandbox.mcp.connections"].close_servers()
+        if "sandbox.gateway.mcp.connections" in sys.modules:  # stop the MCP servers this command started
+            sys.modules["sandbox.gateway.mcp.connections"].close_servers()
         sys.stdout, sys.stderr = streams
 
 

@@ -19,7 +19,7 @@ from atc.cli.writes import add_write_options
 from atc.errors import UsageError
 
 if TYPE_CHECKING:  # imported by the handlers that use them: ``atc --help`` needs neither
-    from atc.strategies.registry import Choice
+    from atc.loop.strategies.registry import Choice
     from atc.workflows.replay import Recording
     from protocols.model import Collection
     from sandbox.api import Credentials, Limits, Toolset
@@ -82,7 +82,7 @@ def add_budget_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_answer_option(p: argparse.ArgumentParser) -> None:
-    """``--answer-schema FILE``: a typed answer (``atc.answers``), for ``solve``, ``run``, ``batch``."""
+    """``--answer-schema FILE``: a typed answer (``atc.loop.answers``), for ``solve``, ``run``, ``batch``."""
     p.add_argument("--answer-schema", metavar="FILE", default=None,
                    help="a JSON Schema (JSON file) the answer must match: the program hands it to "
                         "final_answer(value), a mismatch is repaired like any failure, the JSON result's "
@@ -94,7 +94,7 @@ def answer_from_args(args: argparse.Namespace) -> Any:
     path = getattr(args, "answer_schema", None)
     if not path:
         return None
-    from atc.answers import AnswerSpec
+    from atc.loop.answers import AnswerSpec
 
     return AnswerSpec.from_file(Path(path))
 
@@ -113,9 +113,9 @@ def budget_from_args(args: argparse.Namespace) -> dict[str, int | None]:
 
 def strategy_from_args(args: argparse.Namespace) -> Choice:
     """``--strategy NAME`` (default ``chain``) with ``--max-reflections`` and ``--max-steps``,
-    resolved once into its typed settings (``atc.strategies.registry.choose``: an unknown name or
+    resolved once into its typed settings (``atc.loop.strategies.registry.choose``: an unknown name or
     a bad bound is a ``UsageError`` now, before anything runs)."""
-    from atc.strategies.registry import DEFAULT, choose
+    from atc.loop.strategies.registry import DEFAULT, choose
 
     return choose(getattr(args, "strategy", None) or DEFAULT, max_reflections=getattr(args, "max_reflections", None),
                   max_steps=getattr(args, "max_steps", None))

@@ -183,7 +183,7 @@ def _recorded(args: argparse.Namespace, toolset: Any) -> tuple[Any, Any, bool]:
 
 def _handle(args: argparse.Namespace) -> int:
     from probes.probing import probe
-    from probes.report import ProbeInterrupted, ProbeSettings
+    from probes.results.report import ProbeInterrupted, ProbeSettings
 
     if args.max_calls is not None and args.max_calls < 0:
         raise UsageError("--max-calls must be 0 or more")

@@ -88,13 +88,13 @@ def _run(args: argparse.Namespace) -> int:
             report_ledger(writes, [], interrupted=True)
             raise
         if answer is not None:
-            from atc.answers import judge_result
+            from atc.loop.answers import judge_result
 
             result, _ = judge_result(result, answer)
         tracing.set_attributes(current, {"atc.status": "ok" if result.ok else "failed",
                                          "atc.attributed_tool": result.error.tool if result.error else None})
     missing = len(recording.missing) if recording is not None else 0
-    from sandbox.http.credentials import auth_hint
+    from sandbox.gateway.http.credentials import auth_hint
 
     hint = auth_hint(toolset, result.calls)
     if args.json:

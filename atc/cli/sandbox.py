@@ -43,8 +43,8 @@ def _usage(p: argparse.ArgumentParser) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from sandbox.docker_engine import DEFAULT_IMAGE, connect, docker_available
-    from sandbox.image import build_image
+    from sandbox.docker.engine import DEFAULT_IMAGE, connect, docker_available
+    from sandbox.docker.image import build_image
 
     if args.offline and args.base is None and args.mirror and not args.mirror.startswith(("http", "file:")):
         raise UsageError(f"--mirror {args.mirror!r} is not a URL", hint="example: --mirror http://mirror.example/debian")
@@ -74,8 +74,8 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from sandbox.docker_engine import DEFAULT_IMAGE, connect, docker_available
-    from sandbox.image import image_info
+    from sandbox.docker.engine import DEFAULT_IMAGE, connect, docker_available
+    from sandbox.docker.image import image_info
 
     image = args.image or DEFAULT_IMAGE
     doc: dict[str, Any] = {"ok": True, "engine": False, "engine_version": None, "image": image,
@@ -98,7 +98,7 @@ def _status(args: argparse.Namespace) -> int:
         doc.update(ok=False, error=exc.to_dict())
         info = None
     except Exception as exc:
-        from sandbox.docker_engine import translate_docker_error
+        from sandbox.docker.engine import translate_docker_error
 
         err = translate_docker_error(exc, image=image)
         doc.update(ok=False, error=err.to_dict())

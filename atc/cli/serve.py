@@ -75,7 +75,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from sandbox.mcp import require_sdk
+    from sandbox.gateway.mcp import require_sdk
 
     require_sdk()
     http = args.transport == "http"

@@ -90,7 +90,7 @@ def _handle(args: argparse.Namespace) -> int:
     if missing:
         sys.stderr.write(f"atc: {missing} request(s) had no recorded answer in {args.replay}\n")
     if solution.ok and answer is not None:  # the typed value is the answer; what was printed, notes
-        from atc.answers import json_value
+        from atc.loop.answers import json_value
 
         print_json(json_value(solution.value))
         report_ledger(writes, solution.calls)
@@ -115,7 +115,7 @@ def _handle(args: argparse.Namespace) -> int:
 
 def _solve(args: argparse.Namespace, toolset: Any, client: Any, limits: Any, budgets: dict[str, int | None],
            writes: Any, answer: Any) -> Any:
-    from atc.solving import solve
+    from atc.loop.solving import solve
 
     return solve(
         args.query,

@@ -107,7 +107,7 @@ def _fetch_with(spec: str, items: list[str]) -> tuple[dict[str, str], str | None
 
     from atc.cli.common import parse_credentials
     from atc.errors import ConfigError, UsageError
-    from sandbox.http.credentials import PLACEMENT_FORMS, apply_secret, env_var, parse_placement
+    from sandbox.gateway.http.credentials import PLACEMENT_FORMS, apply_secret, env_var, parse_placement
 
     if not items:
         return {}, None
@@ -243,8 +243,8 @@ def _import_mcp(args: argparse.Namespace) -> int:
     from atc.config import mcp_start_timeout
     from atc.errors import UsageError
     from protocols.store import Store
-    from sandbox.mcp.connections import servers
-    from sandbox.mcp.sources import load_source
+    from sandbox.gateway.mcp.connections import servers
+    from sandbox.gateway.mcp.sources import load_source
 
     if args.base_url or getattr(args, "credential", None):
         raise UsageError("--base-url and --credential are for HTTP specs, not MCP servers",
@@ -425,7 +425,7 @@ def _search_here(args: argparse.Namespace) -> tuple[Any, bool]:
         factory(args.retriever)  # an unknown name is a usage error, even over an empty store
     options: dict[str, Any] = {}
     if args.retriever not in (None, "auto", "bm25", "dense", "hybrid"):
-        from atc.model import make_client
+        from atc.llm.client import make_client
 
         options["client"] = make_client(args.model)
     if args.retriever in ("dense", "hybrid"):  # over an index without vectors, they are embedded first
@@ -484,7 +484,7 @@ def _server(args: argparse.Namespace) -> int:
 
 def _queries(args: argparse.Namespace) -> int:
     from atc.errors import UsageError
-    from atc.model import make_client
+    from atc.llm.client import make_client
     from atc.retrieval.queries import QueryStore, generate
     from protocols.store import Store
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sandbox.api import ToolCall
-    from sandbox.writes.policy import Writes
+    from sandbox.gateway.writes.policy import Writes
 
 __all__ = ["add_write_options", "writes_from_args", "report_calls", "report_ledger", "report_lines"]
 
@@ -32,8 +32,8 @@ def add_write_options(p: argparse.ArgumentParser, *, ledger: bool = True) -> Non
 def writes_from_args(args: argparse.Namespace) -> Writes:
     """The policy and ledger of the command's one task (``ask``: the terminal's approver)."""
     from atc.approval import terminal_approver
-    from sandbox.writes.ledger import LedgerFile, WriteLedger
-    from sandbox.writes.policy import WritePolicy, Writes
+    from sandbox.gateway.writes.ledger import LedgerFile, WriteLedger
+    from sandbox.gateway.writes.policy import WritePolicy, Writes
 
     mode = getattr(args, "writes", None) or "allow"
     path = getattr(args, "ledger", None)
@@ -46,7 +46,7 @@ def writes_from_args(args: argparse.Namespace) -> Writes:
 
 def report_lines(calls: Iterable[ToolCall]) -> list[str]:
     """One line per write call: its outcome, the call and what came of it."""
-    from sandbox.writes.ledger import canonical, created_ids
+    from sandbox.gateway.writes.ledger import canonical, created_ids
 
     lines = []
     for call in calls:

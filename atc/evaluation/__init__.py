@@ -19,7 +19,7 @@ on one port), ``runner`` (the strategies, their settings resolved once, through 
 from __future__ import annotations
 
 from atc.evaluation.api import JudgeOptions, evaluate, load_suite, make_judge
-from atc.evaluation.runner import RunSettings
+from atc.evaluation.execution import RunSettings
 from atc.evaluation.scoring import EvalResult
 from atc.evaluation.suite import EvalTask, Suite
 

@@ -19,19 +19,19 @@ from typing import TYPE_CHECKING
 
 from atc.config import bench_data, judge_settings
 from atc.errors import UsageError
+from atc.evaluation.execution import OutcomeHook, RunSettings, run_strategies, runs_file
 from atc.evaluation.judge import JUDGE_TEMPERATURE, Judge
 from atc.evaluation.readers import packaged, read_suite_data, readers
 from atc.evaluation.report import write_outputs
-from atc.evaluation.runner import OutcomeHook, RunSettings, run_strategies, runs_file
 from atc.evaluation.scoring import EvalResult, VerdictCache, score_runs
 from atc.evaluation.suite import BUILTIN, Suite, read_manifest, read_tasks_file
-from atc.model import configured_settings, make_client
+from atc.llm.client import configured_settings, make_client
 from atc.toolsets import collections_of
 from atc.workflows.replay import Recording, RecordingModel, ReplayModel
 from protocols.files import atomic_write
 
 if TYPE_CHECKING:
-    from atc.model import ModelClient
+    from atc.llm.client import ModelClient
     from sandbox.api import Toolset
 
 __all__ = ["load_suite", "evaluate", "make_judge", "JudgeOptions", "builtin_suite_path"]
@@ -231,7 +231,7 @@ def evaluate(suite: Suite, settings: RunSettings | None = None, *, toolset: Tool
     finally:
         cache.close()
     result.settings = {"preset": settings.preset or "default", "strategies": choices,
-                       "calls_counted": "every call requested in the task (atc.strategies.requests)",
+                       "calls_counted": "every call requested in the task (atc.loop.strategies.requests)",
                        "candidates": suite.candidates}
     result.interrupted = runs.interrupted or stop.is_set()
     result.notes = runs.notes + result.notes

@@ -4,7 +4,7 @@ again (or re-judged) without a model.
 Per task, from its result line (the ``{"id", ...solve --json}`` line of ``atc batch``):
 
 - **The calls counted** are every tool call the model requested in the task (the line's
-  ``requested``, ``atc.strategies.requests``): all attempts, all branches, a rerun's every run,
+  ``requested``, ``atc.loop.strategies.requests``): all attempts, all branches, a rerun's every run,
   calls the gateway refused, calls to made-up tools, calls of a program the static check stopped.
   The Chain-of-Tools paper's Table 1 fits this count (its @3 rows gain Path% and lose Prec%; the
   DFSDT baseline's Prec% far below its Path%). A line written before ``requested`` existed is
@@ -40,7 +40,7 @@ from typing import Any
 
 from atc.evaluation.gold import in_order, match
 from atc.evaluation.suite import EvalTask
-from atc.strategies.repeat import reads_as_error
+from atc.loop.strategies.repeat import reads_as_error
 
 __all__ = ["TaskScore", "StrategySummary", "score_line", "summarize", "unmeasured", "DEFINITIONS", "VARIANTS",
            "LABELS", "VOTE_SCORE", "reads_as_error", "majority"]

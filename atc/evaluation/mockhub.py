@@ -16,7 +16,7 @@ import threading
 from urllib.parse import quote, unquote, urlsplit
 
 from atc.mock import MockApp
-from atc.mock.answers import MockResponse
+from atc.mock.responses import MockResponse
 from atc.mock.server import Serving
 from protocols.model import Collection
 

@@ -5,7 +5,7 @@ of one): ``results.jsonl`` (one line per task and strategy: ``id``, ``strategy``
 ``answer``, ``calls`` as tool names in order, ``path``, ``precision``, ``success``, the judge's
 reason, costs), ``summary.json`` (``atc eval --json``), ``summary.md`` (the table) and
 ``chart.png`` (success and cost per strategy; needs matplotlib: ``pip install 'atc[eval]'``).
-The run files of each strategy are ``runs/STRATEGY.jsonl`` (``atc.evaluation.runner``).
+The run files of each strategy are ``runs/STRATEGY.jsonl`` (``atc.evaluation.execution``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Scoring recorded runs: metrics per task, the judge's labels, win rates, the summary.
 
-Everything here reads result lines (``atc.evaluation.runner.Runs``) and never runs a task, so an
+Everything here reads result lines (``atc.evaluation.execution.Runs``) and never runs a task, so an
 evaluation is scored again from its ``runs/`` files alone. The judge's verdicts are kept in
 ``DIR/judge.jsonl`` (one line per verdict, appended as each arrives, the same resumable file as
 a batch's), keyed by the judge model, the strategy, the task and a hash of what was judged: a

@@ -11,7 +11,7 @@ A request goes through what a real server of the spec would do, in the order mos
 4. **content negotiation** of the success answer's media type against ``Accept``;
 5. **existence** of every id in the path (:mod:`atc.mock.state` and the id spaces);
 6. the **answer**: generated from the documented response (:mod:`atc.mock.gen`,
-   :mod:`atc.mock.answers`), with what clients wrote before applied to it, and this request's own
+   :mod:`atc.mock.responses`), with what clients wrote before applied to it, and this request's own
    writes kept (create, replace, update, delete).
 
 Every refusal is answered in the shape and with a status the operation documents.
@@ -23,21 +23,7 @@ import threading
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from atc.mock.answers import (
-    HEADER,
-    NOT_ACCEPTABLE,
-    ErrorMaker,
-    MockResponse,
-    concrete_media,
-    declared_media,
-    documents_not_found,
-    encode,
-    is_json,
-    negotiate,
-    success_status,
-)
-from atc.mock.checks import credential_problem, is_valid
-from atc.mock.data import (
+from atc.mock.entities import (
     ANY_ENTITY,
     GENERIC_CONTAINERS,
     IdProfile,
@@ -50,6 +36,20 @@ from atc.mock.data import (
 )
 from atc.mock.gen import DEFAULT_ITEMS, MAX_ITEMS, RequestContext, SchemaFaker, merge_all_of
 from atc.mock.parsing import BadRequest, Upload, arguments, read_body, read_cookies
+from atc.mock.request_checks import credential_problem, is_valid
+from atc.mock.responses import (
+    HEADER,
+    NOT_ACCEPTABLE,
+    ErrorMaker,
+    MockResponse,
+    concrete_media,
+    declared_media,
+    documents_not_found,
+    encode,
+    is_json,
+    negotiate,
+    success_status,
+)
 from atc.mock.routes import Endpoint, compile_endpoint, known_entities
 from atc.mock.satisfy import verdict
 from atc.mock.state import MockState

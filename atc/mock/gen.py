@@ -1,6 +1,6 @@
 """Walks a response schema and fills it with deterministic values: the body ``atc mock`` returns.
 
-The walker knows three things the scalar generators of :mod:`atc.mock.data` do not:
+The walker knows three things the scalar generators of :mod:`atc.mock.entities` do not:
 
 - the *request*: root properties named like a request argument echo it (``page``, ``query``, a
   posted ``quantity``), id-like path parameters echo at any depth (``author_id`` inside the books
@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from atc.mock.checks import is_valid
-from atc.mock.data import (
+from atc.mock.entities import (
     ANY_ENTITY,
     GENERIC_CONTAINERS,
     IdSpaces,
@@ -28,6 +27,7 @@ from atc.mock.data import (
     singular,
 )
 from atc.mock.keywords import finite_values, is_cut, more_keys
+from atc.mock.request_checks import is_valid
 from atc.mock.values import integer_value, number_value, string_value
 from protocols.allof import merge_all_of
 

@@ -16,9 +16,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from atc.mock.checks import is_valid
-from atc.mock.data import rng, schema_type
+from atc.mock.entities import rng, schema_type
 from atc.mock.patterns import compiled, pattern_value
+from atc.mock.request_checks import is_valid
 
 __all__ = ["more_keys", "finite_values", "is_cut", "EXTRA_KEYS"]
 

@@ -4,7 +4,7 @@ cookies, and the body as JSON, a form, multipart parts or plain bytes; then chec
 Values from the path, query, headers, cookies and forms are text: they are turned into their
 schema's type first (``"3"`` -> 3 for an integer, ``a,b`` -> a list for a ``form`` array,
 ``filter[genre]=x`` -> an object for ``deepObject``), then checked against the full schema
-(:mod:`atc.mock.checks`). A problem raises :class:`BadRequest` naming the parameter and where it
+(:mod:`atc.mock.request_checks`). A problem raises :class:`BadRequest` naming the parameter and where it
 was, so the answer can say exactly what to fix.
 """
 
@@ -18,8 +18,8 @@ from email.policy import HTTP
 from typing import Any
 from urllib.parse import parse_qs
 
-from atc.mock.checks import first_error
-from atc.mock.data import as_dict, schema_type
+from atc.mock.entities import as_dict, schema_type
+from atc.mock.request_checks import first_error
 from protocols.model import Tool
 
 __all__ = ["BadRequest", "Upload", "NO_BODY", "read_body", "read_cookies", "arguments", "media_matches"]

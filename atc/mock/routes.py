@@ -2,7 +2,7 @@
 
 An operation's path template says which *entities* it touches: ``{book_id}`` (or ``{id}`` after
 ``albums``) names an entity the API addresses by id, so it gets an id space (see
-:class:`atc.mock.data.IdSpaces`); the literal segments after the last id say what the endpoint
+:class:`atc.mock.entities.IdSpaces`); the literal segments after the last id say what the endpoint
 lists (``/authors/{author_id}/books`` lists books, ``/movie/{movie_id}/similar`` movies,
 ``/search/tv`` TV shows).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from atc.mock.data import NON_ENTITY_WORDS, entity_from_name, id_entity, singular
+from atc.mock.entities import NON_ENTITY_WORDS, entity_from_name, id_entity, singular
 from protocols.model import Collection, Tool
 
 __all__ = ["Endpoint", "compile_endpoint", "known_entities", "PARAM"]

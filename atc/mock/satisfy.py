@@ -22,8 +22,8 @@ import math
 import threading
 from typing import Any
 
-from atc.mock.checks import first_error, is_valid
-from atc.mock.data import schema_type
+from atc.mock.entities import schema_type
+from atc.mock.request_checks import first_error, is_valid
 from atc.mock.values import SHORTEST
 
 __all__ = ["HEADER", "impossible", "risky", "unmet", "verdict"]

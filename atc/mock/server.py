@@ -8,7 +8,7 @@ and other undocumented methods with 405 and ``Allow``, OPTIONS with the allowed 
 writes the answer's status, media type, headers and bytes.
 
 - bodies are generated from the documented response, deterministically: the same request gives
-  the same bytes in every server instance (see :mod:`atc.mock.gen` and :mod:`atc.mock.data`);
+  the same bytes in every server instance (see :mod:`atc.mock.gen` and :mod:`atc.mock.entities`);
 - ids are consistent across endpoints and meet the spec's id schemas: lists and searches return
   ids from each entity's id space, detail endpoints answer for those ids with the same names and
   titles, and unknown ids are not found;
@@ -16,7 +16,7 @@ writes the answer's status, media type, headers and bytes.
 
 Known limits: relations are consistent one way only (a book's ``author_id`` resolves, but
 ``/authors/{id}/books`` lists books whose detail may name another author); a ``pattern`` whose
-matching could run without end is not checked (:mod:`atc.mock.checks`).
+matching could run without end is not checked (:mod:`atc.mock.request_checks`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 from atc.errors import AtcError, UsageError
-from atc.mock.answers import MockResponse
 from atc.mock.app import MockApp
+from atc.mock.responses import MockResponse
 from protocols.model import Collection
 
 __all__ = ["MockApp", "MockServer", "MockResponse", "MockRequest", "Serving", "LOCAL_HOSTS", "check_host",

@@ -22,7 +22,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from atc.mock.data import IdSpaces
+from atc.mock.entities import IdSpaces
 
 __all__ = ["MockState", "MAX_REMEMBERED"]
 

@@ -1,7 +1,7 @@
 """Plausible scalar values for ``atc mock``: names, titles, dates, numbers within bounds, strings
 matching a pattern.
 
-Each generator takes a seeded ``random.Random`` (see :func:`atc.mock.data.rng`) and returns the
+Each generator takes a seeded ``random.Random`` (see :func:`atc.mock.entities.rng`) and returns the
 same value for the same seed. Field names steer plausibility (``year`` looks like a year,
 ``price`` has cents, ``email`` is an address, the ``name`` of an author is a person's); the
 schema's constraints (``format``, ``minimum``/``maximum`` in every draft's spelling,
@@ -17,7 +17,7 @@ import uuid
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from atc.mock.data import name_words, stable_int
+from atc.mock.entities import name_words, stable_int
 from atc.mock.patterns import compiled, pattern_value
 
 __all__ = [

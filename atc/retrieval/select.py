@@ -1,7 +1,7 @@
 """What the solve loop asks of a retriever: the tools to show first, and, after a failed
 attempt, a reopened search (AnyTool's self-reflection) when the retriever can reflect.
 
-Kept here rather than in ``atc.solving`` so that the loop gains two calls, not the logic. A
+Kept here rather than in ``atc.loop.solving`` so that the loop gains two calls, not the logic. A
 retriever reflects when it has ``reflect(reason, blamed, *, broken, k) -> SearchResult | None``;
 ``broken`` says whether the run showed the blamed tool to be broken (gone, failing, no such
 endpoint) rather than misused, since only a broken tool is dropped from the pool.

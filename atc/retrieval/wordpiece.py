@@ -6,7 +6,7 @@ several times what embedding a one-line request costs. This module reads only th
 (``vocab.txt``, one token a line: about 3 ms) and tokenises the way ``tokenizer.json`` of
 all-MiniLM-L6-v2 says (``BertNormalizer`` with lower-casing and accent stripping,
 ``BertPreTokenizer``, ``WordPiece`` with ``##`` and at most 100 characters a word, the special
-tokens matched in the raw text). ``tests/test_retrieval_encoders.py`` checks that it gives the
+tokens matched in the raw text). ``tests/atc/retrieval/test_retrieval_encoders.py`` checks that it gives the
 ids of ``tokenizers`` on every text of the public retrieval sets and on generated ones.
 """
 

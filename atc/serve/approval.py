@@ -6,7 +6,7 @@ the server's event loop (``anyio.from_thread``), tied to the ``run_program`` req
 write. A client that did not declare the elicitation capability cannot be asked: the write is
 refused, saying so (``NoApprover``). The answer is a form with one boolean, ``send``; a decline, a
 cancel or an answer that does not say yes refuses. Time spent waiting for the person does not
-count against the program's deadline (``sandbox.writes.policy``).
+count against the program's deadline (``sandbox.gateway.writes.policy``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import anyio
 from mcp.types import ClientCapabilities, ElicitationCapability
 from pydantic import BaseModel, Field
 
-from sandbox.writes.policy import Approver, NoApprover, WriteRequest
+from sandbox.gateway.writes.policy import Approver, NoApprover, WriteRequest
 
 __all__ = ["elicit_approver", "Confirm"]
 

@@ -43,9 +43,9 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from atc.errors import UsageError
-from atc.serve import sessions as mcp_sessions  # its IDLE_SECONDS is read when a server starts
+from atc.serve import mcp_sessions  # its IDLE_SECONDS is read when a server starts
 from atc.serve.hosts import HostCheck, is_loopback
-from atc.serve.sessions import SCOPE_CLIENT, SCOPE_SESSION
+from atc.serve.mcp_sessions import SCOPE_CLIENT, SCOPE_SESSION
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send

@@ -1,7 +1,7 @@
 """Each served tool as its own MCP tool (``--proxy-tools``): the classic one-call-per-turn style,
 next to ``run_program``, for hosts and tasks that want it.
 
-A proxied call is not a way around atc: it goes through a ``sandbox.gateway.Gateway`` exactly as
+A proxied call is not a way around atc: it goes through a ``sandbox.gateway.core.Gateway`` exactly as
 a program's call does -- the arguments are validated against the tool's schema, credentials are
 added on the host, the response is redacted -- and counts against the tool-call budgets of its
 session, its client's token and the server, when it left the host (a call refused for its
@@ -26,8 +26,8 @@ from protocols.model import Tool
 from protocols.render import render_compact
 from protocols.writes import is_write
 from sandbox.api import Limits, Toolset
-from sandbox.gateway import Gateway
-from sandbox.writes.gate import WriteGate
+from sandbox.gateway.core import Gateway
+from sandbox.gateway.writes.gate import WriteGate
 
 __all__ = ["ProxyReply", "input_schema", "description", "read_only", "call"]
 

@@ -1,8 +1,8 @@
 """``run_program``: one program, run in the sandbox through the gateway, and what the host reads.
 
 A program goes through the same steps as one attempt of ``atc solve``: its code is taken out of
-a fenced block if the host's model wrapped it (``atc.extract``), checked statically against the
-tools (``atc.checks``: a wrong tool name or argument is reported without spending a run), then
+a fenced block if the host's model wrapped it (``atc.loop.extract``), checked statically against the
+tools (``atc.loop.checks``: a wrong tool name or argument is reported without spending a run), then
 run (``sandbox.execute.run``) under the session's share of the budgets, inside a
 ``sandbox.cancel.cancellable`` block so that a client that cancels or goes away stops it. A tap
 on the run's tools (``ProgressTap``) counts the calls for progress notifications.
@@ -12,7 +12,7 @@ on the run's tools (``ProgressTap``) counts the calls for progress notifications
 not ``isolation``; each call with the contract's fields only, plus its error when it failed),
 with the error extended by the blamed tool's full ``protocol`` and the ``response`` it really
 returned. ``text()`` is what the host's model reads: on success the answer and one status line;
-on failure the feedback ``atc solve`` gives its own model (``atc.reflection``: the error with its
+on failure the feedback ``atc solve`` gives its own model (``atc.loop.reflection``: the error with its
 line and traceback, the calls, the blamed tool's protocol and its real response), ending in the
 request to call ``run_program`` again with the corrected program -- unless a budget stopped it:
 then it says what is left, and a refusal for a spent budget never asks for another call.
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from atc import prompts
-from atc.checks import check_for_run
-from atc.extract import extract_program
-from atc.reflection import describe_error, tool_response
+from atc.loop.checks import check_for_run
+from atc.loop.extract import extract_program
+from atc.loop.reflection import describe_error, tool_response
 from protocols.render import render_full
 from sandbox.api import ExecutionResult, Limits, Toolset
 from sandbox.cancel import Cancel, cancellable
@@ -36,8 +36,8 @@ from sandbox.execute import run
 
 if TYPE_CHECKING:
     from sandbox.api import Backend
-    from sandbox.http.transport import Reply
-    from sandbox.taps import Exchange
+    from sandbox.gateway.http.transport import Reply
+    from sandbox.gateway.taps import Exchange
 
 __all__ = ["ProgressTap", "RunAnswer", "prepare", "refused", "execute", "answer_for"]
 
@@ -49,7 +49,7 @@ _NO_TOOL = frozenset({"SyntaxError", "IndentationError", "TabError", "Timeout", 
 
 
 class ProgressTap:
-    """A ``sandbox.taps.Tap`` that counts the calls reaching an API, for progress notifications."""
+    """A ``sandbox.gateway.taps.Tap`` that counts the calls reaching an API, for progress notifications."""
 
     def __init__(self) -> None:
         self.calls = 0
@@ -140,7 +140,7 @@ def refused(program: str, kind: str, message: str, *, static: bool = True, tool:
 
 
 def static_check(program: str, toolset: Toolset) -> RunAnswer | None:
-    """The program's first mistake that needs no run (``atc.checks``), or None."""
+    """The program's first mistake that needs no run (``atc.loop.checks``), or None."""
     error = check_for_run(program, toolset)
     if error is None:
         return None

@@ -39,12 +39,12 @@ from atc.errors import AtcError, CallBudget
 from atc.serve import proxy, runs
 from atc.serve.approval import elicit_approver
 from atc.serve.catalog import MAX_K, Catalog
-from atc.serve.schemas import DescribeResult, RunResult, SearchResult
-from atc.serve.sessions import SCOPE_CLIENT, SCOPE_SESSION, Caps, InFlight, Sessions, SessionState
+from atc.serve.mcp_sessions import SCOPE_CLIENT, SCOPE_SESSION, Caps, InFlight, Sessions, SessionState
+from atc.serve.result_models import DescribeResult, RunResult, SearchResult
 from atc.serve.settings import TOOL_NAMES, ServeSettings
 from sandbox.api import Backend, ExecutionResult
 from sandbox.cancel import Cancel
-from sandbox.writes.policy import WritePolicy, Writes
+from sandbox.gateway.writes.policy import WritePolicy, Writes
 
 __all__ = ["AtcServer", "build_server"]
 

@@ -15,21 +15,21 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from atc import tracing
-from atc.answers import AnswerSpec, judge_result
 from atc.approval import task_writes
 from atc.errors import AtcError, UsageError
-from atc.model import make_client
-from atc.solving import Solution, solve
-from atc.strategies.registry import resolve
+from atc.llm.client import make_client
+from atc.loop.answers import AnswerSpec, judge_result
+from atc.loop.solving import Solution, solve
+from atc.loop.strategies.registry import resolve
 from atc.workflows.replay import MISSES, open_recording
 from atc.workflows.tasks import Task
 from sandbox.api import Backend, ErrorInfo, ExecutionResult
 from sandbox.execute import check_toolset, get_backend
-from sandbox.writes.ledger import LedgerFile, WriteLedger
-from sandbox.writes.policy import WritePolicy, Writes
+from sandbox.gateway.writes.ledger import LedgerFile, WriteLedger
+from sandbox.gateway.writes.policy import WritePolicy, Writes
 
 if TYPE_CHECKING:
-    from atc.model import ModelClient
+    from atc.llm.client import ModelClient
     from atc.workflows.replay import Recording
     from sandbox.api import Limits, Toolset
 

@@ -1,7 +1,7 @@
 """``solve_many``: many tasks solved at once, as a batch (``atc.workflows.batch``), from Python.
 
-It lives with the batch it runs rather than with ``solve``: the batch runs ``atc.solving.solve``
-for each task, so this room depends on ``atc.solving`` and never the other way round.
+It lives with the batch it runs rather than with ``solve``: the batch runs ``atc.loop.solving.solve``
+for each task, so this room depends on ``atc.loop.solving`` and never the other way round.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from atc.answers import json_value
 from atc.errors import UsageError
-from atc.solving import Solution, ToolsArg, toolset_for
+from atc.loop.answers import json_value
+from atc.loop.solving import Solution, ToolsArg, toolset_for
 from atc.workflows.batch import run_batch
 from atc.workflows.jobs import Job, Outcome
 from atc.workflows.outfile import ResultLog

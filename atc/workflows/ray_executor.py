@@ -19,12 +19,12 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from atc.solving import Solution
+from atc.loop.solving import Solution
 from atc.workflows.executors import RAY_INSTALL, run_each
 from atc.workflows.jobs import Job, Outcome
 from atc.workflows.tasks import Task
 from sandbox.api import ErrorInfo, ExecutionResult
-from sandbox.http.credentials import env_var
+from sandbox.gateway.http.credentials import env_var
 
 __all__ = ["run_on_ray", "INSTALL", "shipped_env", "worker_env", "MODEL_VARS"]
 

@@ -1,7 +1,7 @@
 """Record and replay: a run's tool answers and model completions kept under a directory, and a
 later run answered from them with no network and no model.
 
-``--record DIR`` wraps the run's tools with ``ToolRecorder`` (a ``sandbox.taps.Tap``: it records
+``--record DIR`` wraps the run's tools with ``ToolRecorder`` (a ``sandbox.gateway.taps.Tap``: it records
 each reply AFTER the gateway's redaction, so no secret is ever stored) and its model client with
 ``RecordingModel``. ``--replay DIR`` swaps both for ``ToolReplayer`` and ``ReplayModel``: a
 request that was recorded gets its recorded answer (repeated requests in recorded order); one
@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from atc.errors import ModelError, UsageError
-from atc.model import Completion, Message, ModelClient, make_client, tool_calls_of
+from atc.llm.client import Completion, Message, ModelClient, make_client, tool_calls_of
 from atc.workflows.tape import MODEL_FILE, TOOLS_FILE, TapeFile, canonical, key_of
 
 if TYPE_CHECKING:
     from sandbox.api import Toolset
-    from sandbox.http.transport import Reply
-    from sandbox.taps import Exchange
+    from sandbox.gateway.http.transport import Reply
+    from sandbox.gateway.taps import Exchange
 
 #: The replay misses of the task running in this context (a batch counts them per task).
 MISSES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("atc_replay_misses", default=None)
@@ -125,8 +125,8 @@ class ToolRecorder:
         self.recording = recording
 
     def exchange(self, call: Exchange) -> Reply:
-        # lazy: sandbox.http.transport imports httpx (about 40 ms): only a run that calls tools needs it
-        from sandbox.http.transport import SendFailure
+        # lazy: sandbox.gateway.http.transport imports httpx (about 40 ms): only a run that calls tools needs it
+        from sandbox.gateway.http.transport import SendFailure
 
         request = _tool_request(call)
         key = key_of(request)
@@ -152,8 +152,8 @@ class ToolReplayer:
         self.recording = recording
 
     def exchange(self, call: Exchange) -> Reply:
-        # lazy: sandbox.http.transport imports httpx (about 40 ms): only a run that calls tools needs it
-        from sandbox.http.transport import Reply, SendFailure
+        # lazy: sandbox.gateway.http.transport imports httpx (about 40 ms): only a run that calls tools needs it
+        from sandbox.gateway.http.transport import Reply, SendFailure
 
         request = _tool_request(call)
         key = key_of(request)

@@ -3,7 +3,7 @@
 ``BfclJob`` is the batch job (``atc.workflows.jobs.Job``) of a BFCL suite. For a task it makes
 the task's tools (``state.TaskTools``: the API class instances with the task's state, as
 function tools), then for every user turn solves the turn with the strategy under evaluation
-(``atc.solving.solve``: ``chain`` writes one program, ``react`` calls one function per model
+(``atc.loop.solving.solve``: ``chain`` writes one program, ``react`` calls one function per model
 turn...) on those same instances, and records which calls reached them. The query of a turn is
 the user's message, after the earlier turns' messages and the answers given to them
 (``turn_query``): the tools keep their state, the model is told what came before. Each turn has a
@@ -29,8 +29,8 @@ from atc import tracing
 from atc.evaluation.bfcl.checker import call_string, check
 from atc.evaluation.bfcl.data import BfclTask
 from atc.evaluation.bfcl.state import TaskTools
+from atc.loop.solving import Solution, Usage, solve
 from atc.retrieval.base import Hit, SearchResult
-from atc.solving import Solution, Usage, solve
 from atc.workflows.jobs import Job, Outcome
 from atc.workflows.tasks import Task
 

@@ -1,0 +1,1 @@
+"""The model client: chat completions over the OpenAI HTTP API."""

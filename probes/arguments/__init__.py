@@ -1,0 +1,1 @@
+"""Argument values for probe requests: from schemas, from names, and harvested from answers."""

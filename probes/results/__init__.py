@@ -1,0 +1,1 @@
+"""What a probe leaves behind: the documented collection, its OpenAPI document, findings, report."""

@@ -1,0 +1,1 @@
+"""Sandbox sessions: one isolated interpreter that keeps its globals across snippets."""

@@ -1,0 +1,1 @@
+"""Tests of ``sandbox/``: the backends, the jail, the limits."""
