@@ -63,6 +63,7 @@ _LAZY: dict[str, str] = {
     # solve
     "solve": "atc.solver",
     "Solver": "atc.solver",
+    "SolveOptions": "atc.solver",
     "asolve": "atc.loop.solving",
     "solve_many": "atc.workflows.many",
     "Solution": "atc.loop.solving",
@@ -77,6 +78,8 @@ _LAZY: dict[str, str] = {
     "ProbeSettings": "probes.results.report",
     # errors
     "AtcError": "atc.errors",
+    "UsageError": "atc.errors",
+    "NotFound": "atc.errors",
     "ConfigError": "atc.errors",
     "ProtocolError": "atc.errors",
     "ToolError": "atc.errors",
@@ -91,10 +94,12 @@ if TYPE_CHECKING:  # what a type checker sees; at run time each name is imported
     from atc.errors import AtcError as AtcError
     from atc.errors import ConfigError as ConfigError
     from atc.errors import ModelError as ModelError
+    from atc.errors import NotFound as NotFound
     from atc.errors import ProtocolError as ProtocolError
     from atc.errors import SandboxError as SandboxError
     from atc.errors import SessionEnded as SessionEnded
     from atc.errors import ToolError as ToolError
+    from atc.errors import UsageError as UsageError
     from atc.functions import tool as tool
     from atc.loop.answers import AnswerSpec as AnswerSpec
     from atc.loop.solving import Attempt as Attempt
@@ -108,6 +113,7 @@ if TYPE_CHECKING:  # what a type checker sees; at run time each name is imported
     from atc.sessions import AsyncSession as AsyncSession
     from atc.sessions import asession as asession
     from atc.sessions import session as session
+    from atc.solver import SolveOptions as SolveOptions
     from atc.solver import Solver as Solver
     from atc.solver import solve as solve
     from atc.workflows.many import Solutions as Solutions

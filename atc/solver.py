@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
+from atc.errors import UsageError
 from atc.llm.client import ModelClient
 from atc.loop import solving
 from atc.loop.solving import AttemptHook, Solution
@@ -35,7 +36,36 @@ from sandbox.gateway.writes.policy import Approver
 if TYPE_CHECKING:
     from atc.retrieval.base import Retriever
 
-__all__ = ["Solver", "solve"]
+__all__ = ["Solver", "SolveOptions", "solve"]
+
+
+class SolveOptions(TypedDict, total=False):
+    """The keywords of ``atc.Solver`` and ``atc.solve``, written once (a type checker sees each)."""
+
+    model: str | None
+    client: ModelClient | None
+    max_reflections: int
+    limits: Limits | None
+    sandbox: str | Backend | None
+    base_url: BaseUrl
+    credentials: Credentials | Mapping[str, str] | None
+    top_k: int | None
+    on_attempt: AttemptHook | None
+    backend: str | Backend | None
+    validation: Validation
+    retriever: str | Retriever | None
+    strategy: str | Strategy | Choice | None
+    max_model_calls: int | None
+    max_tokens: int | None
+    max_steps: int | None
+    on_step: StepHook | None
+    writes: WritesArg
+    approve: Approver | None
+    answer: Any
+
+
+#: Settled when the ``Solver`` is made, so not handed to each task as they were given.
+_AT_THE_EDGE = frozenset({"base_url", "credentials", "validation", "sandbox", "backend", "strategy"})
 
 
 class Solver:
@@ -68,39 +98,19 @@ class Solver:
         ConfigError: tools that cannot be reached as configured (an MCP server that fails to start).
     """
 
-    def __init__(
-        self,
-        tools: ToolsArg,
-        *,
-        model: str | None = None,
-        client: ModelClient | None = None,
-        max_reflections: int = 3,
-        limits: Limits | None = None,
-        sandbox: str | Backend | None = None,
-        base_url: BaseUrl = None,
-        credentials: Mapping[str, str] | None = None,
-        top_k: int | None = None,
-        on_attempt: AttemptHook | None = None,
-        backend: str | Backend | None = None,
-        validation: Validation = None,
-        retriever: str | Retriever | None = None,
-        strategy: str | Strategy | Choice | None = None,
-        max_model_calls: int | None = None,
-        max_tokens: int | None = None,
-        max_steps: int | None = None,
-        on_step: StepHook | None = None,
-        writes: WritesArg = None,
-        approve: Approver | None = None,
-        answer: Any = None,
-    ) -> None:
-        self.strategy: Strategy | Choice = _strategy(strategy, max_reflections, max_steps)
-        self.toolset = toolset_for(tools, base_url, Credentials.of(credentials), validation)
-        self.sandbox = pick_sandbox(sandbox, backend)
-        self.model, self.client, self.limits = model, client, limits
-        self.max_reflections, self.top_k, self.retriever = max_reflections, top_k, retriever
-        self.max_model_calls, self.max_tokens, self.max_steps = max_model_calls, max_tokens, max_steps
-        self.on_attempt, self.on_step = on_attempt, on_step
-        self.writes, self.approve, self.answer = writes, approve, answer
+    def __init__(self, tools: ToolsArg, **options: Unpack[SolveOptions]) -> None:
+        unknown = set(options) - set(SolveOptions.__annotations__)
+        if unknown:
+            raise UsageError(f"unknown keyword(s) {', '.join(sorted(unknown))}",
+                             hint=f"Solver takes {', '.join(SolveOptions.__annotations__)}")
+        max_reflections = options.get("max_reflections", 3)
+        self.strategy: Strategy | Choice = _strategy(options.get("strategy"), max_reflections,
+                                                     options.get("max_steps"))
+        self.toolset = toolset_for(tools, options.get("base_url"), Credentials.of(options.get("credentials")),
+                                   options.get("validation"))
+        self.sandbox = pick_sandbox(options.get("sandbox"), options.get("backend"))
+        self.model = options.get("model")
+        self.options: dict[str, Any] = {k: v for k, v in options.items() if k not in _AT_THE_EDGE}
 
     def __repr__(self) -> str:
         names = ", ".join(c.name for c in self.toolset.collections)
@@ -108,11 +118,7 @@ class Solver:
 
     def _options(self) -> dict[str, Any]:
         """The keywords of ``atc.loop.solving.solve`` that every task of this solver shares."""
-        return {"model": self.model, "client": self.client, "max_reflections": self.max_reflections,
-                "limits": self.limits, "sandbox": self.sandbox, "top_k": self.top_k, "on_attempt": self.on_attempt,
-                "retriever": self.retriever, "strategy": self.strategy, "max_model_calls": self.max_model_calls,
-                "max_tokens": self.max_tokens, "max_steps": self.max_steps, "on_step": self.on_step,
-                "writes": self.writes, "approve": self.approve, "answer": self.answer}
+        return {**self.options, "strategy": self.strategy, "sandbox": self.sandbox}
 
     def solve(self, query: str) -> Solution:
         """Solve one task.
@@ -170,31 +176,7 @@ def _name(strategy: Strategy | Choice) -> str:
     return str(getattr(strategy, "name", type(strategy).__name__))
 
 
-def solve(
-    query: str,
-    tools: ToolsArg,
-    *,
-    model: str | None = None,
-    client: ModelClient | None = None,
-    max_reflections: int = 3,
-    limits: Limits | None = None,
-    sandbox: str | Backend | None = None,
-    base_url: BaseUrl = None,
-    credentials: dict[str, str] | None = None,
-    top_k: int | None = None,
-    on_attempt: AttemptHook | None = None,
-    backend: str | Backend | None = None,
-    validation: Validation = None,
-    retriever: str | Retriever | None = None,
-    strategy: str | Strategy | Choice | None = None,
-    max_model_calls: int | None = None,
-    max_tokens: int | None = None,
-    max_steps: int | None = None,
-    on_step: StepHook | None = None,
-    writes: WritesArg = None,
-    approve: Approver | None = None,
-    answer: Any = None,
-) -> Solution:
+def solve(query: str, tools: ToolsArg, **options: Unpack[SolveOptions]) -> Solution:
     """Solve ``query`` with ``tools``: ``Solver(tools, ...).solve(query)`` in one call (the
     keywords are ``Solver``'s; ``atc.loop.solving.solve`` has the long description of each).
 
@@ -214,9 +196,4 @@ def solve(
         ModelError: the model server failed before the first step.
         SandboxError: the sandbox could not run at all.
     """
-    solver = Solver(tools, model=model, client=client, max_reflections=max_reflections, limits=limits,
-                    sandbox=sandbox, backend=backend, base_url=base_url, credentials=credentials, top_k=top_k,
-                    on_attempt=on_attempt, validation=validation, retriever=retriever, strategy=strategy,
-                    max_model_calls=max_model_calls, max_tokens=max_tokens, max_steps=max_steps, on_step=on_step,
-                    writes=writes, approve=approve, answer=answer)
-    return solver.solve(query)
+    return Solver(tools, **options).solve(query)

@@ -45,6 +45,8 @@ __all__ = ["validator_for", "problems", "ValidationCut", "count_values", "explai
 MAX_UNIQUE_CHECK = 500
 #: Most problems a ``warn`` call records.
 MAX_WARNINGS = 20
+#: Most values a call may hold to be proven valid by the quick check (``sandbox.gateway.fastcheck``).
+QUICK_VALUES = 5000
 #: Steps between two looks at the clock.
 _CLOCK_EVERY = 256
 
@@ -187,7 +189,9 @@ def problems(tool: Tool, args: dict[str, Any], *, first_only: bool, bounds: Host
     if values > bounds.checked_values:
         raise ValidationCut("values", f"they hold more than {bounds.checked_values} values")
     checked = _for_validation(tool, args)
-    quick = quick_check(tool.parameters) if not out else None
+    # the quick check does not look at the clock: only calls small enough to check in a moment
+    # take it (a few microseconds a value), the rest go to the metered jsonschema run
+    quick = quick_check(tool.parameters) if not out and values <= QUICK_VALUES else None
     if quick is not None and quick(checked):
         return out, None  # proven valid without jsonschema (sandbox/gateway/fastcheck.py)
     wanted = 1 if first_only else MAX_WARNINGS + 1 - len(out)

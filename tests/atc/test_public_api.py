@@ -17,6 +17,7 @@ import pytest
 
 import atc
 from atc.llm.client import OpenAIModel
+from atc.loop import solving
 from atc.loop.solving import Solution
 from atc.loop.strategies.registry import Choice
 from protocols.loaders import load_data
@@ -117,8 +118,10 @@ def test_solver_end_to_end(server: ScriptedOpenAI, client: OpenAIModel, library:
 
 def test_solve_is_the_one_call_form_of_solver(server: ScriptedOpenAI, client: OpenAIModel,
                                               library: Collection) -> None:
-    keywords = set(inspect.signature(atc.solve).parameters) - {"query", "tools"}
-    assert keywords == set(inspect.signature(atc.Solver).parameters) - {"tools"}
+    engine = set(inspect.signature(solving.solve).parameters) - {"query", "tools"}
+    assert set(atc.SolveOptions.__annotations__) == engine  # every keyword of the engine, written once
+    with pytest.raises(atc.UsageError, match="unknown keyword"):
+        atc.Solver(library, modle="x")  # type: ignore[call-arg]
     server.push(fence("print(get_stats()['books'])"))
     solution = atc.solve("How many books?", library, client=client, sandbox="local")
     assert solution.ok and solution.answer.strip() == "5"

@@ -60,11 +60,12 @@ def test_solving_and_workflows_depend_one_way() -> None:
     """The batch runs ``solve``: ``atc.workflows`` uses ``atc.loop.solving``, never the other way round;
     the strategies are below both."""
     root = Path(__file__).resolve().parents[3]
-    below = [root / "atc" / "solving.py", root / "atc" / "tracing.py", *sorted((root / "atc" / "strategies").glob("*.py"))]
+    below = [root / "atc" / "loop" / "solving.py", root / "atc" / "tracing.py",
+             *sorted((root / "atc" / "loop" / "strategies").glob("*.py"))]
     for path in below:
         upward = {m for m in _imported(path) if m.startswith("atc.workflows")}
         assert not upward, f"{path.name} imports {upward}"
-    for path in sorted((root / "atc" / "strategies").glob("*.py")):
+    for path in sorted((root / "atc" / "loop" / "strategies").glob("*.py")):
         assert "atc.loop.solving" not in _imported(path), f"{path.name} imports atc.loop.solving"
     assert "atc.loop.solving" in _imported(root / "atc" / "workflows" / "jobs.py")
 

@@ -51,7 +51,7 @@ def _schemas(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 schemas = st.recursive(st.fixed_dictionaries({"type": type_names}), _schemas, max_leaves=6)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(schemas, values)
 def test_the_quick_check_says_valid_only_where_jsonschema_agrees(schema: dict[str, Any], value: Any) -> None:
     check = quick_check(schema)
