@@ -19,12 +19,12 @@ answer outside its schema, and the answer then says so in ``X-Atc-Mock-Unsatisfi
 from __future__ import annotations
 
 import math
-import threading
 from typing import Any
 
 from atc.mock.entities import schema_type
 from atc.mock.request_checks import first_error, is_valid
 from atc.mock.values import SHORTEST
+from protocols.perschema import PerSchema
 
 __all__ = ["HEADER", "impossible", "risky", "unmet", "verdict"]
 
@@ -36,35 +36,20 @@ _RISKY = frozenset({"not", "if", "then", "else", "contains", "dependentRequired"
 _MAX_NODES = 2000
 _MAX_DEPTH = 16
 
-_IMPOSSIBLE: dict[int, tuple[Any, str | None]] = {}
-_RISKY_CACHE: dict[int, tuple[Any, bool]] = {}
-_LOCK = threading.Lock()
-
-
-def _cached(cache: dict[int, tuple[Any, Any]], schema: dict[str, Any], compute: Any) -> Any:
-    hit = cache.get(id(schema))
-    if hit is not None and hit[0] is schema:
-        return hit[1]
-    value = compute(schema)
-    with _LOCK:
-        if len(cache) > 8192:
-            cache.clear()
-        cache[id(schema)] = (schema, value)
-    return value
-
-
 def impossible(schema: Any) -> str | None:
     """Why no value can meet ``schema`` (``<where>: <why>``), or None when nothing says so."""
     if not isinstance(schema, dict) or not schema:
         return None
-    return _cached(_IMPOSSIBLE, schema, lambda s: _Walk().node(s, "", 0))  # type: ignore[no-any-return]
+    verdict: str | None = _IMPOSSIBLE(schema)
+    return verdict
 
 
 def risky(schema: Any) -> bool:
     """Whether ``schema`` has a keyword the generator does not steer by (anywhere inside)."""
     if not isinstance(schema, dict) or not schema:
         return False
-    return _cached(_RISKY_CACHE, schema, _has_risky)  # type: ignore[no-any-return]
+    risky: bool = _IS_RISKY(schema)
+    return risky
 
 
 def unmet(schema: Any, value: Any) -> str | None:
@@ -257,3 +242,8 @@ def _finite(items: dict[str, Any]) -> int | None:
     if schema_type(items) == "null":
         return 1
     return None
+
+
+# Computed once per schema object: the walks look at the whole schema.
+_IMPOSSIBLE: PerSchema[str | None] = PerSchema(lambda schema: _Walk().node(schema, "", 0), most=8192)
+_IS_RISKY: PerSchema[bool] = PerSchema(_has_risky, most=8192)

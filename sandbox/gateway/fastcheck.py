@@ -16,11 +16,10 @@ checked by ``sandbox.gateway.validation`` either (see its docstring); ``format``
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["quick_check"]
+__all__ = ["compile_quick", "Check"]
 
 Check = Callable[[Any], bool]
 
@@ -41,31 +40,18 @@ _TYPES: dict[str, Check] = {
     "null": lambda v: v is None,
 }
 
-_CACHE: dict[int, tuple[dict[str, Any], Check | None]] = {}
-_CACHE_LOCK = threading.Lock()
-
-
 class _Unsupported(Exception):
     """The schema uses a keyword the quick check does not know: jsonschema decides."""
 
 
-def quick_check(schema: dict[str, Any]) -> Check | None:
-    """The compiled quick check of a parameters schema (True: valid), or None when the schema
-    uses keywords outside the quick set. Compiled once per schema object (keyed by identity, the
-    entry holding the schema so that the id is not reused while cached)."""
-    key = id(schema)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0] is schema:
-        return hit[1]
+def compile_quick(schema: dict[str, Any]) -> Check | None:
+    """The quick check of a parameters schema (True: valid), or None when the schema uses keywords
+    outside the quick set. Compiling walks the schema once; the gateway keeps the result per
+    schema (``sandbox.gateway.validation``)."""
     try:
-        check: Check | None = _compile(schema, depth=0)
+        return _compile(schema, depth=0)
     except _Unsupported:
-        check = None
-    with _CACHE_LOCK:
-        if len(_CACHE) > 4096:
-            _CACHE.clear()
-        _CACHE[key] = (schema, check)
-    return check
+        return None
 
 
 def _compile(schema: Any, depth: int) -> Check:

@@ -33,8 +33,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from protocols.model import Tool
+from protocols.perschema import PerSchema
 from protocols.shapes import input_shape, schema_name
-from sandbox.gateway.fastcheck import quick_check
+from sandbox.gateway.fastcheck import Check, compile_quick
 from sandbox.gateway.http.decoding import is_binary_object
 from sandbox.hostbounds import HostBounds
 
@@ -50,8 +51,6 @@ QUICK_VALUES = 5000
 #: Steps between two looks at the clock.
 _CLOCK_EVERY = 256
 
-_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
-_VALIDATORS_LOCK = threading.Lock()
 _SAFE_CLASSES: dict[Any, Any] = {}
 _METER = threading.local()
 
@@ -129,25 +128,27 @@ def _safe_validator_class(cls: Any) -> Any:
     return safe
 
 
-def validator_for(schema: dict[str, Any]) -> Any:
-    """The compiled jsonschema validator of a parameters schema, built once per schema object.
-
-    Keyed by identity (a Tool keeps its schema dict alive, and the entry holds it too, so the id
-    cannot be reused while cached). Outside a gateway check (no meter installed) it is a plain
-    validator without the meter's caps."""
-    key = id(schema)
-    hit = _VALIDATORS.get(key)
-    if hit is not None and hit[0] is schema:
-        return hit[1]
-    import jsonschema  # lazy: as above
+def _build_validator(schema: dict[str, Any]) -> Any:
+    import jsonschema  # lazy: about 40 ms, and only a call to a tool with a schema needs it
 
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    validator = _safe_validator_class(cls)(schema)
-    with _VALIDATORS_LOCK:
-        if len(_VALIDATORS) > 4096:
-            _VALIDATORS.clear()
-        _VALIDATORS[key] = (schema, validator)
-    return validator
+    return _safe_validator_class(cls)(schema)
+
+
+_VALIDATORS: PerSchema[Any] = PerSchema(_build_validator)
+_QUICK: PerSchema[Check | None] = PerSchema(compile_quick)
+
+
+def validator_for(schema: dict[str, Any]) -> Any:
+    """The compiled jsonschema validator of a parameters schema, built once per schema object.
+    Outside a gateway check (no meter installed) it is a plain validator without the meter's caps."""
+    return _VALIDATORS(schema)
+
+
+def quick_check(schema: dict[str, Any]) -> Check | None:
+    """The quick proof of validity of a parameters schema (``sandbox.gateway.fastcheck``), or None
+    where it cannot decide; compiled once per schema object."""
+    return _QUICK(schema)
 
 
 def count_values(value: Any, stop: int) -> int:

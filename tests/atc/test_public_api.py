@@ -9,7 +9,6 @@ import ast
 import inspect
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,34 +19,16 @@ from atc.llm.client import OpenAIModel
 from atc.loop import solving
 from atc.loop.solving import Solution
 from atc.loop.strategies.registry import Choice
-from protocols.loaders import load_data
 from protocols.model import Collection
 from sandbox.api import Limits
-from tests.support.apis.library import LibraryAPI
 from tests.support.fakes.openai_server import ScriptedOpenAI
+from tests.support.strategies import client as client
+from tests.support.strategies import fence
+from tests.support.strategies import library as library
+from tests.support.strategies import server as server
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON_DOC = ROOT / "docs" / "python.md"
-
-
-def fence(code: str) -> str:
-    return f"Here is the program.\n\n```python\n{code.strip()}\n```\n"
-
-
-@pytest.fixture()
-def server() -> Iterator[ScriptedOpenAI]:
-    with ScriptedOpenAI() as s:
-        yield s
-
-
-@pytest.fixture()
-def client(server: ScriptedOpenAI) -> OpenAIModel:
-    return OpenAIModel("scripted-model", base_url=server.base_url, backoff=0.01)
-
-
-@pytest.fixture()
-def library(api: LibraryAPI) -> Collection:
-    return load_data(api.spec(), name="library")
 
 
 # -- names ------------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,9 @@ from atc.loop.solving import solve
 from atc.workflows.many import solve_many
 from tests.support.fakes import functions as fx
 from tests.support.fakes.openai_server import ScriptedOpenAI, call
+from tests.support.strategies import client as client
+from tests.support.strategies import library as library
+from tests.support.strategies import server as server
 
 ATC = Path(sys.executable).with_name("atc")
 
@@ -48,17 +50,6 @@ class Low:
 
 def fence(code: str) -> str:
     return f"```python\n{code.strip()}\n```\n"
-
-
-@pytest.fixture()
-def server() -> Iterator[ScriptedOpenAI]:
-    with ScriptedOpenAI() as s:
-        yield s
-
-
-@pytest.fixture()
-def client(server: ScriptedOpenAI) -> OpenAIModel:
-    return OpenAIModel("scripted-model", base_url=server.base_url, backoff=0.01)
 
 
 WRONG = """

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,28 +25,12 @@ from sandbox.api import Limits
 from tests.support.apis.library import AUTHORS, LibraryAPI
 from tests.support.fakes.backend import FakeBackend
 from tests.support.fakes.openai_server import Reply, ScriptedOpenAI
+from tests.support.strategies import client as client
+from tests.support.strategies import fence
+from tests.support.strategies import library as library
+from tests.support.strategies import server as server
 
 LIMITS = Limits(timeout=20)
-
-
-def fence(code: str) -> str:
-    return f"Here is the program.\n\n```python\n{code.strip()}\n```\n"
-
-
-@pytest.fixture()
-def server() -> Iterator[ScriptedOpenAI]:
-    with ScriptedOpenAI() as s:
-        yield s
-
-
-@pytest.fixture()
-def client(server: ScriptedOpenAI) -> OpenAIModel:
-    return OpenAIModel("scripted-model", base_url=server.base_url, backoff=0.01)
-
-
-@pytest.fixture()
-def library(api: LibraryAPI) -> Collection:
-    return load_data(api.spec(), name="library")
 
 
 # -- end to end: real openai client, real local sandbox, real library API ----------------------

@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 
 from protocols.model import Tool
 from sandbox.api import Limits
-from sandbox.gateway.fastcheck import quick_check
-from sandbox.gateway.validation import problems
+from sandbox.gateway.validation import problems, quick_check
 from sandbox.hostbounds import HostBounds
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(-5, 5), st.just(float("nan")),

@@ -23,13 +23,12 @@ from sandbox.api import Limits
 from sandbox.gateway.writes import LedgerFile, WriteLedger, WritePolicy, WriteRequest, Writes
 from tests.support.apis.orders import OrdersAPI
 from tests.support.fakes.openai_server import Reply, ScriptedOpenAI, call
+from tests.support.strategies import client as client
+from tests.support.strategies import fence
+from tests.support.strategies import server as server
 
 LIMITS = Limits(timeout=20)
 BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
-
-
-def fence(code: str) -> str:
-    return f"Here is the program.\n\n```python\n{code.strip()}\n```\n"
 
 
 @pytest.fixture(scope="module")
@@ -47,17 +46,6 @@ def api(orders_api: OrdersAPI) -> OrdersAPI:
 @pytest.fixture()
 def shop(api: OrdersAPI) -> Collection:
     return load_data(api.spec(), name="shop")
-
-
-@pytest.fixture()
-def server() -> Iterator[ScriptedOpenAI]:
-    with ScriptedOpenAI() as s:
-        yield s
-
-
-@pytest.fixture()
-def client(server: ScriptedOpenAI) -> OpenAIModel:
-    return OpenAIModel("scripted-model", base_url=server.base_url, backoff=0.01)
 
 
 def sandbox_for(backend: str) -> str:
