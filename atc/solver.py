@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from atc.errors import UsageError
-from atc.llm.client import ModelClient
+from atc.llm.chat import ModelClient
 from atc.loop import solving
 from atc.loop.solving import AttemptHook, Solution
 from atc.loop.strategies.base import StepHook, Strategy

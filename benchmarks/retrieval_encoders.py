@@ -59,7 +59,7 @@ class StaticMiniLM:
     def __init__(self, cache: Path, idf_texts: Sequence[str]) -> None:
         import numpy as np
 
-        from atc.retrieval.embedders import model_dir
+        from atc.retrieval.weights import model_dir
         from atc.retrieval.wordpiece import WordPiece
 
         folder = model_dir()

@@ -32,7 +32,7 @@ from importlib import resources
 from typing import Any
 
 from atc.errors import ModelError
-from atc.llm.client import Message, ModelClient
+from atc.llm.chat import Message, ModelClient
 from atc.loop.checks import check_program
 from atc.loop.extract import extract_program
 from probes.arguments.harvest import field_path

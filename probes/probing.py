@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from atc.errors import UsageError
-from atc.llm.client import ModelClient
+from atc.llm.chat import ModelClient
 from probes.results.report import ProbeReport, ProbeSettings
 from probes.single import ToolsArg, probe_toolset, resolve_toolset
 from probes.spread import probe_spread

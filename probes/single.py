@@ -21,7 +21,8 @@ from pathlib import Path
 
 from atc.config import atc_home
 from atc.errors import ConfigError, UsageError
-from atc.llm.client import ModelClient, make_client
+from atc.llm.chat import ModelClient
+from atc.llm.client import make_client
 from atc.toolsets import toolset_for
 from probes.cache import ResponseCache
 from probes.calls import Budget, Caller

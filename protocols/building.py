@@ -12,8 +12,7 @@ from typing import Any
 
 from protocols.model import RESERVED_ARGUMENTS, Binding, python_identifier, snake_case
 
-__all__ = ["UniqueNames", "ParamSet", "param_identifier", "collection_slug", "tool_name_for", "clean_text",
-           "RESERVED_ARGUMENTS"]
+__all__ = ["UniqueNames", "ParamSet", "param_identifier", "collection_slug", "tool_name_for", "clean_text"]
 
 
 class UniqueNames:

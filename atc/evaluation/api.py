@@ -31,7 +31,7 @@ from atc.workflows.replay import Recording, RecordingModel, ReplayModel
 from protocols.files import atomic_write
 
 if TYPE_CHECKING:
-    from atc.llm.client import ModelClient
+    from atc.llm.chat import ModelClient
     from sandbox.api import Toolset
 
 __all__ = ["load_suite", "evaluate", "make_judge", "JudgeOptions", "builtin_suite_path"]

@@ -36,7 +36,7 @@ from protocols.files import atomic_write
 from sandbox.api import Limits
 
 if TYPE_CHECKING:
-    from atc.llm.client import ModelClient
+    from atc.llm.chat import ModelClient
     from atc.loop.strategies.registry import Choice
     from atc.workflows.jobs import Outcome
     from sandbox.api import Backend, Toolset

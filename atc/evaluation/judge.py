@@ -55,7 +55,7 @@ from atc.evaluation.metrics import VOTE_SCORE, TaskScore, majority
 from atc.evaluation.suite import EvalTask
 
 if TYPE_CHECKING:
-    from atc.llm.client import Completion, ModelClient
+    from atc.llm.chat import Completion, ModelClient
 
 __all__ = ["Verdict", "Preference", "Judge", "JUDGE_TEMPERATURE", "DEFAULT_VOTES", "PROTOCOL", "answer_text",
            "trajectory_text"]

@@ -28,18 +28,14 @@ from atc.llm.chat import (
     Completion,
     Message,
     ModelClient,
-    ToolCallRequest,
     chat_request,
     tool_calls_of,
-    wire_messages,
 )
 from atc.llm.openai_http import HttpChatModel
 
 # The message types live in atc.llm.chat (below both clients); they are re-exported here, where
 # callers have always found them.
-__all__ = ["Message", "Completion", "ToolCallRequest", "ModelClient", "OpenAIModel", "make_client",
-           "configured_settings", "translate_error", "wire_messages", "chat_request", "tool_calls_of",
-           "CONFIG_HINT", "PLACEHOLDER_KEY", "CLIENTS"]
+__all__ = ["OpenAIModel", "make_client", "configured_settings", "translate_error", "CLIENTS"]
 
 # HTTP statuses worth another try, as the OpenAI client itself treats them.
 _RETRY_STATUSES = frozenset({408, 409, 429})

@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from atc.loop.extract import bound_names
-from protocols.building import RESERVED_ARGUMENTS
-from protocols.model import Tool
+from protocols.model import RESERVED_ARGUMENTS, Tool
 from sandbox.lint import MAX_PROGRAM_CHARS, too_long
 from sandbox.pyparse import parse
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from atc import prompts
-from atc.llm.client import Completion, Message, ModelClient
+from atc.llm.chat import Completion, Message, ModelClient
 from protocols.model import Tool
 from protocols.render import render_full, response_shape
 from sandbox.api import ExecutionResult

@@ -28,7 +28,8 @@ from atc import tracing
 from atc.approval import task_writes
 from atc.config import atc_home
 from atc.errors import AtcError, UsageError
-from atc.llm.client import ModelClient, configured_settings, make_client
+from atc.llm.chat import ModelClient
+from atc.llm.client import configured_settings, make_client
 from atc.loop.answers import AnswerSpec, json_value
 from atc.loop.strategies.base import Episode, Step, StepHook, Strategy
 from atc.loop.strategies.chain import Attempt

@@ -31,7 +31,7 @@ from typing import Any
 
 from atc import prompts
 from atc.errors import ConfigError, ModelError, UsageError
-from atc.llm.client import Completion, Message, ModelClient, ToolCallRequest
+from atc.llm.chat import Completion, Message, ModelClient, ToolCallRequest
 from atc.retrieval.anytool_functions import (
     FUNCTIONS,
     MAX_DETAILS,

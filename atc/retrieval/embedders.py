@@ -29,16 +29,14 @@ from atc.errors import ConfigError, ModelError
 from atc.retrieval import onnx_minilm
 from atc.retrieval.base import Embedder
 from atc.retrieval.vectorstore import HASH_BYTES, VectorCache
-from atc.retrieval.weights import INSTALL_HINT, local_available, model_dir
+from atc.retrieval.weights import INSTALL_HINT, local_available
 
 if TYPE_CHECKING:
     import numpy as np
 
     from atc.retrieval.doc import Doc
 
-__all__ = ["RemoteEmbedder", "VectorCache", "make_embedder", "local_available", "text_hash", "embed_cached", "doc_vectors",
-           "model_dir",
-           "INSTALL_HINT"]
+__all__ = ["RemoteEmbedder", "VectorCache", "make_embedder", "text_hash", "embed_cached", "doc_vectors"]
 
 _NONE = {"none", "off", "no", "bm25", "0", "false"}
 _LOCAL = {"local", "minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}

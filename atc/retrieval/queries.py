@@ -22,7 +22,7 @@ from typing import Any
 
 from atc import prompts
 from atc.errors import ModelError
-from atc.llm.client import ModelClient
+from atc.llm.chat import ModelClient
 from protocols.files import atomic_write
 from protocols.model import Tool
 

@@ -25,7 +25,7 @@ from typing import Any
 from atc import prompts
 from atc.config import atc_home
 from atc.errors import ModelError
-from atc.llm.client import ModelClient
+from atc.llm.chat import ModelClient
 from atc.retrieval.base import Embedder, Hit, SearchResult, register
 from atc.retrieval.queries import QueryStore, document_hash, generate, tool_document
 from atc.retrieval.select import corpus_tools

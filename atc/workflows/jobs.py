@@ -29,7 +29,7 @@ from sandbox.gateway.writes.ledger import LedgerFile, WriteLedger
 from sandbox.gateway.writes.policy import WritePolicy, Writes
 
 if TYPE_CHECKING:
-    from atc.llm.client import ModelClient
+    from atc.llm.chat import ModelClient
     from atc.workflows.replay import Recording
     from sandbox.api import Limits, Toolset
 

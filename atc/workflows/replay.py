@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from atc.errors import ModelError, UsageError
-from atc.llm.client import Completion, Message, ModelClient, make_client, tool_calls_of
+from atc.llm.chat import Completion, Message, ModelClient, tool_calls_of
+from atc.llm.client import make_client
 from atc.workflows.tape import MODEL_FILE, TOOLS_FILE, TapeFile, canonical, key_of
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from atc import prompts, tracing
 from atc.errors import ModelBudget, ModelError
-from atc.llm.client import Completion, Message
+from atc.llm.chat import Completion, Message
 from atc.loop.strategies.meter import Meter
 from atc.sessions import session
 from protocols.model import Tool

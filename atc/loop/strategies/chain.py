@@ -23,7 +23,7 @@ from typing import Any
 
 from atc import prompts, tracing
 from atc.errors import ModelError, UsageError
-from atc.llm.client import Message
+from atc.llm.chat import Message
 from atc.loop.answers import error_of
 from atc.loop.checks import check_for_run
 from atc.loop.extract import extract_program

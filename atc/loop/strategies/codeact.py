@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from atc import prompts, tracing
 from atc.errors import ModelError, SandboxError, UsageError
-from atc.llm.client import Message
+from atc.llm.chat import Message
 from atc.loop.answers import error_of
 from atc.loop.extract import extract_program
 from atc.loop.reflection import describe_error

@@ -35,7 +35,7 @@ from typing import Any
 
 from atc import prompts, tracing
 from atc.errors import ModelError, UsageError
-from atc.llm.client import Message
+from atc.llm.chat import Message
 from atc.loop.strategies.base import Episode, Outcome, Step, error_dict, model_stop
 from atc.loop.strategies.functions import (
     act,

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from atc.llm.client import Message, ToolCallRequest, tool_calls_of
+from atc.llm.chat import Message, ToolCallRequest, tool_calls_of
 from protocols.model import Tool
 from protocols.render import purpose, response_shape
 from sandbox.attribution.condense import condense

@@ -24,7 +24,7 @@ from typing import Any, cast
 
 from atc import tracing
 from atc.errors import ModelBudget, UsageError
-from atc.llm.client import Completion, Message, ModelClient
+from atc.llm.chat import Completion, Message, ModelClient
 
 __all__ = ["Usage", "Budget", "Meter"]
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from atc import prompts, tracing
 from atc.errors import ModelError
-from atc.llm.client import Completion, Message, ToolCallRequest
+from atc.llm.chat import Completion, Message, ToolCallRequest
 from atc.loop.strategies.base import Episode, Outcome, Step, error_dict, model_stop
 from atc.loop.strategies.functions import (
     MAX_OBSERVATION,

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from atc.llm.client import ToolCallRequest
+from atc.llm.chat import ToolCallRequest
 
 __all__ = ["TextReply", "parse_reply", "tool_lines", "request_of"]
 

@@ -10,7 +10,8 @@ import openai
 import pytest
 
 from atc.errors import AtcError, ConfigError, ModelError
-from atc.llm.client import Completion, ModelClient, OpenAIModel, make_client, translate_error
+from atc.llm.chat import Completion, ModelClient
+from atc.llm.client import OpenAIModel, make_client, translate_error
 from tests.support.fakes.openai_server import Reply, ScriptedOpenAI
 
 

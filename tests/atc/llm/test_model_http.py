@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from atc.errors import ConfigError, ModelError
-from atc.llm.client import ModelClient, OpenAIModel, make_client
+from atc.llm.chat import ModelClient
+from atc.llm.client import OpenAIModel, make_client
 from atc.llm.openai_http import HttpChatModel
 from tests.support.fakes.openai_server import Reply, ScriptedOpenAI
 

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from atc.llm.client import Completion, ModelClient, OpenAIModel, ToolCallRequest
+from atc.llm.chat import Completion, ModelClient, ToolCallRequest
+from atc.llm.client import OpenAIModel
 from atc.llm.openai_http import HttpChatModel
 from tests.support.fakes.openai_server import Reply, ScriptedOpenAI, call
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from atc.llm.client import ToolCallRequest
+from atc.llm.chat import ToolCallRequest
 from atc.loop.solving import Solution, solve
 from atc.loop.strategies.base import Episode
 from atc.loop.strategies.functions import act as make_call

@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from atc.llm.client import ModelClient, OpenAIModel
+from atc.llm.chat import ModelClient
+from atc.llm.client import OpenAIModel
 from atc.llm.openai_http import HttpChatModel
 from atc.loop.solving import solve
 from atc.retrieval import factory, registered

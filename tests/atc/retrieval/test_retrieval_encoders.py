@@ -24,10 +24,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from atc.retrieval.corpus import MemoryCorpus
-from atc.retrieval.embedders import LocalMiniLM, local_available, model_dir
+from atc.retrieval.embedders import LocalMiniLM
 from atc.retrieval.hybrid import HybridRetriever
 from atc.retrieval.minilm import MiniLM
 from atc.retrieval.onnx_minilm import onnx_available
+from atc.retrieval.weights import local_available, model_dir
 from atc.retrieval.wordpiece import WordPiece
 from protocols import load_spec
 

@@ -18,10 +18,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from atc.retrieval.embedders import LocalMiniLM, local_available
+from atc.retrieval.embedders import LocalMiniLM
 from atc.retrieval.exact import mean_of_views
 from atc.retrieval.fill import fill
 from atc.retrieval.index import index_dir, open_index
+from atc.retrieval.weights import local_available
 from protocols.store import Store
 
 pytestmark = pytest.mark.skipif(not local_available(), reason="atc[embed] is not installed")

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from atc.retrieval.api import search
-from atc.retrieval.embedders import local_available, make_embedder, model_dir
+from atc.retrieval.embedders import make_embedder
 from atc.retrieval.minilm import MiniLM
+from atc.retrieval.weights import local_available, model_dir
 from protocols import load_spec
 
 TEXTS = ["search for a movie by title", "Find films that have a given name.", "get the weather forecast for a city",

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from atc.llm.client import ModelClient
+from atc.llm.chat import ModelClient
 from atc.llm.openai_http import HttpChatModel
 from atc.retrieval import factory
 from atc.retrieval.queries import QueryStore, document_hash, generate

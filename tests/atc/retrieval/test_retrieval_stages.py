@@ -24,10 +24,11 @@ import numpy as np
 import pytest
 
 from atc.retrieval.corpus import MemoryCorpus
-from atc.retrieval.embedders import LocalMiniLM, local_available
+from atc.retrieval.embedders import LocalMiniLM
 from atc.retrieval.hybrid import SHORT_LIST, HybridRetriever
 from atc.retrieval.index import update_index
 from atc.retrieval.static import StaticEmbedder
+from atc.retrieval.weights import local_available
 from protocols import Collection, load_spec
 from protocols.store import Store
 

@@ -23,7 +23,7 @@ import pytest
 
 from atc.examples import path as example
 from atc.retrieval import warm
-from atc.retrieval.embedders import local_available
+from atc.retrieval.weights import local_available
 
 ATC = Path(sys.executable).with_name("atc")
 
