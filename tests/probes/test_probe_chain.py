@@ -36,7 +36,7 @@ def catalog(server: CatalogAPI, monkeypatch: pytest.MonkeyPatch) -> CatalogAPI:
 
 
 def _probe(api: CatalogAPI, **kw: Any) -> Any:
-    kw.setdefault("request_timeout", 0.5)
+    kw.setdefault("request_timeout", 0.8)
     kw.setdefault("credentials", CRED)
     return probe(load_data(api.spec(), source="catalog"), no_llm=True, **kw)
 
@@ -195,7 +195,7 @@ def test_the_openapi_document_round_trips(catalog: CatalogAPI, tmp_path: Path) -
     from probes.results.outputs import learnt_collection
 
     original = load_data(catalog.spec(), source="catalog")
-    report = probe(original, no_llm=True, request_timeout=0.5, credentials=CRED, out=tmp_path / "out")
+    report = probe(original, no_llm=True, request_timeout=0.8, credentials=CRED, out=tmp_path / "out")
     learnt = learnt_collection(original, report)
     again = load_spec(tmp_path / "out" / "openapi.json")
     assert again.source_format == "openapi-3.1" and again.servers == original.servers

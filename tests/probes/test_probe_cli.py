@@ -24,7 +24,7 @@ ATC = Path(sys.executable).with_name("atc")
 
 @pytest.fixture()
 def catalog() -> Iterator[CatalogAPI]:
-    with CatalogAPI(slow=1.5) as api:
+    with CatalogAPI(slow=2.5) as api:
         yield api
 
 
@@ -36,7 +36,7 @@ def atc(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> 
 def test_probe_then_import_then_run_a_program_using_learnt_fields(catalog: CatalogAPI, tmp_path: Path) -> None:
     spec = catalog.write_spec(tmp_path / "catalog.json")
     out = tmp_path / "out"
-    done = atc("probe", str(spec), "--no-llm", "--out", str(out), "--request-timeout", "0.5",
+    done = atc("probe", str(spec), "--no-llm", "--out", str(out), "--request-timeout", "1.0",
                "--credential", "key=env:CATALOG_KEY", "--json", env={"CATALOG_KEY": SECRET})
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)  # exactly one JSON document
@@ -131,7 +131,7 @@ def test_ctrl_c_writes_what_was_learnt(catalog: CatalogAPI, tmp_path: Path) -> N
     catalog.delay = 0.0
     sent = len(catalog.requests)
     catalog.reset()
-    again = atc("probe", str(spec), "--no-llm", "--json", "--request-timeout", "0.5")
+    again = atc("probe", str(spec), "--no-llm", "--json", "--request-timeout", "1.0")
     assert json.loads(again.stdout)["cached"] >= doc["documented"]
     assert len(catalog.requests) < sent + 20
 

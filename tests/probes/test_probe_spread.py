@@ -26,7 +26,10 @@ from tests.support.apis.catalog import SECRET, CatalogAPI, catalog_spec
 from tests.support.apis.library import library_spec
 
 #: What a probe is asked in these tests: no model, a short wait for the API's never-answering tool.
-OPTIONS = {"no_llm": True, "sandbox": "local", "request_timeout": 0.3, "credentials": {"key": "env:CATALOG_KEY"}}
+#: The wait is wide of both an ordinary answer and the slow tool's, so that a loaded 2-core CI machine
+#: (the API serves from this process's threads) never turns an ordinary answer into a timeout.
+WAIT = 1.0
+OPTIONS = {"no_llm": True, "sandbox": "local", "request_timeout": WAIT, "credentials": {"key": "env:CATALOG_KEY"}}
 #: Fields that say how long a run took: the only ones a spread run may differ in.
 TIMING = ("duration_ms", "rounds")
 
@@ -34,7 +37,7 @@ TIMING = ("duration_ms", "rounds")
 @pytest.fixture()
 def catalog(monkeypatch: pytest.MonkeyPatch) -> Iterator[CatalogAPI]:
     monkeypatch.setenv("CATALOG_KEY", SECRET)
-    with CatalogAPI(slow=0.6) as api:
+    with CatalogAPI(slow=WAIT * 2.5) as api:
         yield api
 
 
@@ -169,7 +172,7 @@ def test_ray_equals_the_local_executor(catalog: CatalogAPI, tmp_path: Path, monk
 
     monkeypatch.setattr(spread, "run_each", recording)  # what spread calls: its own name for it
     spec = catalog.write_spec(tmp_path / "catalog.json")
-    common = ["probe", str(spec), "--no-llm", "--request-timeout", "0.3", "--credential", "key=env:CATALOG_KEY",
+    common = ["probe", str(spec), "--no-llm", "--request-timeout", str(WAIT), "--credential", "key=env:CATALOG_KEY",
               "--sandbox", "local", "--json"]
     try:
         assert main([*common, "--executor", "local", "--no-cache", "--out", str(tmp_path / "local")]) == 0
