@@ -67,7 +67,10 @@ class ServerInfo:
 
 
 def start(home: Path, *, wait: float = 30.0) -> ServerInfo:
-    """Start a server (unless one answers) and wait until it answers."""
+    """Start a server (unless one answers) and wait until it answers. Without a private socket
+    folder no server can be started: the status says why, at once (a spawn could never answer)."""
+    if socket_path(home) is None:
+        return status(home)
     spawn(home)
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
@@ -77,7 +80,8 @@ def start(home: Path, *, wait: float = 30.0) -> ServerInfo:
         time.sleep(0.05)
     info = status(home)
     if not info.running:
-        info.notes.append(f"the server did not answer within {wait:.0f} s; see {Path(info.socket).with_suffix('.log')}")
+        log = f"; see {Path(info.socket).with_suffix('.log')}" if info.socket else ""
+        info.notes.append(f"the server did not answer within {wait:.0f} s{log}")
     return info
 
 

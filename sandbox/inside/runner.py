@@ -333,11 +333,20 @@ class Channel:
             self._stopped = False
 
 
+#: The instruction positions of each code object that called a tool, by ``id`` (the code object is
+#: kept beside them, so that an id cannot be reused while cached): listing them cost every call
+#: tens of microseconds, more in a long program, the largest share of a call's own work here.
+_POSITIONS: dict[int, tuple[Any, tuple[Any, ...]]] = {}
+
+
 def _position(frame: FrameType) -> tuple[int | None, int | None]:
     """(line, col) of the instruction a frame is executing, via co_positions (3.11+)."""
     try:
-        positions = list(frame.f_code.co_positions())
-        line, _end, col, _end_col = positions[frame.f_lasti // 2]
+        code = frame.f_code
+        cached = _POSITIONS.get(id(code))
+        if cached is None or cached[0] is not code:
+            cached = _POSITIONS[id(code)] = (code, tuple(code.co_positions()))
+        line, _end, col, _end_col = cached[1][frame.f_lasti // 2]
         return (line if line is not None else frame.f_lineno), col
     except (AttributeError, IndexError, ValueError):
         return frame.f_lineno, None

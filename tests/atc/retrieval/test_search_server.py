@@ -162,7 +162,11 @@ def test_a_socket_folder_open_to_others_is_never_used(env: dict[str, str]) -> No
     assert list(folder.iterdir()) == []  # nothing spawned, no socket made
     doc = status(env)
     assert not doc["running"] and "not a private folder" in doc["notes"][0]
-    assert atc("tools", "server", "start", env=env).returncode == 1
+    t0 = time.monotonic()
+    refused = atc("tools", "server", "start", env=env)
+    # refused at once, saying why (it once waited 30 s for a server that could never answer)
+    assert refused.returncode == 1 and time.monotonic() - t0 < 10
+    assert "not a private folder" in refused.stderr and "internal error" not in refused.stderr
 
 
 def test_socket_and_folder_are_private(env: dict[str, str]) -> None:
