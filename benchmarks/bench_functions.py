@@ -27,6 +27,19 @@ def lookup(user_id: int, fields: list[str] | None = None) -> dict[str, object]:
     return {"id": user_id, "name": f"user {user_id}", "tags": ["a", "b"], "fields": fields or []}
 
 
+def read_lookup(user_id: int, fields: list[str] | None = None) -> dict[str, object]:
+    """The same lookup, declared a read (``atc.tool(read_only=True)``): no write ledger."""
+    return lookup(user_id, fields)
+
+
+def _tool(read: bool) -> object:
+    """The function as a tool named ``lookup``: undeclared (a write, atc's default for a function
+    it knows nothing of: recorded in the task's ledger) or declared a read."""
+    import atc
+
+    return atc.tool(name="lookup", read_only=True)(read_lookup) if read else lookup
+
+
 PROGRAM = """
 import time, statistics
 def local_lookup(user_id, fields=None):
@@ -41,23 +54,24 @@ print(statistics.median(gateway) * 1000, sorted(gateway)[int(0.95 * len(gateway)
 """
 
 
-def in_sandbox(sandbox: str, calls: int) -> dict[str, float]:
+def in_sandbox(sandbox: str, calls: int, read: bool = False) -> dict[str, float]:
     import atc
     from sandbox.api import Limits
 
-    atc.run("print(lookup(user_id=0))", [lookup], sandbox=sandbox)  # the backend and the transport warm
-    result = atc.run(PROGRAM.format(n=calls), [lookup], Limits(timeout=300, max_calls=calls + 10), sandbox=sandbox)
+    fn = _tool(read)
+    atc.run("print(lookup(user_id=0))", [fn], sandbox=sandbox)  # the backend and the transport warm
+    result = atc.run(PROGRAM.format(n=calls), [fn], Limits(timeout=300, max_calls=calls + 10), sandbox=sandbox)
     assert result.ok, result.error
     p50, p95, direct = (float(x) for x in result.answer.split())
     return {"gateway_p50_ms": p50, "gateway_p95_ms": p95, "direct_p50_ms": direct, "overhead_ms": p50 - direct}
 
 
-def on_host(calls: int) -> dict[str, float]:
+def on_host(calls: int, read: bool = False) -> dict[str, float]:
     from protocols.functions import functions_collection
     from sandbox.api import Limits, Toolset
     from sandbox.gateway.core import Gateway
 
-    gateway = Gateway(Toolset([functions_collection([lookup])]), Limits(max_calls=calls + 10))
+    gateway = Gateway(Toolset([functions_collection([_tool(read)])]), Limits(max_calls=calls + 10))
     gateway.call("lookup", {"user_id": 0})
     through, direct = [], []
     for i in range(calls):
@@ -77,19 +91,21 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--sandbox", default="local,docker")
     args = ap.parse_args()
-    host = on_host(args.calls)
-    print(f"host, Gateway.call vs the function (+ json.dumps): p50 {host['gateway_p50_ms']:.4f} ms vs "
-          f"{host['direct_p50_ms']:.4f} ms: overhead {host['overhead_ms']:.4f} ms per call")
-    for sandbox in [s for s in args.sandbox.split(",") if s]:
-        try:
-            found = in_sandbox(sandbox, args.calls)
-        except Exception as exc:  # no Docker engine: say so, measure the rest
-            print(f"{sandbox}: not measured ({type(exc).__name__}: {exc})")
-            continue
-        print(f"{sandbox} sandbox, from inside the program, {args.calls} calls: through the gateway p50 "
-              f"{found['gateway_p50_ms']:.4f} ms (p95 {found['gateway_p95_ms']:.4f}), the same function in the "
-              f"program {found['direct_p50_ms']:.4f} ms: overhead {found['overhead_ms']:.4f} ms per call "
-              f"(goal <= 0.3 ms), {found['gateway_p50_ms'] / max(found['direct_p50_ms'], 1e-6):.0f}x a direct call")
+    for read in (False, True):
+        kind = "read (read_only=True)" if read else "write (undeclared)"
+        host = on_host(args.calls, read)
+        print(f"{kind}: host, Gateway.call vs the function (+ json.dumps): p50 {host['gateway_p50_ms']:.4f} ms vs "
+              f"{host['direct_p50_ms']:.4f} ms: overhead {host['overhead_ms']:.4f} ms per call")
+        for sandbox in [s for s in args.sandbox.split(",") if s]:
+            try:
+                found = in_sandbox(sandbox, args.calls, read)
+            except Exception as exc:  # no Docker engine: say so, measure the rest
+                print(f"{kind}: {sandbox}: not measured ({type(exc).__name__}: {exc})")
+                continue
+            print(f"{kind}: {sandbox} sandbox, from inside the program, {args.calls} calls: through the gateway p50 "
+                  f"{found['gateway_p50_ms']:.4f} ms (p95 {found['gateway_p95_ms']:.4f}), the same function in the "
+                  f"program {found['direct_p50_ms']:.4f} ms: overhead {found['overhead_ms']:.4f} ms per call "
+                  f"(goal <= 0.3 ms), {found['gateway_p50_ms'] / max(found['direct_p50_ms'], 1e-6):.0f}x a direct call")
     return 0
 
 
