@@ -95,14 +95,21 @@ def send(sock: socket.socket, msg: dict[str, Any]) -> None:
     sock.sendall(_pack(len(body)) + body)
 
 
+#: Bytes read from the host and not yet taken: a reply's header and body come in one ``recv``
+#: (every read of the channel goes through ``_recv_exact``), one system call a call fewer.
+_PENDING = bytearray()
+
+
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
+    buf = _PENDING
     while len(buf) < n:
-        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        chunk = sock.recv(min(max(n - len(buf), 1 << 16), 1 << 20))
         if not chunk:
             raise EOFError("channel closed")
         buf += chunk
-    return bytes(buf)
+    out = bytes(buf[:n])
+    del buf[:n]
+    return out
 
 
 def recv(sock: socket.socket) -> Any:
@@ -345,6 +352,8 @@ def _position(frame: FrameType) -> tuple[int | None, int | None]:
         code = frame.f_code
         cached = _POSITIONS.get(id(code))
         if cached is None or cached[0] is not code:
+            if len(_POSITIONS) >= 4096:  # a program that makes code objects as it goes (exec in a loop)
+                _POSITIONS.clear()
             cached = _POSITIONS[id(code)] = (code, tuple(code.co_positions()))
         line, _end, col, _end_col = cached[1][frame.f_lasti // 2]
         return (line if line is not None else frame.f_lineno), col
