@@ -141,12 +141,13 @@ _PLAIN_BYTES = 1 << 16
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def _plain_json(value: Any) -> bytes | None:
+def _plain_json(value: Any, max_bytes: int) -> bytes | None:
     """``value`` as JSON text when it is small plain JSON data that ``jsonable`` would keep as it
-    is (dicts with text keys, lists, text, numbers that are finite, bools, None), else None: the
-    rest (dataclasses, dates, NaN, tuples, big results, ...) takes ``jsonable``'s bounded walk.
-    Only the top level and its direct children are looked at here; ``json.dumps`` refuses
-    anything deeper that is not JSON, and a bounded count settles the size first."""
+    is (dicts with text keys, lists, text, finite numbers, bools, None; at most ``max_bytes`` and
+    ``MAX_DEPTH`` levels), else None: the rest (dataclasses, dates, NaN, tuples, big or deep
+    results, ...) takes ``jsonable``'s bounded walk. Only the top level and its direct children
+    are looked at before encoding (a result that is wide there is left to the walk); ``json.dumps``
+    refuses anything deeper that is not JSON."""
     kind = type(value)
     if kind is dict:
         if len(value) > _PLAIN_ITEMS or not all(type(k) is str for k in value):
@@ -166,10 +167,15 @@ def _plain_json(value: Any) -> bytes | None:
         elif ck not in _SCALARS:
             return None
     try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        raw = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8", "replace")
     except (TypeError, ValueError, RecursionError):
         return None
-    return text.encode("utf-8", "replace")
+    if len(raw) > min(max_bytes, _PLAIN_BYTES):
+        return None
+    # nested no deeper than the walk allows (the bracket count settles most results in C)
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and max_depth(raw) > MAX_DEPTH:
+        return None
+    return raw
 
 
 class FunctionTransport:
@@ -213,10 +219,8 @@ class FunctionTransport:
             raise SendFailure(f"{tool.name}: the arguments could not be converted: {error_text(exc)}",
                               tool=tool.name, failure="arguments") from None
         value = self._call(tool, host, positional, keywords, self._timeout(tool))
-        raw = _plain_json(value)
-        if raw is not None and len(raw) <= min(self.limits.max_response_bytes, _PLAIN_BYTES) \
-                and (raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH or max_depth(raw) <= MAX_DEPTH):
-            # Plain JSON already: encoded and read back in C, what an HTTP body goes through.
+        raw = _plain_json(value, self.limits.max_response_bytes)
+        if raw is not None:  # plain JSON already: encoded and read back in C, as an HTTP body is
             return Reply(status=None, headers={}, data=json.loads(raw), raw=raw)
         try:
             data = jsonable(value, self.values)

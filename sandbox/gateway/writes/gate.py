@@ -150,11 +150,8 @@ class WriteGate:
             return Admission("replay", entry)
         if entry is not None and entry.outcome == "unknown" and not entry.idempotency_key and not planned.resend:
             return Admission("refuse", entry, refused=_unknown_message(tool.name, entry))
-        # Allowed, with no guard to show it to: nothing reads the request, so none is built (its
-        # URL and shown arguments were a tenth of a function tool's host cost).
-        policy = self.policy
-        decision = _SEND if policy.mode == "allow" and policy.guard is None else \
-            self.decide(planned, 0, self.request_url(tool, planned.args))
+        decision = self.decide(planned, 0, self.request_url(tool, planned.args)) if self.policy.reads_requests \
+            else _SEND
         if decision.refused is not None:
             if self.cursor is not None and entry is None:
                 # Nothing was sent: the place stays free for the same write when it is allowed.
@@ -208,7 +205,7 @@ class WriteGate:
         return twin
 
 
-#: The decision of an allowing policy with no guard.
+#: What a policy that reads no request decides: send.
 _SEND = Decision()
 
 

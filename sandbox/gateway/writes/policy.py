@@ -98,6 +98,13 @@ class WritePolicy:
         if self.mode not in WRITE_MODES:
             raise UsageError(f"unknown write policy {self.mode!r}", hint="use --writes allow, deny or ask")
 
+    @property
+    def reads_requests(self) -> bool:
+        """Does ``decide`` look at the request? Not when it allows everything with no guard: then
+        a caller need not build one (its URL and shown arguments cost a function tool's call a
+        tenth of its host time)."""
+        return self.mode != "allow" or self.guard is not None
+
     def decide(self, request: WriteRequest) -> Decision:
         """May ``request`` be sent? Approvals are asked one at a time (a terminal shows one
         question at once, however many programs of a batch write together)."""

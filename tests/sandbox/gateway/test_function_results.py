@@ -47,21 +47,22 @@ def _walked(value: Any) -> Any:
 @settings(max_examples=600, deadline=None)
 @given(results)
 def test_the_quick_path_takes_only_what_the_walk_keeps_as_it_is(value: Any) -> None:
-    raw = _plain_json(value)
+    raw = _plain_json(value, 1 << 20)
     if raw is not None:
         assert json.loads(raw) == _walked(value)
 
 
 def test_it_takes_plain_records_and_leaves_the_rest() -> None:
     record = {"id": 7, "name": "user 7", "tags": ["a", "b"], "score": 0.5, "parent": None, "ok": True}
-    assert _plain_json(record) == json.dumps(record, separators=(",", ":")).encode()
-    assert _plain_json([record, record]) is not None
+    assert _plain_json(record, 1 << 20) == json.dumps(record, separators=(",", ":")).encode()
+    assert _plain_json([record, record], 1 << 20) is not None
+    assert _plain_json([record] * 50, 100) is None  # over the byte cap: the walk says so
     for other in (float("nan"), {"x": float("inf")}, {"when": datetime.date(2026, 1, 1)}, {"c": Color.RED},
                   (1, 2), {1: "a"}, {"s": {1, 2}}, list(range(300)), "text", 5):
-        assert _plain_json(other) is None, other
+        assert _plain_json(other, 1 << 20) is None, other
 
 
-def test_a_result_nested_past_the_bound_is_refused_on_the_quick_path_too() -> None:
+def test_a_result_nested_past_the_bound_is_refused_as_before() -> None:
     import atc  # lazy: the end-to-end check runs a program in the local sandbox
 
     def tree() -> dict[str, Any]:
@@ -71,7 +72,7 @@ def test_a_result_nested_past_the_bound_is_refused_on_the_quick_path_too() -> No
             deep = [deep]
         return {"deep": deep}
 
-    assert _plain_json(tree()) is not None  # json can write it: the transport's depth check refuses it
+    assert _plain_json(tree(), 1 << 20) is None  # json could write it: left to the walk, which refuses it
     r = atc.run("tree()\n", [tree], sandbox="local")
     assert not r.ok and r.error is not None and r.error.tool == "tree"
     assert f"nested more than {MAX_DEPTH} levels" in r.error.message and r.calls[0].failure == "response"

@@ -338,3 +338,10 @@ def test_a_ledger_file_keeps_the_writes_across_processes(tmp_path: Path, shop: C
     lines = [json.loads(x) for x in path.read_text().splitlines() if x.endswith("}")]
     assert {x["task"] for x in lines} == {"t1", "t2"}
     assert len({x["ledger"] for x in lines}) == 2  # each task its own ledger id (its derived keys)
+
+
+def test_only_an_allowing_policy_without_a_guard_skips_the_request() -> None:
+    # the gate builds no request for a policy that reads none: every other policy must see each one
+    assert not WritePolicy().reads_requests
+    assert WritePolicy("deny").reads_requests and WritePolicy("ask").reads_requests
+    assert WritePolicy(guard=lambda request: None).reads_requests
